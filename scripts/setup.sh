@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up ./.venv on a fresh CPU machine (Python 3.11): the pinned stack, this package (editable),
+# the patch series applied to the installed upstream packages, and the C++ runtime built.
+# Idempotent: a second run only redoes the steps whose inputs changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+py=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+vpy="$root/.venv/bin/python"
+"$vpy" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version}"'
+
+stamp=.venv/.tte-deps
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$vpy" -m pip install -q --upgrade pip
+  # torch 2.14.1 is the pin torch-tensorrt 2.14.0 needs; executorch 1.5.1 is the release we patch.
+  "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 pytest hypothesis "cmake>=3.28" ninja
+  # torch-tensorrt's [executorch] extra says executorch<1.5 and its TensorRT libs are not served
+  # here: install the pure wheel without deps (its code is what the patch series targets).
+  "$vpy" -m pip install -q --no-deps torch-tensorrt==2.14.0
+  "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+fi
+
+if [ -f patches/upstream.toml ] && "$vpy" -c 'import torch_tensorrt_ext.patching' 2>/dev/null; then
+  .venv/bin/torch-tensorrt-ext patch apply
+fi
+
+if [ -f runtime/CMakeLists.txt ]; then
+  bash scripts/build_runtime.sh
+fi

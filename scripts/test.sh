@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: make sure ./.venv is set up (idempotent), then run the Python tests
+# and the C++ runtime's ctest suite. Exit status is non-zero if any suite fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
+if [ -f build/runtime/CTestTestfile.cmake ] || [ -f build/CTestTestfile.cmake ]; then
+  (cd build && ../.venv/bin/ctest --output-on-failure) || status=$?
+fi
+exit $status

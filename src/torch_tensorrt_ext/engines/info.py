@@ -1,0 +1,72 @@
+"""`EngineInfo`: the engine interface as data.
+
+Invariant: an `EngineInfo` is immutable and self-consistent — every `AliasedIO` names an existing
+output binding and an existing input binding, and no output is aliased twice. Construction
+validates this, so code holding an `EngineInfo` never re-checks it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+
+@dataclass(frozen=True)
+class AliasedIO:
+    """Output binding `output` is written in place through input binding `input`'s address."""
+
+    output: str
+    input: str
+    kind: str = "kv_cache_update"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What a built engine reports about its I/O.
+
+    `input_buffers` maps input binding name -> buffer FQN for lifted buffers (filled by the
+    compiler that lifted them); `aliased_io` is the engine's own report of in-place outputs.
+    """
+
+    name: str
+    input_names: Tuple[str, ...]
+    output_names: Tuple[str, ...]
+    aliased_io: Tuple[AliasedIO, ...] = ()
+    input_buffers: Tuple[Tuple[str, str], ...] = ()
+    device: str = "cpu"
+    kind: str = "reference"
+    input_shapes: Tuple[Tuple[int, ...], ...] = ()
+    output_shapes: Tuple[Tuple[int, ...], ...] = ()
+    input_dtypes: Tuple[str, ...] = ()
+    output_dtypes: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        ins, outs = set(self.input_names), set(self.output_names)
+        if len(ins) != len(self.input_names):
+            raise ValueError(f"engine {self.name!r}: duplicate input binding names {self.input_names}")
+        if len(outs) != len(self.output_names):
+            raise ValueError(f"engine {self.name!r}: duplicate output binding names {self.output_names}")
+        seen = set()
+        for a in self.aliased_io:
+            if a.output not in outs:
+                raise ValueError(
+                    f"engine {self.name!r}: aliased_io names output binding {a.output!r}, "
+                    f"which is not among its outputs {list(self.output_names)}")
+            if a.input not in ins:
+                raise ValueError(
+                    f"engine {self.name!r}: aliased_io names input binding {a.input!r}, "
+                    f"which is not among its inputs {list(self.input_names)}")
+            if a.output in seen:
+                raise ValueError(f"engine {self.name!r}: output binding {a.output!r} is aliased twice")
+            seen.add(a.output)
+        for binding, _fqn in self.input_buffers:
+            if binding not in ins:
+                raise ValueError(
+                    f"engine {self.name!r}: buffer binding {binding!r} is not among its inputs")
+
+    def buffer_of_input(self, binding: str) -> Optional[str]:
+        return dict(self.input_buffers).get(binding)
+
+    def aliased_buffers(self) -> dict:
+        """FQN -> AliasedIO for every aliased output whose input is a lifted buffer."""
+        by_input = dict(self.input_buffers)
+        return {by_input[a.input]: a for a in self.aliased_io if a.input in by_input}
