@@ -23,7 +23,8 @@ class AliasedIO:
 class EngineInfo:
     """What a built engine reports about its I/O.
 
-    `input_buffers` maps input binding name -> buffer FQN for lifted buffers (filled by the
+    `input_buffers` maps input binding name -> buffer FQN for lifted buffers and `output_buffers`
+    output binding name -> FQN of the buffer whose new value it carries (both filled by the
     compiler that lifted them); `aliased_io` is the engine's own report of in-place outputs.
     """
 
@@ -32,6 +33,7 @@ class EngineInfo:
     output_names: Tuple[str, ...]
     aliased_io: Tuple[AliasedIO, ...] = ()
     input_buffers: Tuple[Tuple[str, str], ...] = ()
+    output_buffers: Tuple[Tuple[str, str], ...] = ()   # output binding -> FQN of the new value
     device: str = "cpu"
     kind: str = "reference"
     input_shapes: Tuple[Tuple[int, ...], ...] = ()
@@ -62,6 +64,10 @@ class EngineInfo:
             if binding not in ins:
                 raise ValueError(
                     f"engine {self.name!r}: buffer binding {binding!r} is not among its inputs")
+        for binding, _fqn in self.output_buffers:
+            if binding not in outs:
+                raise ValueError(
+                    f"engine {self.name!r}: buffer binding {binding!r} is not among its outputs")
 
     def buffer_of_input(self, binding: str) -> Optional[str]:
         return dict(self.input_buffers).get(binding)

@@ -1,0 +1,64 @@
+"""`plan_mutations`: every buffer the program mutates, classified KV_ALIAS or COPY_BACK.
+
+Invariant: the plan names exactly the buffers eager execution mutates (one entry each, found by
+`graph_writes`), and an entry is KV_ALIAS only when `kv_rules` proves the converters will emit an
+aliased `IKVCacheUpdateLayer`; everything else is COPY_BACK with its reason. Nothing is dropped.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Tuple, Union
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..plan import BufferWrite, MutationPlan, WriteKind
+from .graph_writes import Program, find_buffer_writes
+from .kv_rules import kv_verdict, op_name, static_shape
+
+
+def _normalize_ops(ops: Iterable[object]) -> frozenset:
+    """torch_executed_ops as both OpOverloads and 'aten.x.default' strings."""
+    out = set()
+    for op in ops:
+        out.add(op)
+        if isinstance(op, str):
+            name = op[len("torch.ops."):] if op.startswith("torch.ops.") else op
+            out.add(name)
+            if name.count(".") == 1:  # "aten.add" means aten.add.default too
+                out.add(name + ".default")
+        elif hasattr(op, "_schema"):
+            ns, _, name = op._schema.name.partition("::")
+            out.add(f"{ns}.{name}.{op._schema.overload_name or 'default'}")
+        elif hasattr(op, "default"):  # an OpOverloadPacket
+            out.add(op.default)
+    return frozenset(out)
+
+
+def _cache_shape(program: Program, root: Node):
+    shape = static_shape(root)
+    if shape is None and isinstance(program, GraphModule) and root.op == "get_attr":
+        shape = tuple(program.get_buffer(root.target).shape)
+    return shape
+
+
+def plan_mutations(program: Union[torch.export.ExportedProgram, GraphModule], *,
+                   torch_executed_ops: Iterable[object] = ()) -> MutationPlan:
+    """Plan every buffer write of an ExportedProgram or GraphModule from torch.export.
+
+    `torch_executed_ops` (op overloads or names such as "aten.index_copy.default") are the ops
+    left to PyTorch; their writes are COPY_BACK.
+    """
+    excluded = _normalize_ops(torch_executed_ops)
+    analysed, found = find_buffer_writes(program)
+    writes = []
+    for w in found:
+        verdict = kv_verdict(w.value, w.root, _cache_shape(analysed, w.root), excluded)
+        op = op_name(w.value) if w.value.op == "call_function" else w.value.op
+        writes.append(BufferWrite(
+            fqn=w.fqn,
+            kind=WriteKind.KV_ALIAS if verdict.kv else WriteKind.COPY_BACK,
+            op=op,
+            reason=verdict.reason,
+            node=w.value.name,
+        ))
+    return MutationPlan(tuple(writes))

@@ -1,0 +1,179 @@
+"""Find every buffer write of a torch.export program, in functional form.
+
+Invariant: `find_buffer_writes` returns exactly one `FoundWrite` per buffer that eager execution
+of the program mutates, whatever form the program came in:
+
+* an `ExportedProgram` in functional form (BUFFER_MUTATION output specs),
+* an `ExportedProgram` in torch 2.14's default training IR, which keeps in-place ops
+  (`copy_` into a slice, `index_copy_`, `add_`, ...) inside the graph — it is functionalized
+  first, so each write is seen as the value the converters will see,
+* a `GraphModule` from `ExportedProgram.module()`: buffers are `get_attr` nodes and each write
+  is a trailing whole-buffer `aten.copy_(get_attr, value)`; one with other in-place writes into
+  buffers is re-exported to functional form.
+
+A write it cannot represent raises `PlanError` naming the node; it never drops one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..plan import PlanError
+
+Program = Union[torch.export.ExportedProgram, GraphModule]
+
+
+@dataclass(frozen=True)
+class FoundWrite:
+    """Buffer `fqn` (read through `root`) gets the new value `value`.
+
+    `copy_node` is the whole-buffer `aten.copy_` that stores it (GraphModule form), else None.
+    """
+
+    fqn: str
+    root: Node
+    value: Node
+    copy_node: Optional[Node] = None
+
+
+def written_args(node: Node) -> Tuple[int, ...]:
+    """Positions of the arguments an aten op mutates (empty for functional ops)."""
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return ()
+    return tuple(i for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
+
+
+def is_view(node: Node) -> bool:
+    """Whether the op returns an alias of its first argument (slice, select, view, ...)."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None or not schema.returns:
+        return False
+    ret = schema.returns[0].alias_info
+    return ret is not None and not ret.is_write
+
+
+def view_root(node: object) -> Optional[Node]:
+    """Follow view ops back to the tensor they alias."""
+    while isinstance(node, Node) and is_view(node):
+        node = node.args[0]
+    return node if isinstance(node, Node) else None
+
+
+def _ep_writes(ep: torch.export.ExportedProgram) -> List[FoundWrite]:
+    sig = ep.graph_signature
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    output = ep.graph.output_node()
+    values = list(output.args[0])
+    writes = []
+    for i, spec in enumerate(sig.output_specs):
+        if spec.kind != torch.export.graph_signature.OutputKind.BUFFER_MUTATION:
+            continue
+        fqn = spec.target
+        root_name = next((n for n, f in sig.inputs_to_buffers.items() if f == fqn), None)
+        if root_name is None or root_name not in placeholders:
+            raise PlanError(f"BUFFER_MUTATION output {i} targets {fqn!r}, which is not a buffer "
+                            "input of this program")
+        value = values[i]
+        if not isinstance(value, Node):
+            raise PlanError(f"buffer {fqn!r} is assigned the constant {value!r}; nothing to plan")
+        writes.append(FoundWrite(fqn, placeholders[root_name], value))
+    return writes
+
+
+def _ep_has_inplace_buffer_writes(ep: torch.export.ExportedProgram) -> bool:
+    buffers = {n for n in ep.graph.nodes
+               if n.op == "placeholder" and n.name in ep.graph_signature.inputs_to_buffers}
+    for node in ep.graph.nodes:
+        for i in written_args(node):
+            if view_root(node.args[i]) in buffers:
+                return True
+        if node.op == "call_function" and not hasattr(node.target, "_schema"):
+            # higher-order ops (cond, while_loop, ...) may write buffers they take
+            if any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
+                   for a in node.args):
+                return True
+    return False
+
+
+def functional_program(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program in functional form (no in-place writes into buffers)."""
+    if not _ep_has_inplace_buffer_writes(ep):
+        return ep
+    try:
+        return ep.run_decompositions({})
+    except Exception as e:  # pragma: no cover - depends on torch internals
+        raise PlanError(f"could not functionalize the program's buffer writes: {e}") from e
+
+
+def _buffer_fqn(gm: GraphModule, node: Node) -> Optional[str]:
+    if node.op != "get_attr":
+        return None
+    try:
+        gm.get_buffer(node.target)
+    except AttributeError:
+        return None
+    return str(node.target)
+
+
+def _gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
+    """Whole-buffer copy_ writes, and any other in-place write into a buffer."""
+    writes: Dict[str, FoundWrite] = {}
+    other: List[Node] = []
+    for node in gm.graph.nodes:
+        for i in written_args(node):
+            root = view_root(node.args[i])
+            fqn = _buffer_fqn(gm, root) if root is not None else None
+            if fqn is None:
+                continue
+            whole = (node.target is torch.ops.aten.copy_.default and i == 0
+                     and node.args[0] is root and isinstance(node.args[1], Node))
+            if whole and fqn not in writes:
+                writes[fqn] = FoundWrite(fqn, root, node.args[1], node)
+            else:
+                other.append(node)
+    return list(writes.values()), other
+
+
+def _example_args(gm: GraphModule) -> tuple:
+    args = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise PlanError(
+                f"GraphModule input {node.name!r} has no tensor meta['val']; its in-place buffer "
+                "writes can only be planned from a traced graph — pass the ExportedProgram "
+                "from torch.export instead")
+        shape = [s if isinstance(s, int) else int(s.node.hint) for s in val.shape]
+        args.append(torch.zeros(shape, dtype=val.dtype))
+    return tuple(args)
+
+
+def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
+    """The (possibly functionalized) program and its buffer writes, first-written first."""
+    if isinstance(program, torch.export.ExportedProgram):
+        ep = functional_program(program)
+        return ep, _ep_writes(ep)
+    if not isinstance(program, GraphModule):
+        raise PlanError(f"plan_mutations takes an ExportedProgram or a GraphModule from "
+                        f"torch.export, not {type(program).__name__}")
+    writes, other = _gm_writes(program)
+    if not other:
+        return program, writes
+    # In-place writes into buffers other than a trailing whole copy_: re-export to functional.
+    try:
+        ep = torch.export.export(program, _example_args(program), strict=False)
+    except PlanError:
+        raise
+    except Exception as e:
+        names = ", ".join(f"{n.name} ({n.target})" for n in other)
+        raise PlanError(f"in-place buffer writes {names} could not be functionalized: {e}") from e
+    ep = functional_program(ep)
+    return ep, _ep_writes(ep)

@@ -1,0 +1,166 @@
+"""Will this buffer write become a TensorRT `IKVCacheUpdateLayer` (an aliased, in-place output)?
+
+Invariant: `kv_verdict` reproduces the eligibility rules of torch-tensorrt 2.14.0's converters
+(`slice_scatter` and `index_copy`) exactly, with one deliberate difference: a strided
+`slice_scatter` (step != 1), which upstream's KV path accepts and silently miscompiles, is not
+eligible here. Every "no" comes with a reason a person can act on; a write is only ever called
+KV when every rule is proven on static shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch.fx import Node
+
+aten = torch.ops.aten
+SLICE_SCATTER = aten.slice_scatter.default
+INDEX_COPY = aten.index_copy.default
+# Marker upstream's converters read: a node carrying it is never aliased.
+NO_KV_ALIAS_MARKER = "_trt_no_kv_alias"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kv: bool
+    reason: str
+
+
+def op_name(node: Node) -> str:
+    target = node.target
+    if hasattr(target, "_schema"):
+        ns, _, name = target._schema.name.partition("::")
+        overload = target._schema.overload_name or "default"
+        return f"{ns}.{name}.{overload}"
+    return getattr(target, "__name__", str(target))
+
+
+def static_shape(node: object) -> Optional[Tuple[object, ...]]:
+    """The node's shape from meta['val'] (entries may be SymInts), or None if unknown."""
+    if not isinstance(node, Node):
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    return tuple(val.shape)
+
+
+def _is_static(shape: Sequence[object]) -> bool:
+    return all(isinstance(s, int) and s >= 0 for s in shape)
+
+
+def _fmt(shape: Sequence[object]) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def cache_shape_problem(shape: Optional[Sequence[object]]) -> Optional[str]:
+    if shape is None:
+        return None
+    if not _is_static(shape):
+        return f"cache shape {_fmt(shape)} is dynamic; IKVCacheUpdateLayer needs a static s_max"
+    if len(shape) != 4:
+        return (f"rank {len(shape)} cache {_fmt(shape)}; KV update needs 4-D [b,d,s_max,h]")
+    return None
+
+
+def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
+    args = list(node.args) + [None] * (6 - len(node.args))
+    _, src, dim, start, end, step = args[:6]
+    dim = node.kwargs.get("dim", 0 if dim is None else dim)
+    start = node.kwargs.get("start", start)
+    end = node.kwargs.get("end", end)
+    step = node.kwargs.get("step", 1 if step is None else step)
+    rank = len(cache_shape)
+    if not isinstance(dim, int) or not -rank <= dim < rank:
+        return Verdict(False, f"slice_scatter dim {dim!r} is not a valid dim of a rank-{rank} cache")
+    size = cache_shape[dim]
+    start = 0 if start is None else start
+    end = size if end is None else end
+    if isinstance(start, int) and start < 0 and isinstance(size, int):
+        start += size
+    if isinstance(end, int) and end < 0 and isinstance(size, int):
+        end += size  # like the converter: negative bounds count from the end, no clamping
+    if (isinstance(start, int) and isinstance(end, int) and isinstance(size, int)
+            and start == 0 and end == size and step == 1):
+        return Verdict(False, f"full overwrite of dim {dim} (slice {start}:{end}); the converter "
+                              "returns the source and emits no KV layer")
+    if not all(isinstance(v, int) for v in (start, end, step)):
+        return Verdict(False, f"dynamic slice bounds (start={start}, end={end}, step={step}); "
+                              "IKVCacheUpdateLayer needs concrete positions")
+    problem = cache_shape_problem(cache_shape)
+    if problem:
+        return Verdict(False, problem)
+    if dim != 2:
+        return Verdict(False, f"write dim is {dim}; KV update needs the sequence dim 2 of "
+                              "[b,d,s_max,h]")
+    if step != 1:
+        return Verdict(False, f"strided write (step {step}); upstream's KV path ignores the step "
+                              "and miscompiles it, so it is copied back")
+    s_max = cache_shape[2]
+    if end > s_max or end < start:
+        return Verdict(False, f"write [{start}:{end}] exceeds s_max {s_max} (the converter does not "
+                              "clamp an open-ended slice)")
+    return Verdict(True, f"slice_scatter of positions [{start}:{end}) along dim 2 of "
+                         f"{_fmt(cache_shape)} -> IKVCacheUpdateLayer")
+
+
+def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
+    if len(node.args) < 4:
+        return Verdict(False, "index_copy with fewer than 4 arguments")
+    dim, _index, src = node.args[1:4]
+    problem = cache_shape_problem(cache_shape)
+    if problem:
+        return Verdict(False, problem)
+    if cache_shape[0] != 1:
+        return Verdict(False, f"batch {cache_shape[0]}; the index_copy KV path handles batch 1 only")
+    if dim != 2:
+        return Verdict(False, f"write dim is {dim}; KV update needs the sequence dim 2 of "
+                              "[b,d,s_max,h]")
+    src_shape = static_shape(src)
+    if src_shape is None:
+        return Verdict(False, f"source {getattr(src, 'name', src)!r} has no meta['val']; "
+                              "cannot prove a single-position write")
+    if len(src_shape) != 4 or not isinstance(src_shape[2], int) or src_shape[2] != 1:
+        return Verdict(False, f"writes {src_shape[2] if len(src_shape) == 4 else '?'} positions "
+                              f"(source {_fmt(src_shape)}); the index_copy KV path writes one")
+    return Verdict(True, f"index_copy of one position along dim 2 of {_fmt(cache_shape)} "
+                         "-> IKVCacheUpdateLayer")
+
+
+def effective_cache_input(cache: object, root: Node) -> object:
+    """What the converter will be handed as the cache: lowering erases a `clone` of the buffer
+    when the clone is the buffer's only reader, so `clone(buffer) -> write` aliases too."""
+    if (isinstance(cache, Node) and cache.target is aten.clone.default and cache.args[0] is root
+            and all(u is cache or u.target is aten.copy_.default for u in root.users)):
+        return root
+    return cache
+
+
+def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
+               excluded_ops: frozenset) -> Verdict:
+    """Whether the write producing `value` into the buffer read through `root` is KV-aliased."""
+    name = op_name(value) if value.op == "call_function" else value.op
+    if value.op != "call_function":
+        return Verdict(False, f"new value comes from a {value.op} node {value.name!r}, not an op")
+    if name in excluded_ops or value.target in excluded_ops:
+        return Verdict(False, f"{name} is in torch_executed_ops: it runs outside TensorRT, so no "
+                              "engine can alias the write")
+    if value.meta.get(NO_KV_ALIAS_MARKER):
+        return Verdict(False, f"node {value.name!r} is marked {NO_KV_ALIAS_MARKER}")
+    if value.target not in (SLICE_SCATTER, INDEX_COPY):
+        if not hasattr(value.target, "_schema"):
+            return Verdict(False, f"written by higher-order op {name} (e.g. torch.cond); "
+                                  "copied back")
+        return Verdict(False, f"{name} has no IKVCacheUpdateLayer converter; the new value is "
+                              "copied back")
+    cache = effective_cache_input(value.args[0], root)
+    if cache is not root:
+        return Verdict(False, f"{name} writes into {getattr(cache, 'name', cache)!r}, not the buffer "
+                              "itself (written earlier in the same call); only a direct network "
+                              "input can be aliased")
+    if cache_shape is None:
+        return Verdict(False, f"no meta['val'] on {root.name!r}; cache shape unknown")
+    if value.target is SLICE_SCATTER:
+        return _slice_scatter_verdict(value, cache_shape)
+    return _index_copy_verdict(value, cache_shape)

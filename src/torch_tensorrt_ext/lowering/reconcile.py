@@ -1,0 +1,71 @@
+"""`reconcile`: correct the plan with what the built engines really aliased.
+
+Invariant: after `reconcile`, an entry is KV_ALIAS iff an engine reports an aliased output whose
+input binding is that buffer. A predicted KV write the engines did not alias falls back to
+COPY_BACK (never an abort); if no engine output carries its new value, a `RebuildRequest` names
+the engine to rebuild with the write excluded from aliasing. An engine aliasing a buffer the plan
+copies back, or a buffer eager never writes, is an error naming the buffer, engine and binding.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Iterable, List, Tuple
+
+from ..engines.info import EngineInfo
+from ..plan import MutationPlan, PlanError, RebuildRequest, WriteKind
+
+
+def _index(engines: Iterable[EngineInfo]):
+    aliased: Dict[str, Tuple[EngineInfo, str, str]] = {}    # fqn -> (engine, in, out)
+    consumer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (engine, input binding)
+    producer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (engine, output binding)
+    for e in engines:
+        for binding, fqn in e.input_buffers:
+            consumer.setdefault(fqn, (e, binding))
+        for binding, fqn in e.output_buffers:
+            producer[fqn] = (e, binding)
+        for fqn, a in e.aliased_buffers().items():
+            if fqn in aliased:
+                raise PlanError(f"buffer {fqn!r} is aliased by two engines: "
+                                f"{aliased[fqn][0].name!r} and {e.name!r}")
+            aliased[fqn] = (e, a.input, a.output)
+    return aliased, consumer, producer
+
+
+def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan:
+    engines = list(engines)
+    aliased, consumer, producer = _index(engines)
+    stray = [f for f in aliased if f not in plan]
+    if stray:
+        e, i, o = aliased[stray[0]]
+        raise PlanError(f"engine {e.name!r} aliases output {o!r} to input {i!r} (buffer "
+                        f"{stray[0]!r}), but eager never writes that buffer")
+    writes: List = []
+    rebuild: Dict[str, List[str]] = {}
+    for w in plan:
+        if w.fqn in aliased:
+            e, i, o = aliased[w.fqn]
+            if w.kind is WriteKind.COPY_BACK:
+                raise PlanError(
+                    f"buffer {w.fqn!r} is planned COPY_BACK ({w.reason}) but engine {e.name!r} "
+                    f"aliases output {o!r} to its input {i!r}; the value would be written twice. "
+                    "Rebuild the engine with the write marked _trt_no_kv_alias")
+            writes.append(dataclasses.replace(w, engine=e.name, input_binding=i, output_binding=o))
+            continue
+        if w.kind is WriteKind.KV_ALIAS:
+            where = consumer.get(w.fqn)
+            engine_txt = f"engine {where[0].name!r}" if where else "no engine (the write ran outside TensorRT)"
+            reason = f"predicted KV ({w.reason}) but {engine_txt} aliased it; copied back instead"
+            w = dataclasses.replace(w, kind=WriteKind.COPY_BACK, reason=reason)
+            if where and w.fqn not in producer:
+                rebuild.setdefault(where[0].name, []).append(w.fqn)
+        if w.fqn in producer:
+            e, o = producer[w.fqn]
+            i = consumer[w.fqn][1] if w.fqn in consumer else None
+            w = dataclasses.replace(w, engine=e.name, input_binding=i, output_binding=o)
+        writes.append(w)
+    rebuilds = tuple(RebuildRequest(name, tuple(fqns),
+                                    "predicted KV writes were not aliased and the engine has no "
+                                    "output carrying their new value")
+                     for name, fqns in rebuild.items())
+    return MutationPlan(tuple(writes), plan.rebuilds + rebuilds)
