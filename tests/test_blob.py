@@ -1,0 +1,249 @@
+"""The delegate blob (CONTRACTS.md §1): upstream fixtures read, TR03 written, malformed refused."""
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from torch_tensorrt_ext.executorch import blob as B
+
+FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
+ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
+
+
+def raw(magic=b"TR03", md=None, engine=b"E" * 20, md_off=32, md_size=None, eng_off=None,
+        eng_size=None, pad=True):
+    """Hand-assemble a blob; any header field can be overridden to a wrong value."""
+    md_bytes = md if isinstance(md, bytes) else json.dumps(md).encode()
+    end = md_off + len(md_bytes)
+    aligned = (end + 15) // 16 * 16
+    eo = aligned if eng_off is None else eng_off
+    header = struct.pack(B.HEADER_FORMAT, magic, md_off,
+                         len(md_bytes) if md_size is None else md_size, eo,
+                         len(engine) if eng_size is None else eng_size, b"\x01" + b"\0" * 7)
+    body = header + b"\0" * (md_off - 32) + md_bytes
+    body += b"\0" * (max(aligned, eo) - len(body))
+    return body + engine
+
+
+def kv_meta(**over):
+    """A valid TR03 metadata dict: KV aliased, a copy-back counter, one delegate output."""
+    md = {
+        "io_bindings": [
+            {"name": "cache_in", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": True},
+            {"name": "tok", "dtype": "float32", "shape": [1, 2, 1, 4], "is_input": True},
+            {"name": "pos", "dtype": "int64", "shape": [1], "is_input": True},
+            {"name": "step_in", "dtype": "int64", "shape": [1], "is_input": True},
+            {"name": "logits", "dtype": "float32", "shape": [1, 2], "is_input": False},
+            {"name": "cache_out", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": False},
+            {"name": "step_out", "dtype": "int64", "shape": [1], "is_input": False},
+        ],
+        "aliased_io": [{"output": "cache_out", "input": "cache_in", "kind": "kv_cache_update"}],
+        "hardware_compatible": False, "device_id": 0, "serialized_metadata": "",
+        "target_platform": "",
+        "tte_version": 3, "engine_kind": "reference",
+        "delegate_inputs": ["tok", "pos", "cache_in", "step_in"],
+        "delegate_outputs": ["logits"],
+        "buffers": [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
+                    {"input": "step_in", "fqn": "step"}],
+        "copy_back": [{"output": "step_out", "input": "step_in"}],
+    }
+    md.update(over)
+    return md
+
+
+def refused(data, match):
+    with pytest.raises(B.BlobError) as e:
+        B.parse(data)
+    assert str(e.value) == match
+    return e
+
+
+# ------------------------------------------------------------------------------ upstream fixtures
+
+def test_reads_upstream_tr01_fixture():
+    b = B.parse((FIXTURES / "upstream_tr01.blob").read_bytes())
+    m = b.metadata
+    assert b.magic == b"TR01" and b.engine == ENGINE
+    assert m.io_bindings == (B.IOBinding("x", "float32", (1, 4), True),
+                             B.IOBinding("y", "float32", (1, 4), False))
+    assert m.aliased_io == () and m.engine_kind == "tensorrt"
+    assert m.delegate_inputs == ("x",) and m.delegate_outputs == ("y",)
+    assert (m.hardware_compatible, m.device_id, m.serialized_metadata, m.target_platform) == \
+        (False, 0, "", "")
+
+
+def test_reads_upstream_tr02_fixture_with_aliased_kv():
+    b = B.parse((FIXTURES / "upstream_tr02_kv.blob").read_bytes())
+    m = b.metadata
+    assert b.magic == b"TR02" and b.engine == ENGINE
+    assert m.input_names == ("cache_in", "tokens", "pos")
+    assert m.output_names == ("logits", "cache_out")
+    assert m.binding("pos") == B.IOBinding("pos", "int64", (1,), True)
+    assert m.aliased_io == (B.AliasedIO("cache_out", "cache_in", "kv_cache_update"),)
+    # upstream meaning: every output (the aliased one too) is a delegate output, in order
+    assert m.delegate_outputs == ("logits", "cache_out")
+
+
+@pytest.mark.parametrize("name", ["upstream_tr01.blob", "upstream_tr02_kv.blob"])
+def test_upstream_blob_rewritten_as_tr03_keeps_everything(name):
+    up = B.parse((FIXTURES / name).read_bytes())
+    out = B.serialize(up.metadata, up.engine)
+    assert out[:4] == b"TR03"
+    again = B.parse(out)
+    assert again.metadata == up.metadata and again.engine == up.engine
+
+
+# ------------------------------------------------------------------------------------ TR03 write
+
+def test_tr03_layout_is_the_contract_header():
+    meta = B.parse(raw(md=kv_meta())).metadata
+    data = B.serialize(meta, b"PAYLOAD")
+    magic, md_off, md_size, eng_off, eng_size, reserved = struct.unpack(B.HEADER_FORMAT, data[:32])
+    assert (magic, md_off, eng_size, reserved) == (b"TR03", 32, 7, b"\x01" + b"\0" * 7)
+    assert eng_off % 16 == 0 and eng_off >= 32 + md_size
+    assert data[eng_off:] == b"PAYLOAD" and set(data[32 + md_size:eng_off]) <= {0}
+    md = json.loads(data[32:32 + md_size])
+    # upstream's keys keep their place and meaning; the extensions follow
+    assert list(md)[:6] == ["io_bindings", "aliased_io", "hardware_compatible", "device_id",
+                            "serialized_metadata", "target_platform"]
+    assert md["tte_version"] == 3 and md["engine_kind"] == "reference"
+    assert md["delegate_inputs"] == ["tok", "pos", "cache_in", "step_in"]
+    assert md["delegate_outputs"] == ["logits"]
+    assert md["buffers"] == [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
+                             {"input": "step_in", "fqn": "step"}]
+    assert md["copy_back"] == [{"output": "step_out", "input": "step_in"}]
+    assert B.parse(data).metadata == meta
+
+
+def test_serialize_refuses_inconsistent_metadata():
+    meta = B.parse(raw(md=kv_meta())).metadata
+    bad = B.BlobMetadata(io_bindings=meta.io_bindings, aliased_io=meta.aliased_io,
+                         engine_kind="reference", delegate_outputs=("logits",))
+    with pytest.raises(B.BlobError, match="output binding 'step_out' is neither"):
+        B.serialize(bad, b"")
+
+
+# ------------------------------------------------------------------------------------- malformed
+
+def test_refuses_bad_magic_naming_it():
+    refused(raw(magic=b"TRX1", md=kv_meta()),
+            "unsupported blob magic b'TRX1': this reader accepts TR01, TR02 and TR03")
+
+
+def test_refuses_short_blob():
+    refused(b"TR03" + b"\0" * 10, "blob is 14 bytes, shorter than its 32-byte header")
+
+
+def test_refuses_metadata_past_end():
+    data = raw(md=kv_meta(), engine=b"")
+    n = len(data)
+    md_size = struct.unpack_from("<I", data, 8)[0]
+    bad = data[:8] + struct.pack("<I", n) + data[12:]
+    refused(bad, f"metadata [32, {32 + n}) runs past the end of the {n}-byte blob")
+    assert md_size < n
+
+
+def test_refuses_engine_past_end():
+    data = raw(md=kv_meta(), engine=b"E" * 20)
+    eng_off = struct.unpack_from("<I", data, 12)[0]
+    bad = data[:16] + struct.pack("<Q", 21) + data[24:]
+    refused(bad, f"engine [{eng_off}, {eng_off + 21}) runs past the end of the "
+                 f"{len(data)}-byte blob")
+
+
+def test_refuses_unaligned_engine_and_overlap_and_header_overlap():
+    md = kv_meta()
+    refused(raw(md=md, eng_off=40, eng_size=0), "engine offset 40 is not 16-byte aligned")
+    data = raw(md=md)
+    md_size = struct.unpack_from("<I", data, 8)[0]
+    refused(raw(md=md, eng_off=48, eng_size=0),
+            f"metadata [32, {32 + md_size}) overlaps the engine at offset 48")
+    refused(raw(md=md, md_off=16), "metadata offset 16 lies inside the 32-byte header")
+
+
+def test_refuses_truncated_json():
+    text = json.dumps(kv_meta()).encode()
+    cut = text[:text.rindex(b",") + 1]  # ends right after a comma: nothing is wrong but the end
+    with pytest.raises(B.BlobError) as e:
+        B.parse(raw(md=cut))
+    assert str(e.value).startswith(f"metadata JSON is truncated or malformed at byte {len(cut)}:")
+    refused(raw(md=b"[1, 2]"), "metadata JSON must be an object")
+
+
+def test_refuses_alias_naming_unknown_binding():
+    md = kv_meta(aliased_io=[{"output": "cache_out", "input": "v_cache", "kind": "kv_cache_update"}])
+    refused(raw(md=md), "aliased_io[0] names input 'v_cache', which is not a binding")
+    md = kv_meta(aliased_io=[{"output": "nope", "input": "cache_in"}])
+    refused(raw(md=md), "aliased_io[0] names output 'nope', which is not a binding")
+    md = kv_meta(aliased_io=[{"output": "cache_in", "input": "cache_in"}])
+    refused(raw(md=md), "aliased_io[0] names output 'cache_in', which is an input binding")
+
+
+def test_refuses_shape_and_dtype_mismatch_in_aliased_pair():
+    md = kv_meta()
+    md["io_bindings"][5]["shape"] = [1, 2, 4, 4]
+    refused(raw(md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output is "
+                        "float32 [1,2,4,4], input is float32 [1,2,8,4]")
+    md = kv_meta()
+    md["io_bindings"][5]["dtype"] = "float16"
+    refused(raw(md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output is "
+                        "float16 [1,2,8,4], input is float32 [1,2,8,4]")
+
+
+def test_refuses_internal_output_neither_aliased_nor_copy_back():
+    refused(raw(md=kv_meta(copy_back=[])),
+            "output binding 'step_out' is neither a delegate output, aliased (aliased_io) nor "
+            "copy-back (copy_back): its value would be dropped")
+
+
+def test_refuses_other_tte_version_and_unknown_engine_kind():
+    refused(raw(md=kv_meta(tte_version=4)),
+            "TR03 blob has tte_version 4; this reader understands version 3 only")
+    refused(raw(md=kv_meta(engine_kind="onnx")),
+            "engine_kind 'onnx' is not one of ['reference', 'tensorrt']")
+
+
+def test_refuses_duplicates_and_missing_delegate_inputs():
+    md = kv_meta()
+    md["io_bindings"].append(dict(md["io_bindings"][0]))
+    refused(raw(md=md), "binding name 'cache_in' appears twice in io_bindings")
+    refused(raw(md=kv_meta(delegate_inputs=["tok", "pos", "cache_in"])),
+            "delegate_inputs misses input binding 'step_in' (every input binding must be a "
+            "delegate argument)")
+    refused(raw(md=kv_meta(delegate_outputs=["logits", "logits"])),
+            "delegate_outputs lists output binding 'logits' twice")
+
+
+def test_refuses_two_writers_of_one_input_and_aliased_copy_back():
+    md = kv_meta(copy_back=[{"output": "step_out", "input": "step_in"},
+                            {"output": "cache_out", "input": "cache_in"}])
+    refused(raw(md=md), "output binding 'cache_out' is both aliased and copy-back")
+    md = kv_meta(copy_back=[{"output": "step_out", "input": "step_in"},
+                            {"output": "step_out", "input": "step_in"}])
+    refused(raw(md=md), "copy_back lists output binding 'step_out' twice")
+
+
+def test_refuses_copy_back_type_mismatch_and_unknown_dtype():
+    md = kv_meta()
+    md["io_bindings"][6]["dtype"] = "int32"
+    refused(raw(md=md), "copy_back pair 'step_out' -> 'step_in' differs: output is int32 [1], "
+                        "input is int64 [1]")
+    md = kv_meta()
+    md["io_bindings"][1]["dtype"] = "complex64"
+    refused(raw(md=md), "io_bindings[1] 'tok': unknown dtype 'complex64' (known: float32, "
+                        "float16, bfloat16, int64, int32, int8, uint8, bool, float64)")
+
+
+def test_tr01_with_aliased_io_is_refused():
+    md = kv_meta()
+    refused(raw(magic=b"TR01", md=md),
+            "TR01 blob carries aliased_io; upstream writes such blobs as TR02")
+
+
+def test_tr02_ignores_extension_keys():
+    md = kv_meta(copy_back=[], delegate_outputs=["logits"])
+    m = B.parse(raw(magic=b"TR02", md=md)).metadata
+    assert m.engine_kind == "tensorrt" and m.delegate_outputs == ("logits", "cache_out",
+                                                                  "step_out")
+    assert m.buffers == () and m.copy_back == ()
