@@ -1,0 +1,14 @@
+"""The drop-in patch series: make installed (or checked-out) upstream releases call into this package.
+
+Invariant: the series under `patches/` is applied all-or-nothing, only onto files whose bytes are
+the pinned release's (checked by sha256), and only with git's own patch machinery; every change
+made to site-packages is recorded so it can be reverted byte for byte.
+
+Modules: `manifest` (patches/upstream.toml), `series` (patch files and order files), `gitapply`
+(git apply in a throw-away tree), `dists` (installed versions), `state` (the record kept in
+site-packages), `site` (apply/revert/status/check), `contributor` (import/export/drift on git
+checkouts), `cli` (the `patch` sub-command).
+"""
+from .errors import PatchError
+
+__all__ = ["PatchError"]

@@ -1,0 +1,74 @@
+"""Installed distributions, read from the `*.dist-info` folders of one site-packages directory.
+
+Invariant: versions and file hashes come only from the dist-info METADATA and RECORD inside the
+site-packages directory being patched — never from the running interpreter's import machinery —
+so `--site-packages DIR` inspects exactly DIR. Names compare in PEP 503 normalised form.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .errors import PatchError
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str                     # as written in METADATA
+    version: str
+    dist_info: Path
+    record: Dict[str, str] = field(default_factory=dict)  # site path -> sha256 hex (from RECORD)
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def find_distribution(site: Path, name: str) -> Optional[Distribution]:
+    """The distribution `name` installed in `site`, or None; two installs of it are an error."""
+    want = normalise(name)
+    found: List[Distribution] = []
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        meta = dist_info / "METADATA"
+        if not meta.is_file():
+            continue
+        headers = _metadata(meta)
+        if normalise(headers.get("name", "")) == want:
+            found.append(Distribution(headers["name"], headers.get("version", "?"), dist_info,
+                                      _record(dist_info / "RECORD")))
+    if len(found) > 1:
+        listed = ", ".join(d.dist_info.name for d in found)
+        raise PatchError(f"{name} is installed more than once in {site} ({listed}); uninstall "
+                         f"the extra copies (pip uninstall {name}, then reinstall the pinned one)")
+    return found[0] if found else None
+
+
+def _metadata(path: Path) -> Dict[str, str]:
+    headers: Dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.lower() in ("name", "version"):
+            headers.setdefault(key.lower(), value.strip())
+    return headers
+
+
+def _record(path: Path) -> Dict[str, str]:
+    if not path.is_file():
+        return {}
+    out: Dict[str, str] = {}
+    for row in csv.reader(io.StringIO(path.read_text(encoding="utf-8", errors="replace"))):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            digest = row[1][len("sha256="):]
+            padded = digest + "=" * (-len(digest) % 4)
+            try:
+                out[row[0]] = base64.urlsafe_b64decode(padded).hex()
+            except ValueError:
+                continue
+    return out

@@ -1,0 +1,39 @@
+"""The canonical byte layout of an exported patch file.
+
+Invariant: a patch file is what `git format-patch` with `FORMAT_PATCH_ARGS` writes for one commit
+(zero commit hash, no signature, no diffstat, no numbering, fixed prefixes, context and diff
+algorithm, whatever the user's git configuration), with two normalisations that keep re-exports
+quiet: the `index <blob>..<blob>` lines, which change whenever upstream touches the file, are
+dropped, and a `---` line separates the message from the diff. `normalise_patch` is idempotent,
+and `git am` of its output re-creates the same commit message, author and date.
+"""
+from __future__ import annotations
+
+import re
+
+FORMAT_PATCH_ARGS = (
+    "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "diff.relative=false",
+    "-c", "format.signOff=false", "-c", "format.headers=", "-c", "format.coverLetter=false",
+    "-c", "format.useAutoBase=false", "-c", "core.quotePath=true",
+    "format-patch", "--zero-commit", "--no-signature", "--no-stat", "--no-numbered",
+    "--full-index", "--no-notes", "--no-thread", "--no-cover-letter", "--no-attach",
+    "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=3",
+    "--diff-algorithm=myers", "--src-prefix=a/", "--dst-prefix=b/", "--encode-email-headers",
+    "--suffix=.patch", "--no-base",
+)
+
+_INDEX_LINE = re.compile(r"index [0-9a-f]+\.\.[0-9a-f]+( [0-7]{6})?")
+
+
+def normalise_patch(raw: bytes) -> bytes:
+    """Drop `index` lines and put a `---` line between the message and the first diff."""
+    lines = raw.decode("utf-8").split("\n")
+    first_diff = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")),
+                      len(lines))
+    message, diff = lines[:first_diff], lines[first_diff:]
+    while message and message[-1] == "":
+        message.pop()
+    if not message or message[-1] != "---":
+        message.append("---")
+    diff = [ln for ln in diff if not _INDEX_LINE.fullmatch(ln)]
+    return "\n".join(message + diff).encode("utf-8")

@@ -1,0 +1,136 @@
+"""`patches/upstream.toml`: which upstream releases the series targets, and their pristine files.
+
+Invariant: a loaded `Manifest` is fully validated — every target has a distribution, a pinned
+version, path prefixes that are relative and end in "/" (or are empty), and a baseline mapping
+upstream *repository* paths (under `repo_prefix`) to lower-case sha256 hex digests. Mapping a
+repository path to its site-packages path (strip `repo_prefix`, prepend `site_prefix`) happens
+only here.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Dict, Mapping, Tuple
+
+from .errors import PatchError
+
+MANIFEST_NAME = "upstream.toml"
+_TARGET_KEYS = {"distribution", "version", "repo_prefix", "site_prefix", "baseline"}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One upstream release the series patches."""
+
+    name: str                      # folder under patches/, e.g. "executorch"
+    distribution: str              # pip distribution name, e.g. "torch-tensorrt"
+    version: str                   # the pinned release
+    repo_prefix: str               # stripped from repository paths ...
+    site_prefix: str               # ... and this prepended, to find the file in site-packages
+    baseline: Mapping[str, str] = field(default_factory=dict)  # repo path -> sha256 (pristine)
+    manifest_path: Path = Path(MANIFEST_NAME)
+
+    def site_path(self, repo_path: str) -> str:
+        """The path, relative to site-packages, of the installed copy of `repo_path`."""
+        if not repo_path.startswith(self.repo_prefix):
+            raise PatchError(
+                f"{self.name}: {repo_path} is not under the repository prefix "
+                f"{self.repo_prefix!r} of [targets.{self.name}] in {self.manifest_path}; only "
+                f"files shipped in the {self.distribution} wheel can be patched in site-packages")
+        return self.site_prefix + repo_path[len(self.repo_prefix):]
+
+    def baseline_key_hint(self) -> str:
+        return f"[targets.{self.name}.baseline] of {self.manifest_path}"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The parsed manifest; `root` is the patches directory holding it and one folder per target."""
+
+    root: Path
+    targets: Tuple[Target, ...]
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        known = ", ".join(t.name for t in self.targets) or "none"
+        raise PatchError(f"no target {name!r} in {self.root / MANIFEST_NAME} (targets: {known})")
+
+
+def load_manifest(patches_dir: Path) -> Manifest:
+    """Parse and validate `<patches_dir>/upstream.toml`."""
+    path = Path(patches_dir) / MANIFEST_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PatchError(f"no patch manifest at {path}; pass --patches DIR pointing at the "
+                         f"folder that holds {MANIFEST_NAME} and one folder per target") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PatchError(f"{path} is not valid TOML: {exc}; fix the file") from None
+    unknown = set(doc) - {"targets"}
+    if unknown:
+        raise PatchError(f"{path}: unknown top-level key(s) {sorted(unknown)}; only [targets.*] "
+                         f"tables are allowed")
+    tables = doc.get("targets")
+    if not isinstance(tables, dict) or not tables:
+        raise PatchError(f"{path} declares no [targets.NAME] table; add one per upstream")
+    return Manifest(Path(patches_dir), tuple(_target(path, n, t) for n, t in tables.items()))
+
+
+def _target(path: Path, name: str, table: object) -> Target:
+    where = f"{path} [targets.{name}]"
+    if not _TARGET_NAME.fullmatch(name):
+        raise PatchError(f"{where}: target names must be folder names (letters, digits, _ . -)")
+    if not isinstance(table, dict):
+        raise PatchError(f"{where} must be a table")
+    unknown = set(table) - _TARGET_KEYS
+    if unknown:
+        raise PatchError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: "
+                         f"{sorted(_TARGET_KEYS)}")
+    values = {}
+    for key in ("distribution", "version", "repo_prefix", "site_prefix"):
+        value = table.get(key)
+        if not isinstance(value, str):
+            raise PatchError(f"{where}: {key} must be a string (got {value!r})")
+        values[key] = value
+    if not values["distribution"] or not values["version"]:
+        raise PatchError(f"{where}: distribution and version must not be empty")
+    for key in ("repo_prefix", "site_prefix"):
+        prefix = values[key]
+        if prefix and (not prefix.endswith("/") or not _relative(prefix.rstrip("/"))):
+            raise PatchError(f"{where}: {key} {prefix!r} must be empty or a relative folder path "
+                             f"ending in '/'")
+    baseline = table.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise PatchError(f"{where}: baseline must be a table of \"repo/path\" = \"<sha256>\"")
+    for repo_path, digest in baseline.items():
+        if not _relative(repo_path):
+            raise PatchError(f"{where}.baseline: {repo_path!r} must be a relative repository path")
+        if not repo_path.startswith(values["repo_prefix"]):
+            raise PatchError(f"{where}.baseline: {repo_path} is not under repo_prefix "
+                             f"{values['repo_prefix']!r}")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise PatchError(f"{where}.baseline: the hash of {repo_path} must be 64 lower-case "
+                             f"hex digits (sha256 of the pristine file), got {digest!r}")
+    return Target(name=name, baseline=dict(baseline), manifest_path=path, **values)
+
+
+def _relative(p: str) -> bool:
+    pure = PurePosixPath(p)
+    return bool(p) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in p
+
+
+def hash_hint(repo_path: str, digest: str) -> str:
+    """The manifest line that would pin `repo_path` to `digest`."""
+    return f'"{repo_path}" = "{digest}"'
+
+
+def baseline_of(target: Target) -> Dict[str, str]:
+    return dict(target.baseline)

@@ -1,0 +1,314 @@
+"""apply / revert / status / check of the series on one site-packages directory.
+
+Invariant: site-packages is only written by `apply` and `revert`, and only after every check has
+passed for every target (installed version == pinned version, each file either the pristine
+release file by sha256 or exactly what the last apply left, the whole series applied by git in a
+temporary tree); then all files and the state record change together or not at all. `apply` of an
+already applied, unchanged series writes nothing. `check` and `status` never write.
+"""
+from __future__ import annotations
+
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from . import gitapply
+from .dists import Distribution, find_distribution
+from .errors import PatchError
+from .manifest import Target, load_manifest
+from .series import Series, load_series
+from .state import (FileRecord, PatchRecord, State, TargetRecord, commit_files, drop_bytecode,
+                    read_state, sha256, state_path)
+
+NOTHING_CHANGED = "Nothing was changed."
+
+
+def default_site_packages() -> Path:
+    """The site-packages directory of the running interpreter."""
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+@dataclass(frozen=True)
+class _File:
+    repo_path: str
+    site_path: str
+    current: Optional[bytes]
+    record: Optional[FileRecord]
+    baseline: str                       # pristine sha256
+
+    @property
+    def state(self) -> str:
+        """'patched' (as the last apply left it), 'pristine', 'missing' or 'changed'."""
+        if self.current is None:
+            return "missing"
+        digest = sha256(self.current)
+        if self.record is not None and digest == self.record.patched_sha256:
+            return "patched"
+        return "pristine" if digest == self.baseline else "changed"
+
+    def pristine(self) -> Optional[bytes]:
+        if self.record is not None and self.record.pristine_sha256 == self.baseline:
+            return self.record.pristine
+        return self.current if self.state == "pristine" else None
+
+
+def _all_series(patches_dir: Path) -> List[Series]:
+    manifest = load_manifest(patches_dir)
+    return [load_series(manifest, t.name) for t in manifest.targets]
+
+
+def _files(site: Path, target: Target, repo_paths, record: Optional[TargetRecord]) -> List[_File]:
+    out = []
+    for rp in repo_paths:
+        rec = record.files.get(rp) if record else None
+        sp = rec.site_path if rec else target.site_path(rp)
+        path = site / sp
+        current = path.read_bytes() if path.is_file() else None
+        out.append(_File(rp, sp, current, rec, target.baseline.get(rp) or rec.pristine_sha256))
+    return out
+
+
+def _distribution(site: Path, series: Series, errors: List[str]) -> Optional[Distribution]:
+    """The installed distribution of a target that has patches; version mismatches are errors."""
+    t = series.target
+    dist = find_distribution(site, t.distribution)
+    names = ", ".join(p.name for p in series.patches)
+    if dist is None:
+        errors.append(f"{t.distribution}: the series has {len(series.patches)} patch(es) for it "
+                      f"({names}) but no {t.distribution} dist-info is installed in {site}; "
+                      f"install {t.distribution}=={t.version} there (pip install --no-deps "
+                      f"{t.distribution}=={t.version}) or pass --site-packages DIR")
+    elif dist.version != t.version:
+        errors.append(f"{t.distribution}: the series is pinned to version {t.version} "
+                      f"({t.manifest_path}) but {site} has {dist.version} "
+                      f"({dist.dist_info.name}); install the pinned release (pip install "
+                      f"--no-deps {t.distribution}=={t.version}), or port the series to "
+                      f"{dist.version} (see `torch-tensorrt-ext patch drift`)")
+        return None
+    return dist
+
+
+def _unusable(t: Target, f: _File, site: Path) -> str:
+    where = f"{f.repo_path} ({site / f.site_path})"
+    reinstall = (f"reinstall it (pip install --force-reinstall --no-deps "
+                 f"{t.distribution}=={t.version}) and run `torch-tensorrt-ext patch apply` again")
+    if f.current is None:
+        return f"{t.distribution} {t.version}: {where} does not exist; {reinstall}"
+    found = sha256(f.current)
+    if f.record is not None:
+        return (f"{t.distribution} {t.version}: {where} changed since `patch apply` (sha256 "
+                f"{found}; apply left {f.record.patched_sha256}, the pristine file is "
+                f"{f.baseline}); if the edit is unwanted, {reinstall}")
+    return (f"{t.distribution} {t.version}: {where} has sha256 {found}, expected {f.baseline} "
+            f"(the pristine file of the pinned release, {t.manifest_path}); something other than "
+            f"this patch series modified it: {reinstall}")
+
+
+def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord],
+                   errors: List[str], *, writing: bool) -> Optional[Dict[str, bytes]]:
+    """The pristine bytes of every file the series touches; when `writing`, every installed file
+    must also be either pristine or exactly as the last apply left it."""
+    tree: Dict[str, bytes] = {}
+    for f in _files(site, series.target, series.files, record):
+        data = f.pristine()
+        if data is None or (writing and f.state in ("changed", "missing")):
+            errors.append(_unusable(series.target, f, site))
+        else:
+            tree[f.repo_path] = data
+    return tree if len(tree) == len(series.files) else None
+
+
+def _apply_in_temp(series: Series, tree: Dict[str, bytes], errors: List[str]
+                   ) -> Optional[Tuple[Dict[str, bytes], List[gitapply.Result]]]:
+    patched, results = gitapply.apply_series(tree, series.patches)
+    failed = [r for r in results if not r.applied]
+    if failed:
+        r = failed[0]
+        errors.append(f"patch {r.patch.label} does not apply to the pristine "
+                      f"{series.target.distribution} {series.target.version} files "
+                      f"({', '.join(r.patch.files)}): {'; '.join(r.notes)}; fix the patch on a "
+                      f"checkout (patch import / edit / patch export)")
+        return None
+    return patched, results
+
+
+def apply(site: Path, patches_dir: Path) -> List[str]:
+    """Apply the whole series to `site`, or change nothing and raise PatchError."""
+    site = Path(site)
+    state = read_state(site) or State()
+    errors: List[str] = []
+    lines: List[str] = []
+    changes: List[Tuple[Path, bytes]] = []
+    records: Dict[str, TargetRecord] = {}
+    touched: List[str] = []
+    for series in _all_series(patches_dir):
+        t = series.target
+        old = state.targets.get(t.name)
+        if not series.patches and old is None:
+            lines.append(f"{t.name} {t.version}: no patches")
+            continue
+        if series.patches and _distribution(site, series, errors) is None:
+            continue
+        tree = _pristine_tree(site, series, old, errors, writing=True)
+        if tree is None:
+            continue
+        applied = _apply_in_temp(series, tree, errors)
+        if applied is None:
+            continue
+        patched, results = applied
+        desired = dict(patched)
+        leftovers = [f for f in _files(site, t, old.files, old) if f.repo_path not in desired] \
+            if old else []
+        for f in leftovers:            # patched by an earlier series, not by this one
+            if f.state == "patched":
+                desired[f.repo_path] = f.record.pristine
+            elif f.state == "changed":
+                errors.append(_unusable(t, f, site))
+        sites = {f.repo_path: f.site_path for f in _files(site, t, series.files, old) + leftovers}
+        for rp, data in desired.items():
+            path = site / sites[rp]
+            if not path.is_file() or path.read_bytes() != data:
+                changes.append((path, data))
+                touched.append(sites[rp])
+        if series.patches:
+            records[t.name] = TargetRecord(
+                t.distribution, t.version,
+                tuple(PatchRecord(p.name, p.sha256, p.files) for p in series.patches),
+                {rp: FileRecord(sites[rp], tree[rp], sha256(tree[rp]), sha256(patched[rp]))
+                 for rp in series.files})
+        lines.append(_applied_line(series, results))
+    if errors:
+        raise PatchError("\n".join(errors) + f"\n{NOTHING_CHANGED}")
+    new_state = State(records)
+    old_bytes = state_path(site).read_bytes() if state_path(site).is_file() else None
+    new_bytes = new_state.to_json() if records else None
+    if not changes and old_bytes == new_bytes:
+        return [f"the patch series is already applied in {site}; nothing to do"]
+    commit_files([(state_path(site), new_bytes)] + changes)
+    drop_bytecode(site, touched)
+    return lines + [f"{len(changes)} file(s) written in {site}; record: {state_path(site).name}"]
+
+
+def _applied_line(series: Series, results: List[gitapply.Result]) -> str:
+    t = series.target
+    names = ", ".join(p.name for p in series.patches) or "no patches"
+    line = f"{t.name} {t.version}: applied {names}"
+    offsets = [n for r in results for n in r.notes]
+    return line + (f" (note: {'; '.join(offsets)})" if offsets else "")
+
+
+def revert(site: Path, force: bool = False) -> List[str]:
+    """Restore every file the last apply changed; refuse files changed since unless `force`."""
+    site = Path(site)
+    state = read_state(site)
+    if state is None:
+        return [f"no patches are recorded in {site}; nothing to revert"]
+    changes: List[Tuple[Path, Optional[bytes]]] = []
+    errors: List[str] = []
+    for name, rec in sorted(state.targets.items()):
+        for rp, f in sorted(rec.files.items()):
+            path = site / f.site_path
+            current = path.read_bytes() if path.is_file() else None
+            digest = sha256(current) if current is not None else None
+            if digest == f.pristine_sha256:
+                continue
+            if digest != f.patched_sha256 and not force:
+                errors.append(f"{rec.distribution} {rec.version}: {rp} ({path}) changed since "
+                              f"`patch apply` (sha256 {digest}, apply left {f.patched_sha256}); "
+                              f"reverting would discard that change. Reinstall it (pip install "
+                              f"--force-reinstall --no-deps {rec.distribution}=={rec.version}) "
+                              f"and revert again, or `patch revert --force` to restore the "
+                              f"recorded pristine copy anyway")
+                continue
+            changes.append((path, f.pristine))
+    if errors:
+        raise PatchError("\n".join(errors) + f"\n{NOTHING_CHANGED}")
+    commit_files(changes + [(state_path(site), None)])
+    drop_bytecode(site, [str(p.relative_to(site)) for p, _ in changes])
+    return [f"restored {len(changes)} file(s) in {site} to the pristine release"]
+
+
+def status(site: Path, patches_dir: Path) -> List[str]:
+    """One line per patch: applied / not applied / stale, with the reason."""
+    site = Path(site)
+    state = read_state(site) or State()
+    lines: List[str] = []
+    for series in _all_series(patches_dir):
+        t = series.target
+        rec = state.targets.get(t.name)
+        if not series.patches:
+            extra = " (files patched by an earlier series remain; run `patch apply`)" \
+                if rec and rec.files else ""
+            lines.append(f"{t.name} {t.version}: no patches{extra}")
+            continue
+        dist = find_distribution(site, t.distribution)
+        if dist is None:
+            lines.append(f"{t.name} {t.version}: {t.distribution} is not installed in {site}")
+            continue
+        lines.append(f"{t.name} {t.version}: {t.distribution} {dist.version} in {site}")
+        files = {f.repo_path: f for f in _files(site, t, series.files, rec)}
+        recorded = {p.name: p for p in rec.patches} if rec else {}
+        for p in series.patches:
+            lines.append(f"  {_patch_status(p, files, recorded.get(p.name))}")
+    return lines
+
+
+def _patch_status(patch, files: Dict[str, _File], rec: Optional[PatchRecord]) -> str:
+    states = {rp: files[rp].state for rp in patch.files}
+    changed = [rp for rp, s in states.items() if s in ("changed", "missing")]
+    if changed:
+        how = "changed since apply" if rec else "differs from the pinned release"
+        return f"stale        {patch.name}: {', '.join(changed)} {how}"
+    if all(s == "pristine" for s in states.values()):
+        return f"not applied  {patch.name}"
+    if rec is None:
+        return (f"not applied  {patch.name}: the series changed since apply; run "
+                f"`torch-tensorrt-ext patch apply`")
+    if rec.sha256 != patch.sha256:
+        return (f"stale        {patch.name}: the patch file changed since apply; run "
+                f"`torch-tensorrt-ext patch apply`")
+    if all(s == "patched" for s in states.values()):
+        return f"applied      {patch.name}"
+    return f"stale        {patch.name}: only partly applied; run `torch-tensorrt-ext patch apply`"
+
+
+def check(site: Path, patches_dir: Path) -> List[str]:
+    """Prove the series applies to the pinned pristine files, in temporary copies only."""
+    site = Path(site)
+    state = read_state(site) or State()
+    errors: List[str] = []
+    lines: List[str] = []
+    for series in _all_series(patches_dir):
+        t = series.target
+        if not series.patches:
+            lines.append(f"{t.name} {t.version}: no patches")
+            continue
+        dist = _distribution(site, series, errors)
+        if dist is None:
+            continue
+        _check_record(t, dist, errors)
+        rec = state.targets.get(t.name)
+        tree = _pristine_tree(site, series, rec, errors, writing=False)
+        applied = _apply_in_temp(series, tree, errors) if tree is not None else None
+        if applied is None:
+            continue
+        source = "recorded pristine copies" if rec else "installed files"
+        lines.append(f"{t.name} {t.version}: {len(series.patches)} patch(es) apply to the pinned "
+                     f"baseline ({len(tree)} file(s), from the {source})")
+        for r in applied[1]:
+            note = f": {'; '.join(r.notes)}" if r.notes else ""
+            lines.append(f"  {r.outcome.value:<20} {r.patch.name}{note}")
+    if errors:
+        raise PatchError("\n".join(errors))
+    return lines
+
+
+def _check_record(t: Target, dist: Distribution, errors: List[str]) -> None:
+    """The manifest's baseline hashes must agree with the wheel's own RECORD where it lists them."""
+    for rp, digest in t.baseline.items():
+        recorded = dist.record.get(t.site_path(rp))
+        if recorded is not None and recorded != digest:
+            errors.append(f"{t.manifest_path}: the baseline of {rp} says {digest}, but the RECORD "
+                          f"of {t.distribution} {dist.version} ({dist.dist_info}) says "
+                          f"{recorded}; fix the hash in [targets.{t.name}.baseline]")

@@ -1,0 +1,180 @@
+"""The record of what `patch apply` changed in a site-packages directory, and all-or-nothing writes.
+
+Invariant: `torch_tensorrt_ext_patches.json` in site-packages holds, for every file the series
+changed there, the pristine bytes and the sha256 of the pristine and of the patched file, plus the
+name and hash of every applied patch — enough to revert byte for byte and to tell applied from
+stale without the series at hand. `commit_files` writes a set of files so that either all of them
+change or none does: every new content is first staged beside its destination (which is where a
+read-only directory fails, before anything changed), then renamed into place, and undone in
+reverse if a rename fails.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .errors import PatchError
+
+STATE_NAME = "torch_tensorrt_ext_patches.json"
+FORMAT = 1
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    site_path: str
+    pristine: bytes
+    pristine_sha256: str
+    patched_sha256: str
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    name: str
+    sha256: str
+    files: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TargetRecord:
+    distribution: str
+    version: str
+    patches: Tuple[PatchRecord, ...] = ()
+    files: Dict[str, FileRecord] = field(default_factory=dict)   # repo path -> record
+
+
+@dataclass(frozen=True)
+class State:
+    targets: Dict[str, TargetRecord] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        doc = {"format": FORMAT, "written_by": "torch-tensorrt-ext patch apply", "targets": {
+            name: {"distribution": t.distribution, "version": t.version,
+                   "patches": [{"name": p.name, "sha256": p.sha256, "files": list(p.files)}
+                               for p in t.patches],
+                   "files": {rp: {"site_path": f.site_path, "pristine_sha256": f.pristine_sha256,
+                                  "patched_sha256": f.patched_sha256,
+                                  "pristine_base64": base64.b64encode(f.pristine).decode()}
+                             for rp, f in sorted(t.files.items())}}
+            for name, t in sorted(self.targets.items())}}
+        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def state_path(site: Path) -> Path:
+    return Path(site) / STATE_NAME
+
+
+def read_state(site: Path) -> Optional[State]:
+    """The recorded state, None if the series was never applied here; damaged files are errors."""
+    path = state_path(site)
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError) as exc:
+        raise PatchError(f"{path} is unreadable ({exc}); it was not written by this tool or is "
+                         f"damaged: reinstall the patched packages with `pip install "
+                         f"--force-reinstall --no-deps`, delete it, and run `patch apply`") from None
+    try:
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT}")
+        targets = {name: _target_record(t) for name, t in doc["targets"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PatchError(f"{path} is not a state file this version understands ({exc}); "
+                         f"reinstall the patched packages with `pip install --force-reinstall "
+                         f"--no-deps`, delete it, and run `patch apply`") from None
+    return State(targets)
+
+
+def _target_record(t: dict) -> TargetRecord:
+    files = {}
+    for rp, f in t["files"].items():
+        pristine = base64.b64decode(f["pristine_base64"], validate=True)
+        if sha256(pristine) != f["pristine_sha256"]:
+            raise ValueError(f"the pristine copy of {rp} does not match its recorded hash")
+        files[rp] = FileRecord(f["site_path"], pristine, f["pristine_sha256"], f["patched_sha256"])
+    patches = tuple(PatchRecord(p["name"], p["sha256"], tuple(p["files"])) for p in t["patches"])
+    return TargetRecord(t["distribution"], t["version"], patches, files)
+
+
+def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
+    """Write (bytes) or delete (None) every path in order, all or nothing."""
+    staged: List[Tuple[Path, Optional[Path]]] = []
+    try:
+        for path, data in changes:
+            staged.append((path, _stage(path, data)))
+    except OSError as exc:
+        _discard(staged)
+        raise PatchError(f"cannot write {path}: {exc.strerror or exc}; nothing "
+                         f"was changed. Run as a user who can write to {Path(path).parent} (the "
+                         f"owner of the environment), or point --site-packages at a writable "
+                         f"copy") from None
+    done: List[Tuple[Path, Optional[bytes]]] = []
+    try:
+        for path, tmp in staged:
+            before = path.read_bytes() if path.exists() else None
+            if tmp is None:
+                if before is not None:
+                    path.unlink()
+            else:
+                os.replace(tmp, path)
+            done.append((path, before))
+    except OSError as exc:
+        for path, before in reversed(done):
+            _restore(path, before)
+        _discard(staged)
+        raise PatchError(f"writing {path} failed ({exc}); the files already written were "
+                         f"restored, nothing is changed. Fix the cause and retry") from None
+
+
+def _stage(path: Path, data: Optional[bytes]) -> Optional[Path]:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tte-tmp", dir=path.parent)
+    tmp = Path(name)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data or b"")
+    if data is None:
+        tmp.unlink()               # a delete: the probe proved the directory is writable
+        return None
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+    else:
+        os.chmod(tmp, 0o644)
+    return tmp
+
+
+def _discard(staged: Sequence[Tuple[Path, Optional[Path]]]) -> None:
+    for _, tmp in staged:
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
+
+
+def _restore(path: Path, before: Optional[bytes]) -> None:
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(before)
+
+
+def drop_bytecode(site: Path, site_paths: Sequence[str]) -> List[Path]:
+    """Remove `__pycache__/<stem>.*.pyc` of every changed `.py` file; returns what was removed."""
+    removed = []
+    for sp in site_paths:
+        source = Path(site) / sp
+        if source.suffix != ".py":
+            continue
+        for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
+            try:
+                pyc.unlink()
+                removed.append(pyc)
+            except OSError:
+                pass               # stale bytecode is still rejected by its recorded size/mtime
+    return removed
