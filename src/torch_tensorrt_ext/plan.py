@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Iterator, Optional, Tuple
 
 
@@ -74,13 +74,15 @@ class MutationPlan:
 
     writes: Tuple[BufferWrite, ...] = ()
     rebuilds: Tuple[RebuildRequest, ...] = ()
+    _by_fqn: Dict[str, BufferWrite] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        seen = set()
+        index: Dict[str, BufferWrite] = {}
         for w in self.writes:
-            if w.fqn in seen:
+            if w.fqn in index:
                 raise PlanError(f"buffer {w.fqn!r} appears twice in the plan")
-            seen.add(w.fqn)
+            index[w.fqn] = w
+        object.__setattr__(self, "_by_fqn", index)
 
     def __iter__(self) -> Iterator[BufferWrite]:
         return iter(self.writes)
@@ -89,12 +91,11 @@ class MutationPlan:
         return len(self.writes)
 
     def __contains__(self, fqn: object) -> bool:
-        return any(w.fqn == fqn for w in self.writes)
+        return fqn in self._by_fqn
 
     def __getitem__(self, fqn: str) -> BufferWrite:
-        for w in self.writes:
-            if w.fqn == fqn:
-                return w
+        if fqn in self._by_fqn:
+            return self._by_fqn[fqn]
         raise KeyError(f"buffer {fqn!r} is not written by this program; "
                        f"written buffers: {[w.fqn for w in self.writes]}")
 

@@ -70,12 +70,13 @@ def _ep_writes(ep: torch.export.ExportedProgram) -> List[FoundWrite]:
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     output = ep.graph.output_node()
     values = list(output.args[0])
+    root_of = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
     writes = []
     for i, spec in enumerate(sig.output_specs):
         if spec.kind != torch.export.graph_signature.OutputKind.BUFFER_MUTATION:
             continue
         fqn = spec.target
-        root_name = next((n for n, f in sig.inputs_to_buffers.items() if f == fqn), None)
+        root_name = root_of.get(fqn)
         if root_name is None or root_name not in placeholders:
             raise PlanError(f"BUFFER_MUTATION output {i} targets {fqn!r}, which is not a buffer "
                             "input of this program")

@@ -54,8 +54,11 @@ def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan
             continue
         if w.kind is WriteKind.KV_ALIAS:
             where = consumer.get(w.fqn)
-            engine_txt = f"engine {where[0].name!r}" if where else "no engine (the write ran outside TensorRT)"
-            reason = f"predicted KV ({w.reason}) but {engine_txt} aliased it; copied back instead"
+            if where:
+                why = f"engine {where[0].name!r} did not alias it"
+            else:
+                why = "no engine takes the buffer (the write ran outside TensorRT)"
+            reason = f"predicted KV ({w.reason}) but {why}; copied back instead"
             w = dataclasses.replace(w, kind=WriteKind.COPY_BACK, reason=reason)
             if where and w.fqn not in producer:
                 rebuild.setdefault(where[0].name, []).append(w.fqn)

@@ -1,0 +1,43 @@
+"""Small stateful modules for the plan tests: each is one classification rule branch."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+C4 = (1, 2, 8, 4)  # [b, d, s_max, h]
+
+
+class Stateful(nn.Module):
+    """Buffers from `shapes`, `fn(self, *args)` as forward."""
+
+    def __init__(self, fn, **shapes):
+        super().__init__()
+        self.fn = fn
+        for name, spec in shapes.items():
+            shape, dtype = spec if isinstance(spec, tuple) and isinstance(spec[-1], torch.dtype) \
+                else (spec, torch.float32)
+            self.register_buffer(name, torch.zeros(shape, dtype=dtype))
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+def nest(module: nn.Module, *names: str) -> nn.Module:
+    """Wrap `module` so it sits at `names[0].names[1]...` and forward passes through."""
+    for name in reversed(names):
+        module = Wrapper(name, module)
+    return module
+
+
+class Wrapper(nn.Module):
+    def __init__(self, name: str, inner: nn.Module):
+        super().__init__()
+        self.name_ = name
+        setattr(self, name, inner)
+
+    def forward(self, *args):
+        return getattr(self, self.name_)(*args)
+
+
+def export(module: nn.Module, *args, dynamic_shapes=None) -> torch.export.ExportedProgram:
+    return torch.export.export(module.eval(), args, dynamic_shapes=dynamic_shapes)

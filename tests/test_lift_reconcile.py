@@ -1,0 +1,165 @@
+"""lift_mutated_buffers output structure and semantics; reconcile's fall-back and errors."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import torch_tensorrt_ext as tte
+from torch_tensorrt_ext.demo.models import Decoder
+from plan_models import C4, Stateful, export
+
+KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK
+
+
+def _lifted_decoder(layers=2):
+    model = Decoder(layers=layers).eval()
+    args = model.example_args()
+    ep = torch.export.export(copy.deepcopy(model), args)
+    plan = tte.plan_mutations(ep)
+    return model, args, plan, tte.lift_mutated_buffers(ep.run_decompositions({}).module(), plan)
+
+
+def test_lifted_graph_pairs_buffers_by_name_and_matches_eager():
+    model, args, plan, lifted = _lifted_decoder()
+    assert [f for f, _ in lifted.buffer_inputs] == list(plan.fqns)
+    assert lifted.num_user_outputs == 1
+    assert [i for _, i in lifted.buffer_outputs] == list(range(1, 1 + len(plan)))
+    placeholders = [n.name for n in lifted.gm.graph.nodes if n.op == "placeholder"]
+    assert placeholders == list(lifted.user_inputs) + [p for _, p in lifted.buffer_inputs]
+    # no buffer is written in place any more, and no get_attr of a mutated buffer remains
+    for n in lifted.gm.graph.nodes:
+        assert n.target is not torch.ops.aten.copy_.default
+        assert not (n.op == "get_attr" and n.target in plan)
+    state = {f: lifted.initial_value(f).clone() for f in plan.fqns}
+    eager = copy.deepcopy(model)
+    for step in range(3):
+        a = model.example_args(pos=step)
+        want = eager(*a)
+        outs = lifted.gm(*a, *[state[f] for f in plan.fqns])
+        torch.testing.assert_close(outs[0], want)
+        for fqn in plan.fqns:
+            state[fqn] = outs[lifted.output_of(fqn)]
+            torch.testing.assert_close(state[fqn], eager.get_buffer(fqn), msg=fqn)
+
+
+def test_lift_accepts_exported_program_and_marks_copy_back_writes():
+    m = Stateful(lambda m, x, p: _two(m, x, p), cache=(2, 8, 4), kv=C4)
+    ep = export(m, torch.ones(2, 1, 4), torch.tensor([1]))
+    plan = tte.plan_mutations(ep)
+    assert plan.kinds() == {"cache": CB, "kv": KV}
+    lifted = tte.lift_mutated_buffers(ep, plan)
+    marked = {n.name for n in lifted.gm.graph.nodes if n.meta.get("_trt_no_kv_alias")}
+    values = {n.name for n in lifted.gm.graph.output_node().args[0] if hasattr(n, "name")}
+    assert len(marked) == 1 and marked <= values
+    assert lifted.placeholder_of("cache") == "b_cache"
+
+
+def _two(m, x, p):
+    m.cache.index_copy_(1, p, x)
+    m.kv.index_copy_(2, p, x[:1].unsqueeze(1).expand(1, 2, 1, 4).contiguous())
+    return m.cache.sum() + m.kv.sum()
+
+
+def test_lift_nested_names_resolve_by_fqn():
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.zeros(4, 8))
+
+        def forward(self, idx, val):
+            self.state.index_put_([idx], val)
+            return self.state.sum(-1)
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = Inner()
+
+        def forward(self, idx, val):
+            return self.layer(idx, val)
+    ep = torch.export.export(Outer(), (torch.tensor([0]), torch.ones(1, 8)))
+    plan = tte.plan_mutations(ep)
+    lifted = tte.lift_mutated_buffers(ep, plan)
+    assert lifted.buffer_inputs == (("layer.state", "b_layer_state"),)
+    out = lifted.gm(torch.tensor([2]), torch.ones(1, 8), torch.zeros(4, 8))
+    assert out[lifted.output_of("layer.state")][2].sum() == 8
+
+
+def test_lift_refuses_a_plan_of_another_program():
+    ep_a = export(Stateful(lambda m, x: (m.a.add_(x), x)[1], a=(4,)), torch.ones(4))
+    ep_b = export(Stateful(lambda m, x: (m.b.add_(x), x)[1], b=(4,)), torch.ones(4))
+    with pytest.raises(tte.PlanError, match=r"plan names buffers \['a'\] that this graph does not write"):
+        tte.lift_mutated_buffers(ep_b, tte.plan_mutations(ep_a))
+    with pytest.raises(tte.PlanError, match=r"buffers \['b'\] are written by the graph but missing"):
+        tte.lift_mutated_buffers(ep_b, tte.MutationPlan())
+
+
+def _engine(**kw):
+    base = dict(name="engine_0", input_names=("x", "b_k", "b_ring"),
+                output_names=("y", "k_out", "ring_out"),
+                input_buffers=(("b_k", "k"), ("b_ring", "ring")),
+                output_buffers=(("k_out", "k"), ("ring_out", "ring")))
+    base.update(kw)
+    return tte.EngineInfo(**base)
+
+
+def _plan(k=KV, ring=CB):
+    return tte.MutationPlan((tte.BufferWrite("k", k, "aten.index_copy.default", "r"),
+                             tte.BufferWrite("ring", ring, "aten.cat.default", "r")))
+
+
+def test_reconcile_confirms_kv_and_fills_bindings():
+    out = tte.reconcile(_plan(), [_engine(aliased_io=(tte.AliasedIO("k_out", "b_k"),))])
+    assert out["k"].kind is KV
+    assert (out["k"].engine, out["k"].input_binding, out["k"].output_binding) == \
+        ("engine_0", "b_k", "k_out")
+    assert (out["ring"].engine, out["ring"].output_binding) == ("engine_0", "ring_out")
+    assert out.rebuilds == ()
+
+
+def test_reconcile_falls_back_to_copy_back_when_not_aliased():
+    out = tte.reconcile(_plan(), [_engine()])
+    assert out["k"].kind is CB
+    assert out["k"].reason == ("predicted KV (r) but engine 'engine_0' did not alias it; "
+                               "copied back instead")
+    assert out["k"].output_binding == "k_out"
+    assert out.rebuilds == ()  # the engine already outputs the new value
+
+
+def test_reconcile_requests_rebuild_when_no_output_carries_the_value():
+    eng = _engine(output_names=("y", "ring_out"), output_buffers=(("ring_out", "ring"),))
+    out = tte.reconcile(_plan(), [eng])
+    assert out["k"].kind is CB
+    assert [(r.engine, r.exclude_from_aliasing) for r in out.rebuilds] == [("engine_0", ("k",))]
+
+
+def test_reconcile_write_outside_engines_falls_back():
+    eng = _engine(input_names=("x", "b_ring"), input_buffers=(("b_ring", "ring"),),
+                  output_names=("y", "ring_out"), output_buffers=(("ring_out", "ring"),))
+    out = tte.reconcile(_plan(), [eng])
+    assert out["k"].kind is CB and "no engine takes the buffer" in out["k"].reason and out.rebuilds == ()
+
+
+def test_reconcile_copy_back_aliased_is_an_error_naming_both():
+    eng = _engine(aliased_io=(tte.AliasedIO("ring_out", "b_ring"),))
+    with pytest.raises(tte.PlanError, match=r"buffer 'ring' is planned COPY_BACK .* engine "
+                                            r"'engine_0' aliases output 'ring_out' to its input 'b_ring'"):
+        tte.reconcile(_plan(), [eng])
+
+
+def test_reconcile_alias_of_unwritten_buffer_is_an_error():
+    eng = _engine(input_names=("x", "b_k", "b_ring", "b_z"),
+                  input_buffers=(("b_k", "k"), ("b_ring", "ring"), ("b_z", "z")),
+                  output_names=("y", "k_out", "ring_out", "z_out"),
+                  aliased_io=(tte.AliasedIO("z_out", "b_z"),))
+    with pytest.raises(tte.PlanError, match="buffer 'z'\\), but eager never writes that buffer"):
+        tte.reconcile(_plan(), [eng])
+
+
+def test_engine_info_validates_alias_map():
+    with pytest.raises(ValueError, match="aliased_io names output binding 'nope'"):
+        _engine(aliased_io=(tte.AliasedIO("nope", "b_k"),))
+    with pytest.raises(ValueError, match="aliased_io names input binding 'nope'"):
+        _engine(aliased_io=(tte.AliasedIO("k_out", "nope"),))
