@@ -1,0 +1,127 @@
+"""Fixture builders for the patch-series tests: fake site-packages, fake series, throw-away repos.
+
+Invariant: everything is built under the test's own temporary directory from literal text; nothing
+here reads or writes the project's .venv or patches/.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+AUTHOR = "Patch Author <author@example.invalid>"
+DATE = "Mon, 1 Jan 2024 00:00:00 +0000"
+ZERO_FROM = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def numbered(tag: str, n: int = 40) -> bytes:
+    """n lines that git's default funcname pattern never matches (they start with a digit)."""
+    return "".join(f"{i:03d} {tag} value {i}\n" for i in range(1, n + 1)).encode()
+
+
+def replace_line(data: bytes, lineno: int, text: str) -> bytes:
+    lines = data.decode().splitlines(keepends=True)
+    lines[lineno - 1] = text + "\n"
+    return "".join(lines).encode()
+
+
+def insert_lines(data: bytes, before: int, new: Sequence[str]) -> bytes:
+    lines = data.decode().splitlines(keepends=True)
+    lines[before - 1:before - 1] = [t + "\n" for t in new]
+    return "".join(lines).encode()
+
+
+def unified(path: str, old: bytes, new: bytes) -> str:
+    diff = difflib.unified_diff(old.decode().splitlines(keepends=True),
+                                new.decode().splitlines(keepends=True),
+                                fromfile=f"a/{path}", tofile=f"b/{path}", n=3)
+    return f"diff --git a/{path} b/{path}\n" + "".join(diff)
+
+
+def patch_text(subject: str, body: str, diffs: Iterable[Tuple[str, bytes, bytes]]) -> bytes:
+    """A patch in exactly the layout `patch export` writes."""
+    head = f"{ZERO_FROM}\nFrom: {AUTHOR}\nDate: {DATE}\nSubject: [PATCH] {subject}\n\n{body}\n---\n"
+    return (head + "".join(unified(p, o, n) for p, o, n in diffs)).encode()
+
+
+def patch_name(index: int, subject: str) -> str:
+    return f"{index:04d}-{re.sub(r'[^A-Za-z0-9.]+', '-', subject).strip('-')}.patch"
+
+
+def write_series(root: Path, targets: Dict[str, dict],
+                 patches: Dict[str, List[Tuple[str, bytes]]]) -> Path:
+    """patches/ with upstream.toml, and per target a folder with its patches and order file."""
+    root.mkdir(parents=True, exist_ok=True)
+    toml = []
+    for name, t in targets.items():
+        toml.append(f"[targets.{name}]")
+        for key in ("distribution", "version", "repo_prefix", "site_prefix"):
+            toml.append(f'{key} = "{t[key]}"')
+        toml.append(f"[targets.{name}.baseline]")
+        toml += [f'"{p}" = "{d}"' for p, d in t["baseline"].items()]
+        toml.append("")
+        folder = root / name
+        folder.mkdir(exist_ok=True)
+        listed = patches.get(name, [])
+        for fname, data in listed:
+            (folder / fname).write_bytes(data)
+        (folder / ".patches").write_text("".join(f"{f}\n" for f, _ in listed))
+    (root / "upstream.toml").write_text("\n".join(toml))
+    return root
+
+
+def write_site(site: Path, distribution: str, version: str, files: Dict[str, bytes],
+               record: bool = True) -> Path:
+    """A fake site-packages: the files plus `<dist>-<version>.dist-info` (METADATA, RECORD)."""
+    import base64
+    site.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    info = site / f"{re.sub(r'[-_.]+', '_', distribution)}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\n"
+                                   f"Version: {version}\n\nA fake distribution.\n")
+    if record:
+        rows = [f"{rel},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).decode().rstrip('=')},{len(d)}"
+                for rel, d in files.items()]
+        (info / "RECORD").write_text("\n".join(rows + [f"{info.name}/RECORD,,"]) + "\n")
+    return site
+
+
+def snapshot(root: Path) -> Dict[str, bytes]:
+    """Every file under root (relative path -> bytes), for exact before/after comparisons."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, f"git {' '.join(args)} failed: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+def make_repo(path: Path, files: Dict[str, bytes], message: str = "upstream release") -> Path:
+    """A throw-away upstream repository whose first commit holds `files`."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Upstream Dev")
+    git(path, "config", "user.email", "dev@example.invalid")
+    commit_files(path, files, message)
+    return path
+
+
+def commit_files(repo: Path, files: Dict[str, bytes], message: str) -> str:
+    for rel, data in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+        git(repo, "add", rel)
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
