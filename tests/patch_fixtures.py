@@ -125,3 +125,37 @@ def commit_files(repo: Path, files: Dict[str, bytes], message: str) -> str:
         git(repo, "add", rel)
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD")
+
+
+# The fake-pkg scenario: three files, and a series of three patches (the second touches two files).
+ALPHA, BETA, GAMMA = numbered("alpha"), numbered("beta"), numbered("gamma")
+PRISTINE = {"src/alpha.py": ALPHA, "src/beta.py": BETA, "src/gamma.py": GAMMA}
+WHY = "Why: the seam makes upstream call into torch_tensorrt_ext.\nUpstream: none yet."
+
+A1 = replace_line(ALPHA, 10, "010 alpha patched by 0001")
+A2 = replace_line(A1, 30, "030 alpha patched by 0002")
+B2 = replace_line(BETA, 20, "020 beta patched by 0002")
+G3 = replace_line(GAMMA, 5, "005 gamma patched by 0003")
+SUBJECTS = ["Patch alpha line ten", "Patch beta and alpha", "Patch gamma line five"]
+NAMES = [patch_name(i + 1, s) for i, s in enumerate(SUBJECTS)]
+
+
+def target(version="1.0", baseline=None):
+    return {"distribution": "fake-pkg", "version": version, "repo_prefix": "src/",
+            "site_prefix": "fake_pkg/",
+            "baseline": baseline or {p: sha(d) for p, d in PRISTINE.items()}}
+
+
+OTHER = {"distribution": "not-installed", "version": "2.0", "repo_prefix": "",
+         "site_prefix": "other/", "baseline": {}}
+
+
+def three_patches(third_applies=True):
+    gamma_old = GAMMA if third_applies else replace_line(GAMMA, 3, "003 gamma not upstream's")
+    g_new = replace_line(gamma_old, 5, "005 gamma patched by 0003")
+    return [
+        (NAMES[0], patch_text(SUBJECTS[0], WHY, [("src/alpha.py", ALPHA, A1)])),
+        (NAMES[1], patch_text(SUBJECTS[1], WHY, [("src/alpha.py", A1, A2),
+                                                  ("src/beta.py", BETA, B2)])),
+        (NAMES[2], patch_text(SUBJECTS[2], WHY, [("src/gamma.py", gamma_old, g_new)])),
+    ]

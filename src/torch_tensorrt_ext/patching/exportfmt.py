@@ -13,13 +13,13 @@ import re
 
 FORMAT_PATCH_ARGS = (
     "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "diff.relative=false",
-    "-c", "format.signOff=false", "-c", "format.headers=", "-c", "format.coverLetter=false",
+    "-c", "format.signOff=false", "-c", "format.coverLetter=false",
     "-c", "format.useAutoBase=false", "-c", "core.quotePath=true",
     "format-patch", "--zero-commit", "--no-signature", "--no-stat", "--no-numbered",
     "--full-index", "--no-notes", "--no-thread", "--no-cover-letter", "--no-attach",
     "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=3",
     "--diff-algorithm=myers", "--src-prefix=a/", "--dst-prefix=b/", "--encode-email-headers",
-    "--suffix=.patch", "--no-base",
+    "--suffix=.patch", "--no-base", "--no-add-header", "--no-to", "--no-cc",
 )
 
 _INDEX_LINE = re.compile(r"index [0-9a-f]+\.\.[0-9a-f]+( [0-7]{6})?")
@@ -33,7 +33,9 @@ def normalise_patch(raw: bytes) -> bytes:
     message, diff = lines[:first_diff], lines[first_diff:]
     while message and message[-1] == "":
         message.pop()
-    if not message or message[-1] != "---":
+    if "" not in message:
+        message.append("")         # no body: keep the blank line that ends the headers
+    if message[-1] != "---":
         message.append("---")
     diff = [ln for ln in diff if not _INDEX_LINE.fullmatch(ln)]
     return "\n".join(message + diff).encode("utf-8")
