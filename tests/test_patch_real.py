@@ -1,0 +1,112 @@
+"""The patch tooling on real upstream files: the project's own series, and the pinned wheels.
+
+Never writes to the project's .venv: the real series is only `check`ed there (read-only), and the
+apply/revert round trip runs on files extracted from the torch-tensorrt 2.14.0 wheel.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from patch_fixtures import patch_text, sha, snapshot, write_series  # noqa: E402
+
+from torch_tensorrt_ext import cli as tte_cli  # noqa: E402
+from torch_tensorrt_ext.patching import cli  # noqa: E402
+from torch_tensorrt_ext.patching.dists import find_distribution  # noqa: E402
+from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
+from torch_tensorrt_ext.patching.series import load_series  # noqa: E402
+from torch_tensorrt_ext.patching.state import STATE_NAME  # noqa: E402
+
+PATCHES = Path(__file__).resolve().parents[1] / "patches"
+SITE = Path(sysconfig.get_paths()["purelib"])
+COMPILE = "torch_tensorrt/_compile.py"
+INFO = "torch_tensorrt-2.14.0.dist-info"
+
+
+def test_the_project_series_is_well_formed():
+    manifest = load_manifest(PATCHES)
+    assert [(t.name, t.distribution, t.version, t.repo_prefix, t.site_prefix)
+            for t in manifest.targets] == [
+        ("executorch", "executorch", "1.5.1", "", "executorch/"),
+        ("torch_tensorrt", "torch-tensorrt", "2.14.0", "py/", "")]
+    for t in manifest.targets:
+        series = load_series(manifest, t.name)
+        for patch in series.patches:
+            assert "upstream" in patch.body.lower(), (
+                f"{patch.label}: the body must say how the change goes upstream (PR/issue) or "
+                f"why it cannot")
+
+
+def test_the_project_series_checks_against_the_installed_packages_without_writing(capsys):
+    dist = find_distribution(SITE, "executorch")
+    if dist is None or dist.version != "1.5.1":
+        pytest.skip(f"executorch 1.5.1 is not installed in {SITE}")
+    manifest = load_manifest(PATCHES)
+    watched = [SITE / STATE_NAME] + [SITE / t.site_path(rp) for t in manifest.targets
+                                     for rp in t.baseline]
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) if p.exists() else None for p in watched}
+    rc = tte_cli.main(["patch", "check", "--site-packages", str(SITE), "--patches", str(PATCHES)])
+    out, err = capsys.readouterr()
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[-1] == "torch_tensorrt 2.14.0: no patches"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) if p.exists() else None
+            for p in watched} == before
+
+
+def _torch_tensorrt_files():
+    """(METADATA, RECORD, _compile.py) of the pinned wheel: from the wheel file when one is on
+    disk, else from the installed copy when its RECORD proves it pristine."""
+    wheels = [os.environ.get("TTE_TORCH_TENSORRT_WHEEL", "")] + glob.glob(
+        "/tmp/ttw/torch_tensorrt-2.14.0-*.whl")
+    for wheel in filter(os.path.isfile, wheels):
+        with zipfile.ZipFile(wheel) as zf:
+            return tuple(zf.read(n) for n in (f"{INFO}/METADATA", f"{INFO}/RECORD", COMPILE))
+    dist = find_distribution(SITE, "torch-tensorrt")
+    if dist is not None and dist.version == "2.14.0" and (SITE / COMPILE).is_file():
+        data = (SITE / COMPILE).read_bytes()
+        if hashlib.sha256(data).hexdigest() == dist.record.get(COMPILE):
+            return ((dist.dist_info / "METADATA").read_bytes(),
+                    (dist.dist_info / "RECORD").read_bytes(), data)
+    pytest.skip("no torch-tensorrt 2.14.0 wheel (set TTE_TORCH_TENSORRT_WHEEL) and no pristine "
+                "installed copy")
+
+
+def test_apply_check_revert_on_the_real_torch_tensorrt_wheel(tmp_path, capsys):
+    metadata, record, compile_py = _torch_tensorrt_files()
+    site = tmp_path / "site"
+    (site / INFO).mkdir(parents=True)
+    (site / INFO / "METADATA").write_bytes(metadata)
+    (site / INFO / "RECORD").write_bytes(record)
+    (site / "torch_tensorrt").mkdir()
+    (site / COMPILE).write_bytes(compile_py)
+    lines = compile_py.decode().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("def save("))
+    patched = "".join(lines[:at] + ["# torch-tensorrt-ext: the save() seam goes here\n"]
+                      + lines[at:]).encode()
+    patches = write_series(tmp_path / "patches", {"torch_tensorrt": {
+        "distribution": "torch-tensorrt", "version": "2.14.0", "repo_prefix": "py/",
+        "site_prefix": "", "baseline": {f"py/{COMPILE}": sha(compile_py)}}},
+        {"torch_tensorrt": [("0001-Mark-the-save-seam.patch", patch_text(
+            "Mark the save seam", "Why: a fixture. Upstream: never.",
+            [(f"py/{COMPILE}", compile_py, patched)]))]})
+    pristine = snapshot(site)
+    args = ["--site-packages", str(site), "--patches", str(patches)]
+
+    assert cli.main(["patch", "apply", *args]) == 0
+    assert (site / COMPILE).read_bytes() == patched
+    assert cli.main(["patch", "check", *args]) == 0     # RECORD agrees with the baseline
+    assert cli.main(["patch", "status", *args]) == 0
+    out = capsys.readouterr().out
+    assert "torch_tensorrt 2.14.0: 1 patch(es) apply to the pinned baseline (1 file(s), from the " \
+           "recorded pristine copies)" in out
+    assert out.endswith("  applied      0001-Mark-the-save-seam.patch\n")
+    assert cli.main(["patch", "revert", "--site-packages", str(site)]) == 0
+    assert snapshot(site) == pristine
