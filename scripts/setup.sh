@@ -27,6 +27,7 @@ fi
 
 if [ -f patches/upstream.toml ] && "$vpy" -c 'import torch_tensorrt_ext.patching' 2>/dev/null; then
   .venv/bin/torch-tensorrt-ext patch apply
+  .venv/bin/torch-tensorrt-ext patch status
 fi
 
 if [ -f runtime/CMakeLists.txt ]; then

@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 status=0
+# CI: the patch series must apply to the pinned pristine upstream files (writes nothing).
+if [ -f patches/upstream.toml ]; then
+  .venv/bin/torch-tensorrt-ext patch check || status=$?
+fi
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
 if [ -f build/runtime/CTestTestfile.cmake ] || [ -f build/CTestTestfile.cmake ]; then
   (cd build && ../.venv/bin/ctest --output-on-failure) || status=$?
