@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from patch_fixtures import (A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, PRISTINE,  # noqa: E402
+from patch_fixtures import (A2, ALPHA, B2, G3, GAMMA, NAMES, PRISTINE,  # noqa: E402
                             SUBJECTS, WHY, commit_files, git, insert_lines, make_repo,
                             replace_line, sha, snapshot, target, three_patches, unified,
                             write_series)

@@ -247,3 +247,15 @@ def test_read_only_site_packages_fails_cleanly(read_only):
         for p in [tmp, *tmp.rglob("*")]:
             os.chmod(p, 0o755)
         shutil.rmtree(tmp)
+
+
+def test_a_target_dropped_from_the_manifest_is_restored(tmp_path, env, capsys):
+    site, patches = env
+    run(capsys, "apply", site, patches)
+    without = write_series(tmp_path / "without", {"other": OTHER}, {})
+    rc, out, err = run(capsys, "apply", site, without)
+    assert (rc, err) == (0, "")
+    assert out == (f"other 2.0: no patches\n3 file(s) written in {site}; record: "
+                   f"torch_tensorrt_ext_patches.json\n")
+    assert installed(site) == {"alpha.py": ALPHA, "beta.py": BETA, "gamma.py": GAMMA}
+    assert not (site / "torch_tensorrt_ext_patches.json").exists()

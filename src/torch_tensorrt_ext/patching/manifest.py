@@ -12,7 +12,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Dict, Mapping, Tuple
+from typing import Mapping, Tuple
 
 from .errors import PatchError
 
@@ -130,7 +130,3 @@ def _relative(p: str) -> bool:
 def hash_hint(repo_path: str, digest: str) -> str:
     """The manifest line that would pin `repo_path` to `digest`."""
     return f'"{repo_path}" = "{digest}"'
-
-
-def baseline_of(target: Target) -> Dict[str, str]:
-    return dict(target.baseline)

@@ -142,7 +142,9 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
     changes: List[Tuple[Path, bytes]] = []
     records: Dict[str, TargetRecord] = {}
     touched: List[str] = []
-    for series in _all_series(patches_dir):
+    all_series = _all_series(patches_dir)
+    known = {s.target.name for s in all_series}
+    for series in all_series:
         t = series.target
         old = state.targets.get(t.name)
         if not series.patches and old is None:
@@ -178,6 +180,20 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
                 {rp: FileRecord(sites[rp], tree[rp], sha256(tree[rp]), sha256(patched[rp]))
                  for rp in series.files})
         lines.append(_applied_line(series, results))
+    for name, old in sorted(state.targets.items()):
+        if name in known:
+            continue                   # a target dropped from upstream.toml: restore its files
+        for rp, f in sorted(old.files.items()):
+            path = site / f.site_path
+            digest = sha256(path.read_bytes()) if path.is_file() else None
+            if digest == f.patched_sha256:
+                changes.append((path, f.pristine))
+                touched.append(f.site_path)
+            elif digest is not None and digest != f.pristine_sha256:
+                errors.append(f"{old.distribution} {old.version}: {rp} ({path}) changed since "
+                              f"`patch apply`, and its target {name} is no longer in the series; "
+                              f"reinstall it (pip install --force-reinstall --no-deps "
+                              f"{old.distribution}=={old.version}) and apply again")
     if errors:
         raise PatchError("\n".join(errors) + f"\n{NOTHING_CHANGED}")
     new_state = State(records)
