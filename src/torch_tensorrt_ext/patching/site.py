@@ -200,6 +200,8 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
     old_bytes = state_path(site).read_bytes() if state_path(site).is_file() else None
     new_bytes = new_state.to_json() if records else None
     if not changes and old_bytes == new_bytes:
+        if not records:
+            return lines + [f"nothing to apply in {site}"]
         return [f"the patch series is already applied in {site}; nothing to do"]
     commit_files([(state_path(site), new_bytes)] + changes)
     drop_bytecode(site, touched)
