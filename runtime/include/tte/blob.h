@@ -1,0 +1,79 @@
+// The delegate blob (CONTRACTS.md §1): 32-byte header `<4sIIIQ8s>`, JSON metadata, engine.
+//
+// Invariant: a `BlobInfo` returned by `parse_blob` is fully validated — the same checks, and as
+// far as possible the same messages, as python's `torch_tensorrt_ext.executorch.blob.parse`:
+// offsets inside the blob, complete JSON, unique binding names, every referenced name an
+// existing binding of the right direction, aliased and copy-back pairs of equal dtype and shape,
+// every output binding a delegate output, aliased or copy-back. TR01/TR02 are given upstream's
+// meaning (TensorRT engine, all inputs/outputs are delegate args in binding order). A magic other
+// than TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
+// Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram.
+// `engine` points into the parsed bytes: the caller keeps them alive as long as it uses it.
+#pragma once
+
+#include <tte/common.h>
+#include <tte/dtype.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tte {
+
+constexpr size_t kBlobHeaderSize = 32;
+constexpr uint32_t kEngineAlignment = 16;
+constexpr int kTteVersion = 3;
+
+enum class EngineKind : uint8_t { TensorRT, Reference };
+const char* engine_kind_name(EngineKind k);
+
+struct Binding {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> shape;  // -1: dynamic dimension
+  bool is_input = true;
+  size_t index = 0;            // position among the inputs (or among the outputs)
+  bool is_static() const;
+  size_t numel() const;        // 0 when dynamic
+  size_t nbytes() const;       // 0 when dynamic
+  std::string describe() const;  // "float32 [1,2,8,4]"
+};
+
+struct AliasedIO {
+  std::string output, input, kind;
+};
+struct BufferRef {
+  std::string input, fqn;
+};
+struct CopyBackRef {
+  std::string output, input;
+};
+
+struct BlobInfo {
+  char magic[5] = {0, 0, 0, 0, 0};
+  int format = 0;  // 1, 2 or 3 (the digit of the magic)
+  std::vector<Binding> inputs;   // input bindings in binding order
+  std::vector<Binding> outputs;  // output bindings in binding order
+  std::vector<AliasedIO> aliased_io;
+  EngineKind engine_kind = EngineKind::TensorRT;
+  std::vector<std::string> delegate_inputs;   // delegate arg i -> input binding name
+  std::vector<std::string> delegate_outputs;  // delegate output j -> output binding name
+  std::vector<BufferRef> buffers;
+  std::vector<CopyBackRef> copy_back;
+  bool hardware_compatible = false;
+  int64_t device_id = 0;
+  std::string serialized_metadata;
+  std::string target_platform;
+  const uint8_t* engine = nullptr;
+  uint64_t engine_size = 0;
+
+  const Binding* input(const std::string& name) const;
+  const Binding* output(const std::string& name) const;
+  // The FQN of the buffer bound to input binding `input`, or nullptr.
+  const std::string* buffer_fqn(const std::string& input) const;
+};
+
+Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why);
+
+}  // namespace tte

@@ -1,0 +1,41 @@
+// The engine interface: what the runtime needs of a compiled engine (DESIGN.md "Why a reference
+// engine"). Bindings are addressed by index: input binding i is BlobInfo::inputs[i], output
+// binding o is BlobInfo::outputs[o].
+//
+// Invariant: after `create` succeeded, `bind_input`, `bind_output`, `run`, `copy` and `finish`
+// allocate nothing and never block on anything but the engine's own work; everything they need
+// was sized and allocated in `create`/`allocate_scratch`. Addresses passed to bind_* must stay
+// valid until `finish` returned. Scratch memory belongs to the engine and lives as long as it.
+#pragma once
+
+#include <tte/blob.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace tte {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* kind() const = 0;
+  // Init time: memory the engine can write an output to and `copy` can read (host or device).
+  virtual Result<void*> allocate_scratch(size_t nbytes, std::string& why) = 0;
+  virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;
+  virtual Error bind_output(size_t binding, void* data, size_t nbytes) = 0;
+  virtual Error run() = 0;
+  // Ordered after `run` (same stream for device engines).
+  virtual Error copy(void* dst, const void* src, size_t nbytes) = 0;
+  // Wait until run and copies are complete (no-op for synchronous engines).
+  virtual Error finish() { return Error::Ok; }
+};
+
+// The engine for `info.engine_kind` over the payload `info.engine`/`engine_size`; fails with
+// Error::NotSupported when that kind was not compiled into this runtime.
+Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, std::string& why);
+
+// "reference" or "reference,tensorrt".
+const char* compiled_engines();
+
+}  // namespace tte

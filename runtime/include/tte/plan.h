@@ -1,0 +1,57 @@
+// The alias planner: from validated blob metadata, the fixed binding table `execute` follows.
+//
+// Invariant: the plan is computed once, at init, and is complete — every engine input binding
+// has exactly one delegate argument; every engine output binding has exactly one target:
+//   DelegateOutput  the delegate's output tensor j (ExecuTorch owns what happens next),
+//   AliasedInput    the address of the input binding it aliases (written in place, no copy),
+//   Scratch         a runtime-owned buffer, copied once into its input's address after the run.
+// The copies the runtime makes per call are exactly `copies`: one per copy-back output that is
+// not a delegate output (scratch -> input), and one per aliased output that is also a delegate
+// output (input -> delegate output: upstream TR02 blobs, where ExecuTorch expects the value).
+// Each copy is counted under `counter_key`: the buffer FQN of its input, or the input binding's
+// name when the blob names no buffer for it.
+#pragma once
+
+#include <tte/blob.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tte {
+
+enum class OutputTarget : uint8_t { DelegateOutput, AliasedInput, Scratch };
+const char* output_target_name(OutputTarget t);
+
+struct OutputSlot {
+  OutputTarget target = OutputTarget::DelegateOutput;
+  uint32_t delegate_output = 0;  // DelegateOutput; also set for an aliased output that is one
+  bool also_delegate_output = false;
+  uint32_t input = 0;            // AliasedInput / Scratch: the input binding written
+  uint32_t scratch = 0;          // Scratch: index into scratch_nbytes
+  size_t nbytes = 0;
+};
+
+enum class CopyKind : uint8_t { ScratchToInput, InputToDelegateOutput };
+
+struct CopyStep {
+  CopyKind kind = CopyKind::ScratchToInput;
+  uint32_t input = 0;            // input binding (destination, or source for a reflect)
+  uint32_t scratch = 0;          // ScratchToInput: source scratch buffer
+  uint32_t delegate_output = 0;  // InputToDelegateOutput: destination
+  uint32_t output = 0;           // the output binding this copy serves
+  size_t nbytes = 0;
+  std::string counter_key;
+};
+
+struct BindingPlan {
+  std::vector<uint32_t> arg_input;        // delegate arg i -> input binding index
+  std::vector<uint32_t> delegate_output;  // delegate output j -> output binding index
+  std::vector<OutputSlot> outputs;        // per output binding
+  std::vector<size_t> scratch_nbytes;
+  std::vector<CopyStep> copies;           // in order, after the engine ran
+};
+
+Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why);
+
+}  // namespace tte

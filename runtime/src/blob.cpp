@@ -1,0 +1,493 @@
+// Blob parsing and validation; see tte/blob.h. Mirrors python's executorch/blob.py check for
+// check and, where the languages allow, message for message.
+#include <tte/blob.h>
+#include <tte/json.h>
+
+#include <cstring>
+#include <set>
+#include <map>
+
+namespace tte {
+
+const char* engine_kind_name(EngineKind k) {
+  return k == EngineKind::Reference ? "reference" : "tensorrt";
+}
+
+bool Binding::is_static() const {
+  for (int64_t s : shape) {
+    if (s < 0) return false;
+  }
+  return true;
+}
+
+size_t Binding::numel() const {
+  if (!is_static()) return 0;
+  size_t n = 1;
+  for (int64_t s : shape) n *= static_cast<size_t>(s);
+  return n;
+}
+
+size_t Binding::nbytes() const { return numel() * dtype_size(dtype); }
+
+static std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string Binding::describe() const {
+  return std::string(dtype_name(dtype)) + " " + shape_text(shape);
+}
+
+const Binding* BlobInfo::input(const std::string& name) const {
+  for (const auto& b : inputs) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+const Binding* BlobInfo::output(const std::string& name) const {
+  for (const auto& b : outputs) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+const std::string* BlobInfo::buffer_fqn(const std::string& input) const {
+  for (const auto& b : buffers) {
+    if (b.input == input) return &b.fqn;
+  }
+  return nullptr;
+}
+
+namespace {
+
+uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint64_t le64(const uint8_t* p) { return uint64_t(le32(p)) | uint64_t(le32(p + 4)) << 32; }
+
+// Python's repr() of a 4-byte bytes object, so both readers name a bad magic the same way.
+std::string bytes_repr(const uint8_t* p, size_t n) {
+  std::string s = "b'";
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t c = p[i];
+    if (c == '\\' || c == '\'') {
+      s += '\\';
+      s += static_cast<char>(c);
+    } else if (c == '\t') {
+      s += "\\t";
+    } else if (c == '\n') {
+      s += "\\n";
+    } else if (c == '\r') {
+      s += "\\r";
+    } else if (c < 0x20 || c >= 0x7f) {
+      s += format("\\x%02x", c);
+    } else {
+      s += static_cast<char>(c);
+    }
+  }
+  return s + "'";
+}
+
+const char* py_type(Json::Type t) {
+  switch (t) {
+    case Json::Type::String: return "str";
+    case Json::Type::Bool: return "bool";
+    case Json::Type::Array: return "list";
+    case Json::Type::Number: return "int";
+    default: return "?";
+  }
+}
+
+// Reads typed members with python blob._expect's messages. `ok` turns false on the first error.
+struct Reader {
+  std::string& why;
+  bool ok = true;
+
+  bool fail(std::string msg) {
+    if (ok) why = std::move(msg);
+    ok = false;
+    return false;
+  }
+
+  // Type check of obj[key]; returns nullptr when absent (error if required) or mistyped.
+  const Json* get(const Json& obj, const char* key, Json::Type t, const std::string& where,
+                  bool required) {
+    if (!ok) return nullptr;
+    const Json* v = obj.find(key);
+    if (!v) {
+      if (required) fail(where + " has no '" + key + "'");
+      return nullptr;
+    }
+    bool good = v->type == t && (t != Json::Type::Number || v->is_integer);
+    if (!good) {
+      std::string shown = v->dump().substr(0, 40);
+      fail(where + ": '" + key + "' must be " + py_type(t) + ", got " + shown);
+      return nullptr;
+    }
+    return v;
+  }
+
+  std::string str(const Json& obj, const char* key, const std::string& where, bool required,
+                  const char* dflt = "") {
+    const Json* v = get(obj, key, Json::Type::String, where, required);
+    return v ? v->string : std::string(dflt);
+  }
+
+  // obj[key] as a list of objects (absent: empty), each checked to be an object.
+  const std::vector<Json>* entries(const Json& obj, const char* key) {
+    const Json* lst = get(obj, key, Json::Type::Array, "metadata", false);
+    if (!lst) return nullptr;
+    for (size_t i = 0; i < lst->items.size(); ++i) {
+      if (!lst->items[i].is(Json::Type::Object)) {
+        fail(format("%s[%zu] must be an object", key, i));
+        return nullptr;
+      }
+    }
+    return &lst->items;
+  }
+
+  std::vector<std::string> names(const Json& obj, const char* key) {
+    std::vector<std::string> out;
+    const Json* lst = get(obj, key, Json::Type::Array, "metadata", true);
+    if (!lst) return out;
+    for (size_t i = 0; i < lst->items.size(); ++i) {
+      if (!lst->items[i].is(Json::Type::String)) {
+        fail(format("metadata: %s[%zu] must be a binding name string", key, i));
+        return out;
+      }
+      out.push_back(lst->items[i].string);
+    }
+    return out;
+  }
+};
+
+bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
+  const Json* lst = r.get(md, "io_bindings", Json::Type::Array, "metadata", true);
+  if (!lst) return false;
+  for (size_t i = 0; i < lst->items.size(); ++i) {
+    const Json& e = lst->items[i];
+    std::string where = format("io_bindings[%zu]", i);
+    if (!e.is(Json::Type::Object)) return r.fail(where + " must be an object");
+    Binding b;
+    b.name = r.str(e, "name", where, true);
+    if (!r.ok) return false;
+    if (b.name.empty()) return r.fail(where + " has an empty name");
+    where += " '" + b.name + "'";
+    std::string dtype = r.str(e, "dtype", where, true);
+    if (!r.ok) return false;
+    if (!dtype_from_name(dtype.c_str(), b.dtype)) {
+      return r.fail(where + ": unknown dtype '" + dtype + "' (known: " + dtype_known_names() +
+                    ")");
+    }
+    const Json* shape = r.get(e, "shape", Json::Type::Array, where, true);
+    if (!shape) return false;
+    for (const Json& s : shape->items) {
+      if (!s.is(Json::Type::Number) || !s.is_integer || s.integer < -1) {
+        return r.fail(where + ": shape " + shape->dump() + " must hold integers >= -1");
+      }
+      b.shape.push_back(s.integer);
+    }
+    const Json* is_input = r.get(e, "is_input", Json::Type::Bool, where, true);
+    if (!is_input) return false;
+    b.is_input = is_input->boolean;
+    auto& side = b.is_input ? info.inputs : info.outputs;
+    b.index = side.size();
+    side.push_back(std::move(b));
+  }
+  return true;
+}
+
+bool read_metadata(const Json& md, BlobInfo& info, std::string& why) {
+  Reader r{why};
+  if (!md.is(Json::Type::Object)) return r.fail("metadata JSON must be an object");
+  if (!read_bindings(r, md, info)) return false;
+  if (const auto* lst = r.entries(md, "aliased_io")) {
+    for (size_t i = 0; i < lst->size(); ++i) {
+      std::string where = format("aliased_io[%zu]", i);
+      AliasedIO a;
+      a.output = r.str((*lst)[i], "output", where, true);
+      a.input = r.str((*lst)[i], "input", where, true);
+      a.kind = r.str((*lst)[i], "kind", where, false, "kv_cache_update");
+      if (!r.ok) return false;
+      info.aliased_io.push_back(std::move(a));
+    }
+  }
+  if (!r.ok) return false;
+  if (info.format == 1 && !info.aliased_io.empty()) {
+    return r.fail("TR01 blob carries aliased_io; upstream writes such blobs as TR02");
+  }
+  if (const Json* v = r.get(md, "hardware_compatible", Json::Type::Bool, "metadata", false)) {
+    info.hardware_compatible = v->boolean;
+  }
+  if (const Json* v = r.get(md, "device_id", Json::Type::Number, "metadata", false)) {
+    info.device_id = v->integer;
+  }
+  info.serialized_metadata = r.str(md, "serialized_metadata", "metadata", false);
+  info.target_platform = r.str(md, "target_platform", "metadata", false);
+  if (!r.ok) return false;
+
+  if (info.format != 3) {
+    info.engine_kind = EngineKind::TensorRT;
+    for (const auto& b : info.inputs) info.delegate_inputs.push_back(b.name);
+    for (const auto& b : info.outputs) info.delegate_outputs.push_back(b.name);
+    return true;
+  }
+  const Json* version = md.find("tte_version");
+  if (!version || !version->is(Json::Type::Number) || !version->is_integer ||
+      version->integer != kTteVersion) {
+    return r.fail(format("TR03 blob has tte_version %s; this reader understands version %d only",
+                         version ? version->dump().c_str() : "null", kTteVersion));
+  }
+  std::string kind = r.str(md, "engine_kind", "metadata", true);
+  if (!r.ok) return false;
+  if (kind == "reference") {
+    info.engine_kind = EngineKind::Reference;
+  } else if (kind == "tensorrt") {
+    info.engine_kind = EngineKind::TensorRT;
+  } else {
+    return r.fail("engine_kind '" + kind + "' is not one of ['reference', 'tensorrt']");
+  }
+  info.delegate_inputs = r.names(md, "delegate_inputs");
+  info.delegate_outputs = r.names(md, "delegate_outputs");
+  if (!r.ok) return false;
+  if (const auto* lst = r.entries(md, "buffers")) {
+    for (size_t i = 0; i < lst->size(); ++i) {
+      std::string where = format("buffers[%zu]", i);
+      BufferRef b;
+      b.input = r.str((*lst)[i], "input", where, true);
+      b.fqn = r.str((*lst)[i], "fqn", where, true);
+      if (!r.ok) return false;
+      info.buffers.push_back(std::move(b));
+    }
+  }
+  if (const auto* lst = r.entries(md, "copy_back")) {
+    for (size_t i = 0; i < lst->size(); ++i) {
+      std::string where = format("copy_back[%zu]", i);
+      CopyBackRef c;
+      c.output = r.str((*lst)[i], "output", where, true);
+      c.input = r.str((*lst)[i], "input", where, true);
+      if (!r.ok) return false;
+      info.copy_back.push_back(std::move(c));
+    }
+  }
+  return r.ok;
+}
+
+// python blob.validate(), check for check.
+bool validate(const BlobInfo& info, std::string& why) {
+  auto fail = [&](std::string msg) {
+    why = std::move(msg);
+    return false;
+  };
+  std::set<std::string> names;
+  // io_bindings order: walk inputs and outputs merged back into document order is not needed
+  // for the message — a duplicate is reported by its name.
+  for (const auto* side : {&info.inputs, &info.outputs}) {
+    for (const auto& b : *side) {
+      if (!names.insert(b.name).second) {
+        return fail("binding name '" + b.name + "' appears twice in io_bindings");
+      }
+    }
+  }
+  // Name lookup with direction check; nullptr + why on failure.
+  auto need = [&](const std::string& name, bool want_input,
+                  const std::string& where) -> const Binding* {
+    const char* kind = want_input ? "input" : "output";
+    const Binding* b = want_input ? info.input(name) : info.output(name);
+    if (b) return b;
+    const Binding* other = want_input ? info.output(name) : info.input(name);
+    if (!other) {
+      why = where + " names " + kind + " '" + name + "', which is not a binding";
+    } else {
+      why = where + " names " + kind + " '" + name + "', which is an " +
+            (other->is_input ? "input" : "output") + " binding";
+    }
+    return nullptr;
+  };
+  auto same_type = [&](const Binding& out, const Binding& in, const char* what) {
+    if (out.dtype != in.dtype || out.shape != in.shape) {
+      why = std::string(what) + " pair '" + out.name + "' -> '" + in.name +
+            "' differs: output is " + out.describe() + ", input is " + in.describe();
+      return false;
+    }
+    return true;
+  };
+
+  std::map<std::string, std::string> writer_of;
+  std::set<std::string> aliased;
+  for (size_t i = 0; i < info.aliased_io.size(); ++i) {
+    const auto& a = info.aliased_io[i];
+    std::string where = format("aliased_io[%zu]", i);
+    const Binding* out = need(a.output, false, where);
+    if (!out) return false;
+    const Binding* in = need(a.input, true, where);
+    if (!in) return false;
+    if (!same_type(*out, *in, "aliased")) return false;
+    if (!aliased.insert(a.output).second) {
+      return fail("output binding '" + a.output + "' is aliased twice in aliased_io");
+    }
+    auto it = writer_of.find(a.input);
+    if (it != writer_of.end()) {
+      return fail("input binding '" + a.input + "' is written by both '" + it->second +
+                  "' and '" + a.output + "'");
+    }
+    writer_of[a.input] = a.output;
+  }
+
+  std::set<std::string> seen;
+  for (size_t i = 0; i < info.delegate_inputs.size(); ++i) {
+    const auto& name = info.delegate_inputs[i];
+    if (!need(name, true, format("delegate_inputs[%zu]", i))) return false;
+    if (!seen.insert(name).second) {
+      return fail("delegate_inputs lists input binding '" + name + "' twice");
+    }
+  }
+  for (const auto& b : info.inputs) {
+    if (!seen.count(b.name)) {
+      return fail("delegate_inputs misses input binding '" + b.name +
+                  "' (every input binding must be a delegate argument)");
+    }
+  }
+  std::set<std::string> delegate_outs;
+  for (size_t i = 0; i < info.delegate_outputs.size(); ++i) {
+    const auto& name = info.delegate_outputs[i];
+    if (!need(name, false, format("delegate_outputs[%zu]", i))) return false;
+    if (!delegate_outs.insert(name).second) {
+      return fail("delegate_outputs lists output binding '" + name + "' twice");
+    }
+  }
+
+  std::map<std::string, std::string> fqns;
+  std::set<std::string> buffer_inputs;
+  for (size_t i = 0; i < info.buffers.size(); ++i) {
+    const auto& b = info.buffers[i];
+    if (!need(b.input, true, format("buffers[%zu]", i))) return false;
+    if (b.fqn.empty()) {
+      return fail(format("buffers[%zu] has an empty fqn for input '%s'", i, b.input.c_str()));
+    }
+    if (!buffer_inputs.insert(b.input).second) {
+      return fail("buffers lists input binding '" + b.input + "' twice");
+    }
+    auto it = fqns.find(b.fqn);
+    if (it != fqns.end()) {
+      return fail("buffer '" + b.fqn + "' is bound to both '" + it->second + "' and '" +
+                  b.input + "'");
+    }
+    fqns[b.fqn] = b.input;
+  }
+
+  std::set<std::string> copied;
+  for (size_t i = 0; i < info.copy_back.size(); ++i) {
+    const auto& c = info.copy_back[i];
+    std::string where = format("copy_back[%zu]", i);
+    const Binding* out = need(c.output, false, where);
+    if (!out) return false;
+    const Binding* in = need(c.input, true, where);
+    if (!in) return false;
+    if (!same_type(*out, *in, "copy_back")) return false;
+    if (aliased.count(c.output)) {
+      return fail("output binding '" + c.output + "' is both aliased and copy-back");
+    }
+    if (!copied.insert(c.output).second) {
+      return fail("copy_back lists output binding '" + c.output + "' twice");
+    }
+    auto it = writer_of.find(c.input);
+    if (it != writer_of.end()) {
+      return fail("input binding '" + c.input + "' is written by both '" + it->second +
+                  "' and '" + c.output + "'");
+    }
+    writer_of[c.input] = c.output;
+    if (!delegate_outs.count(c.output) && !out->is_static()) {
+      return fail("copy-back output '" + c.output + "' has a dynamic shape " +
+                  shape_text(out->shape) + "; the runtime needs a static one for its scratch");
+    }
+  }
+
+  for (const auto& b : info.outputs) {
+    if (!delegate_outs.count(b.name) && !aliased.count(b.name) && !copied.count(b.name)) {
+      return fail("output binding '" + b.name +
+                  "' is neither a delegate output, aliased (aliased_io) nor copy-back "
+                  "(copy_back): its value would be dropped");
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (size < kBlobHeaderSize) {
+    why = format("blob is %zu bytes, shorter than its %zu-byte header", size, kBlobHeaderSize);
+    return Error::InvalidProgram;
+  }
+  BlobInfo info;
+  std::memcpy(info.magic, p, 4);
+  if (std::memcmp(p, "TR01", 4) == 0) {
+    info.format = 1;
+  } else if (std::memcmp(p, "TR02", 4) == 0) {
+    info.format = 2;
+  } else if (std::memcmp(p, "TR03", 4) == 0) {
+    info.format = 3;
+  } else {
+    why = "unsupported blob magic " + bytes_repr(p, 4) +
+          ": this reader accepts TR01, TR02 and TR03";
+    return Error::DelegateInvalidCompatibility;
+  }
+  const uint64_t md_off = le32(p + 4), md_size = le32(p + 8), eng_off = le32(p + 12);
+  const uint64_t eng_size = le64(p + 16);
+  const unsigned long long n = size;
+  using ull = unsigned long long;
+  if (md_off < kBlobHeaderSize) {
+    why = format("metadata offset %llu lies inside the %zu-byte header", (ull)md_off,
+                 kBlobHeaderSize);
+    return Error::InvalidProgram;
+  }
+  if (md_off + md_size > n) {
+    why = format("metadata [%llu, %llu) runs past the end of the %llu-byte blob", (ull)md_off,
+                 (ull)(md_off + md_size), n);
+    return Error::InvalidProgram;
+  }
+  if (eng_off % kEngineAlignment) {
+    why = format("engine offset %llu is not %u-byte aligned", (ull)eng_off, kEngineAlignment);
+    return Error::InvalidProgram;
+  }
+  // eng_size is 64-bit: compare without overflowing.
+  if (eng_off > n || eng_size > n - eng_off) {
+    why = format("engine [%llu, %llu) runs past the end of the %llu-byte blob", (ull)eng_off,
+                 (ull)(eng_off + eng_size), n);
+    return Error::InvalidProgram;
+  }
+  if (md_off + md_size > eng_off) {
+    why = format("metadata [%llu, %llu) overlaps the engine at offset %llu", (ull)md_off,
+                 (ull)(md_off + md_size), (ull)eng_off);
+    return Error::InvalidProgram;
+  }
+  std::string json_why;
+  auto md = parse_json(reinterpret_cast<const char*>(p + md_off), md_size, json_why);
+  if (!md.ok()) {
+    // json_why is "<what> at byte N"; lead with the offset like python's message does.
+    size_t at = json_why.rfind(" at byte ");
+    std::string what = at == std::string::npos ? json_why : json_why.substr(0, at);
+    std::string pos = at == std::string::npos ? "?" : json_why.substr(at + 9);
+    why = "metadata JSON is truncated or malformed at byte " + pos + ": " + what;
+    return Error::InvalidProgram;
+  }
+  if (!read_metadata(md.get(), info, why)) {
+    if (info.format == 3 && why.rfind("TR03 blob has tte_version", 0) == 0) {
+      return Error::DelegateInvalidCompatibility;
+    }
+    return Error::InvalidProgram;
+  }
+  if (!validate(info, why)) return Error::InvalidProgram;
+  info.engine = p + eng_off;
+  info.engine_size = eng_size;
+  return info;
+}
+
+}  // namespace tte

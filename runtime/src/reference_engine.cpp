@@ -1,0 +1,247 @@
+// The reference engine: an ExecuTorch program as the engine payload; see tte/reference_engine.h.
+#include <tte/reference_engine.h>
+
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/memory_allocator.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/platform/log.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace tte {
+namespace {
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::aten::TensorImpl;
+using executorch::extension::BufferDataLoader;
+using executorch::extension::MallocMemoryAllocator;
+using executorch::runtime::EValue;
+using executorch::runtime::HierarchicalAllocator;
+using executorch::runtime::MemoryAllocator;
+using executorch::runtime::MemoryManager;
+using executorch::runtime::Method;
+using executorch::runtime::MethodMeta;
+using executorch::runtime::Program;
+using executorch::runtime::Span;
+using executorch::runtime::Tag;
+using executorch::runtime::TensorInfo;
+
+constexpr const char* kMethod = "forward";
+constexpr size_t kPayloadAlignment = 16;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Bytes = std::unique_ptr<uint8_t, FreeDeleter>;
+
+Bytes aligned_bytes(size_t n, size_t alignment) {
+  size_t rounded = (n + alignment - 1) / alignment * alignment;
+  return Bytes(static_cast<uint8_t*>(std::aligned_alloc(alignment, rounded ? rounded : alignment)));
+}
+
+// A tensor header over caller memory: sizes/dim order/strides owned here, data set per call.
+struct InputView {
+  std::vector<TensorImpl::SizesType> sizes;
+  std::vector<TensorImpl::DimOrderType> dim_order;
+  std::vector<TensorImpl::StridesType> strides;
+  std::optional<TensorImpl> impl;
+
+  explicit InputView(const Binding& b) {
+    const size_t rank = b.shape.size();
+    sizes.resize(rank);
+    dim_order.resize(rank);
+    strides.resize(rank);
+    int64_t stride = 1;
+    for (size_t k = rank; k-- > 0;) {
+      sizes[k] = static_cast<TensorImpl::SizesType>(b.shape[k]);
+      dim_order[k] = static_cast<TensorImpl::DimOrderType>(k);
+      strides[k] = static_cast<TensorImpl::StridesType>(stride);
+      stride *= b.shape[k];
+    }
+    impl.emplace(dtype_scalar_type(b.dtype), static_cast<ssize_t>(rank), sizes.data(), nullptr,
+                 dim_order.data(), strides.data());
+  }
+};
+
+std::string sizes_text(Span<const int32_t> s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(s[i]);
+  }
+  return t + "]";
+}
+
+// The payload's declared tensor for a binding must match it exactly and must not be planned.
+bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, std::string& why) {
+  if (ti.scalar_type() != dtype_scalar_type(b.dtype)) {
+    why = format("reference payload %s %zu ('%s') has scalar type %s, the binding says %s", side,
+                 b.index, b.name.c_str(), executorch::runtime::toString(ti.scalar_type()),
+                 dtype_name(b.dtype));
+    return false;
+  }
+  auto sizes = ti.sizes();
+  bool same = sizes.size() == b.shape.size();
+  for (size_t k = 0; same && k < sizes.size(); ++k) same = sizes[k] == b.shape[k];
+  if (!same) {
+    why = format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side,
+                 b.index, b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str());
+    return false;
+  }
+  if (ti.is_memory_planned()) {
+    why = format("reference payload %s %zu ('%s') is memory planned: the engine could not bind "
+                 "caller memory without a copy; emit the payload with MemoryPlanningPass("
+                 "alloc_graph_input=False, alloc_graph_output=False)",
+                 side, b.index, b.name.c_str());
+    return false;
+  }
+  return true;
+}
+
+class ReferenceEngine final : public Engine {
+ public:
+  const char* kind() const override { return "reference"; }
+
+  Error init(const BlobInfo& info, std::string& why) {
+    // The payload normally points into the delegate's processed segment, which ExecuTorch keeps
+    // for the delegate's lifetime; only a misaligned one is copied (flatbuffers want alignment).
+    const void* data = info.engine;
+    if (reinterpret_cast<uintptr_t>(data) % kPayloadAlignment != 0) {
+      payload_copy_ = aligned_bytes(info.engine_size, kPayloadAlignment);
+      if (!payload_copy_) {
+        why = format("cannot allocate %llu bytes for the reference payload",
+                     static_cast<unsigned long long>(info.engine_size));
+        return Error::MemoryAllocationFailed;
+      }
+      std::memcpy(payload_copy_.get(), info.engine, info.engine_size);
+      data = payload_copy_.get();
+    }
+    loader_.emplace(data, info.engine_size);
+    auto program = Program::load(&*loader_, Program::Verification::InternalConsistency);
+    if (!program.ok()) {
+      why = format("reference payload (%llu bytes) is not a loadable ExecuTorch program "
+                   "(Program::load error 0x%x)",
+                   static_cast<unsigned long long>(info.engine_size),
+                   static_cast<unsigned>(program.error()));
+      return Error::InvalidProgram;
+    }
+    program_.emplace(std::move(program.get()));
+    auto meta_r = program_->method_meta(kMethod);
+    if (!meta_r.ok()) {
+      why = "reference payload has no method 'forward'";
+      return Error::InvalidProgram;
+    }
+    const MethodMeta meta = meta_r.get();
+    if (meta.num_inputs() != info.inputs.size() || meta.num_outputs() != info.outputs.size()) {
+      why = format("reference payload 'forward' takes %zu inputs and returns %zu outputs; the "
+                   "blob has %zu input and %zu output bindings",
+                   meta.num_inputs(), meta.num_outputs(), info.inputs.size(),
+                   info.outputs.size());
+      return Error::InvalidProgram;
+    }
+    for (const Binding& b : info.inputs) {
+      auto tag = meta.input_tag(b.index);
+      if (!tag.ok() || tag.get() != Tag::Tensor) {
+        why = format("reference payload input %zu ('%s') is not a tensor", b.index,
+                     b.name.c_str());
+        return Error::InvalidProgram;
+      }
+      if (!check_signature(meta.input_tensor_meta(b.index).get(), b, "input", why)) {
+        return Error::InvalidProgram;
+      }
+    }
+    for (const Binding& b : info.outputs) {
+      auto tag = meta.output_tag(b.index);
+      if (!tag.ok() || tag.get() != Tag::Tensor) {
+        why = format("reference payload output %zu ('%s') is not a tensor", b.index,
+                     b.name.c_str());
+        return Error::InvalidProgram;
+      }
+      if (!check_signature(meta.output_tensor_meta(b.index).get(), b, "output", why)) {
+        return Error::InvalidProgram;
+      }
+    }
+    for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
+      const size_t n = static_cast<size_t>(meta.memory_planned_buffer_size(i).get());
+      planned_buffers_.push_back(aligned_bytes(n, 64));
+      planned_spans_.emplace_back(planned_buffers_.back().get(), n);
+    }
+    planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
+    temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
+    temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
+    memory_.emplace(&method_allocator_, &*planned_, &*temp_);
+    auto method = program_->load_method(kMethod, &*memory_);
+    if (!method.ok()) {
+      why = format("reference payload: loading method 'forward' failed with error 0x%x (a "
+                   "missing operator is logged above by ExecuTorch)",
+                   static_cast<unsigned>(method.error()));
+      return Error::InvalidProgram;
+    }
+    method_.emplace(std::move(method.get()));
+    for (const Binding& b : info.inputs) inputs_.emplace_back(b);
+    return Error::Ok;
+  }
+
+  Result<void*> allocate_scratch(size_t nbytes, std::string& why) override {
+    scratch_.push_back(aligned_bytes(nbytes, 64));
+    if (!scratch_.back()) {
+      why = format("cannot allocate %zu scratch bytes", nbytes);
+      return Error::MemoryAllocationFailed;
+    }
+    return static_cast<void*>(scratch_.back().get());
+  }
+
+  Error bind_input(size_t binding, void* data, size_t nbytes) override {
+    InputView& v = inputs_[binding];
+    v.impl->set_data(data);
+    // Not memory planned (checked in init): set_input shares `data`, it does not copy.
+    return method_->set_input(EValue(Tensor(&*v.impl)), binding);
+  }
+
+  Error bind_output(size_t binding, void* data, size_t nbytes) override {
+    return method_->set_output_data_ptr(data, nbytes, binding);
+  }
+
+  Error run() override { return method_->execute(); }
+
+  Error copy(void* dst, const void* src, size_t nbytes) override {
+    if (dst != src) std::memmove(dst, src, nbytes);
+    return Error::Ok;
+  }
+
+ private:
+  Bytes payload_copy_;
+  std::optional<BufferDataLoader> loader_;
+  std::optional<Program> program_;
+  MallocMemoryAllocator method_allocator_;
+  std::vector<Bytes> planned_buffers_;
+  std::vector<Span<uint8_t>> planned_spans_;
+  std::optional<HierarchicalAllocator> planned_;
+  Bytes temp_buffer_;
+  std::optional<MemoryAllocator> temp_;
+  std::optional<MemoryManager> memory_;
+  std::optional<Method> method_;
+  std::deque<InputView> inputs_;  // deque: TensorImpl pointers into it stay valid
+  std::vector<Bytes> scratch_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, std::string& why) {
+  auto engine = std::make_unique<ReferenceEngine>();
+  Error e = engine->init(info, why);
+  if (e != Error::Ok) return e;
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace tte

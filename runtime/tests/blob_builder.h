@@ -1,0 +1,54 @@
+// Builds blobs for the C++ tests: header fields and JSON chosen freely, so malformed blobs can
+// be made as easily as valid ones.
+//
+// Invariant: with default fields, `build` lays a blob out exactly as python's blob.serialize
+// does (header `<4sIIIQ8s>`, metadata at 32, engine at the next 16-byte boundary).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace tte_test {
+
+struct BlobFields {
+  std::string magic = "TR03";
+  std::string metadata;
+  std::string engine;
+  int64_t md_off = 32, md_size = -1, eng_off = -1, eng_size = -1;  // -1: computed; other values are written as is
+};
+
+inline void put32(std::string& s, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+inline void put64(std::string& s, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+inline std::string build(const BlobFields& f) {
+  const size_t md_end = static_cast<size_t>(f.md_off) + f.metadata.size();
+  const size_t aligned = (md_end + 15) / 16 * 16;
+  const size_t eo = f.eng_off == -1 ? aligned : static_cast<size_t>(f.eng_off);
+  std::string s(32, '\0');
+  std::memcpy(&s[0], f.magic.data(), 4);
+  put32(s, 4, static_cast<uint32_t>(f.md_off));
+  put32(s, 8, static_cast<uint32_t>(f.md_size == -1 ? f.metadata.size() : f.md_size));
+  put32(s, 12, static_cast<uint32_t>(eo));
+  put64(s, 16, static_cast<uint64_t>(f.eng_size == -1 ? f.engine.size() : f.eng_size));
+  s[24] = 1;
+  s.resize(static_cast<size_t>(f.md_off), '\0');
+  s += f.metadata;
+  size_t body = eo > aligned ? eo : aligned;
+  if (s.size() > body) body = s.size();
+  s.resize(body, '\0');
+  return s + f.engine;
+}
+
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
+    s.replace(p, from.size(), to);
+  }
+  return s;
+}
+
+}  // namespace tte_test

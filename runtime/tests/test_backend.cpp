@@ -1,0 +1,289 @@
+// The backend "TensorRTBackend" with the reference engine, on payloads and blobs written by the
+// Python side (gen_payloads.py): aliased KV output written in place through the caller's cache
+// (every other page read-only), copy-back counted as exactly one buffer-sized copy, no heap
+// allocation in execute, init/execute refusals with their logged reasons, and a delegated .pte
+// run through ExecuTorch's own Program/Method.
+#include "alloc_counter.h"
+#include "blob_builder.h"
+#include "check.h"
+#include "pages.h"
+
+#include <tte/backend.h>
+#include <tte/blob.h>
+#include <tte/c_api.h>
+
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+
+#include <cstring>
+#include <vector>
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::extension::make_tensor_ptr;
+using executorch::extension::TensorPtr;
+using executorch::runtime::BackendExecutionContext;
+using executorch::runtime::BackendInitContext;
+using executorch::runtime::BackendInterface;
+using executorch::runtime::CompileSpec;
+using executorch::runtime::DelegateHandle;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::Span;
+
+namespace {
+
+const std::string kPayloads = TTE_PAYLOADS_DIR;
+const std::string kFixtures = TTE_FIXTURES_DIR;
+constexpr size_t kHidden = 1024, kHeads = 2, kSmax = 4;
+
+BackendInterface* backend() { return executorch::runtime::get_backend_class("TensorRTBackend"); }
+
+struct Delegate {
+  std::string blob;  // the processed bytes stay alive as long as the handle, as in ExecuTorch
+  FreeableBuffer processed;
+  executorch::extension::MallocMemoryAllocator allocator;
+  DelegateHandle* handle = nullptr;
+  Error init_error = Error::Ok;
+
+  explicit Delegate(std::string b) : blob(std::move(b)), processed(blob.data(), blob.size(),
+                                                                   nullptr) {
+    BackendInitContext ctx(&allocator);
+    auto r = backend()->init(ctx, &processed, {});
+    if (r.ok()) {
+      handle = r.get();
+    } else {
+      init_error = r.error();
+    }
+  }
+  ~Delegate() {
+    if (handle) backend()->destroy(handle);
+  }
+  Error execute(std::vector<EValue>& values) {
+    std::vector<EValue*> args;
+    for (auto& v : values) args.push_back(&v);
+    return execute(args);
+  }
+  Error execute(std::vector<EValue*>& args) {  // allocates nothing itself
+    BackendExecutionContext ctx;
+    return backend()->execute(ctx, handle, Span<EValue*>(args.data(), args.size()));
+  }
+};
+
+std::string payload_file(const char* name) { return tte_test::read_file(kPayloads + "/" + name); }
+
+// The engine section of a blob (for re-wrapping a payload under other metadata).
+std::string engine_of(const std::string& blob) {
+  std::string why;
+  auto info = tte::parse_blob(blob.data(), blob.size(), why);
+  return std::string(reinterpret_cast<const char*>(info.get().engine), info.get().engine_size);
+}
+
+}  // namespace
+
+TEST(backend_is_registered_under_upstreams_id) {
+  CHECK(tte::backend_registered());
+  CHECK(backend() != nullptr);
+  CHECK(backend()->is_available());
+  CHECK_EQ(std::string(tte_runtime_version()), std::string("tte-runtime 0.1 (engines: reference)"));
+}
+
+TEST(kv_cache_written_in_place_and_step_copied_back_once) {
+  Delegate d(payload_file("kv_step.blob"));
+  REQUIRE(d.init_error == Error::Ok);
+  tte_runtime_reset_counters();
+  // cache [1, 2, 4, 1024] float32: one 4 KiB page per (head, position) row.
+  tte_test::Pages cache_mem(kHeads * kSmax);
+  auto* cache = reinterpret_cast<float*>(cache_mem.data());
+  for (size_t i = 0; i < kHeads * kSmax * kHidden; ++i) cache[i] = 0.5f;
+  std::vector<float> tok(kHeads * kHidden), logits(kHeads * kHidden, -1.f);
+  std::vector<int64_t> pos = {0}, step = {10};
+  auto t_tok = make_tensor_ptr({1, 2, 1, 1024}, tok.data(), ScalarType::Float);
+  auto t_pos = make_tensor_ptr({1}, pos.data(), ScalarType::Long);
+  auto t_cache = make_tensor_ptr({1, 2, 4, 1024}, cache, ScalarType::Float);
+  auto t_step = make_tensor_ptr({1}, step.data(), ScalarType::Long);
+  auto t_logits = make_tensor_ptr({1, 2, 1024}, logits.data(), ScalarType::Float);
+  // delegate args in the blob's delegate_inputs order (tok, pos, cache, step), then logits
+  std::vector<EValue> values = {EValue(*t_tok), EValue(*t_pos), EValue(*t_cache),
+                                EValue(*t_step), EValue(*t_logits)};
+  std::vector<EValue*> args;
+  for (auto& v : values) args.push_back(&v);
+  for (int64_t p = 0; p < static_cast<int64_t>(kSmax); ++p) {
+    pos[0] = p;
+    for (size_t h = 0; h < kHeads; ++h)
+      for (size_t k = 0; k < kHidden; ++k) tok[h * kHidden + k] = float(p + 1) * 100 + float(h);
+    // only this position's rows may be written (pages h * kSmax + p)
+    cache_mem.protect_all_but({static_cast<size_t>(p), kSmax + static_cast<size_t>(p)});
+    Error e;
+    size_t allocations;
+    {
+      tte_test::AllocCounter counter;
+      e = d.execute(args);
+      allocations = counter.count();
+    }
+    cache_mem.unprotect();
+    REQUIRE(e == Error::Ok);
+    CHECK_EQ(allocations, size_t(0));
+    // the caller's cache holds the new rows; the other rows are untouched
+    for (size_t h = 0; h < kHeads; ++h) {
+      for (size_t s = 0; s < kSmax; ++s) {
+        float want = int64_t(s) <= p ? float(s + 1) * 100 + float(h) : 0.5f;
+        CHECK_EQ(cache[(h * kSmax + s) * kHidden + 7], want);
+      }
+    }
+    // logits = sum over positions of the updated cache + the step before the call
+    float sum = 0.5f * float(kSmax - 1 - p);
+    for (int64_t s = 0; s <= p; ++s) sum += float(s + 1) * 100 + 1;
+    CHECK_EQ(logits[kHidden + 3], sum + float(10 + p));
+    CHECK_EQ(step[0], 11 + p);  // copy-back landed in the caller's step tensor
+    // exactly one 8-byte copy per call for `step`, none for the aliased KV cache
+    CHECK_EQ(tte_runtime_copy_bytes("step"), uint64_t(8 * (p + 1)));
+    CHECK_EQ(tte_runtime_copy_bytes("layers.0.attn.k_cache"), uint64_t(0));
+    CHECK_EQ(tte_runtime_execute_count(), uint64_t(p + 1));
+  }
+  tte_runtime_reset_counters();
+  CHECK_EQ(tte_runtime_copy_bytes("step"), uint64_t(0));
+  CHECK_EQ(tte_runtime_execute_count(), uint64_t(0));
+}
+
+TEST(ring_copy_back_is_exactly_one_buffer_sized_copy) {
+  Delegate d(payload_file("ring.blob"));
+  REQUIRE(d.init_error == Error::Ok);
+  tte_runtime_reset_counters();
+  std::vector<float> x(3), ring(12, 0.f), y(3);
+  auto tx = make_tensor_ptr({3}, x.data(), ScalarType::Float);
+  auto tring = make_tensor_ptr({4, 3}, ring.data(), ScalarType::Float);
+  auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
+  std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
+  for (int k = 1; k <= 5; ++k) {
+    x = {float(k), float(10 * k), float(100 * k)};
+    float old_sum = 0;
+    for (int r = 0; r < 4; ++r) old_sum += ring[r * 3 + 1];
+    REQUIRE(d.execute(args) == Error::Ok);
+    CHECK_EQ(y[1], old_sum + float(10 * k));
+    CHECK_EQ(ring[9], float(k));  // x shifted in at the end
+    CHECK_EQ(ring[6], float(k > 1 ? k - 1 : 0));
+    CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48 * k));
+  }
+  CHECK_EQ(tte_runtime_execute_count(), uint64_t(5));
+}
+
+TEST(init_refuses_other_versions_and_engines_with_the_reason) {
+  std::string blob = payload_file("ring.blob");
+  blob[3] = '4';
+  Delegate other(blob);
+  CHECK(other.init_error == Error::DelegateInvalidCompatibility);
+  CHECK(tte_test::logged("TensorRTBackend: init refused the delegate blob: unsupported blob "
+                         "magic b'TR04': this reader accepts TR01, TR02 and TR03"));
+  tte_test::clear_logs();
+  Delegate trt(tte_test::read_file(kFixtures + "/upstream_tr01.blob"));
+  CHECK(trt.init_error == Error::NotSupported);
+  CHECK(tte_test::logged("TR01 blob holds a TensorRT engine, but this runtime was built without "
+                         "TensorRT (engines: reference)"));
+}
+
+TEST(init_refuses_payloads_that_do_not_match_the_contract) {
+  Delegate planned(payload_file("ring_planned_io.blob"));
+  CHECK(planned.init_error == Error::InvalidProgram);
+  CHECK(tte_test::logged("reference payload input 0 ('x') is memory planned: the engine could "
+                         "not bind caller memory without a copy"));
+  tte_test::clear_logs();
+  const std::string md = R"({"io_bindings":[
+    {"name":"x","dtype":"float32","shape":[4],"is_input":true},
+    {"name":"ring","dtype":"float32","shape":[4,3],"is_input":true},
+    {"name":"y","dtype":"float32","shape":[3],"is_input":false},
+    {"name":"ring_out","dtype":"float32","shape":[4,3],"is_input":false}],"aliased_io":[],
+    "tte_version":3,"engine_kind":"reference","delegate_inputs":["x","ring"],
+    "delegate_outputs":["y"],"copy_back":[{"output":"ring_out","input":"ring"}]})";
+  tte_test::BlobFields f;
+  f.metadata = md;
+  f.engine = engine_of(payload_file("ring.blob"));
+  Delegate shape(tte_test::build(f));
+  CHECK(shape.init_error == Error::InvalidProgram);
+  CHECK(tte_test::logged("reference payload input 0 ('x') has shape [3], the binding says "
+                         "float32 [4]"));
+  tte_test::clear_logs();
+  f.engine = "not a program at all";
+  Delegate garbage(tte_test::build(f));
+  CHECK(garbage.init_error == Error::InvalidProgram);
+  CHECK(tte_test::logged("reference payload (20 bytes) is not a loadable ExecuTorch program"));
+}
+
+TEST(execute_refuses_wrong_tensors_naming_the_binding) {
+  Delegate d(payload_file("ring.blob"));
+  REQUIRE(d.init_error == Error::Ok);
+  std::vector<float> x(4), ring(12), y(3);
+  auto tx = make_tensor_ptr({4}, x.data(), ScalarType::Float);
+  auto tring = make_tensor_ptr({4, 3}, ring.data(), ScalarType::Float);
+  auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
+  std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
+  CHECK(d.execute(args) == Error::InvalidArgument);
+  CHECK(tte_test::logged("TensorRTBackend: delegate input 0 (binding 'x') holds 16 bytes, the "
+                         "binding float32 [3] needs 12"));
+  std::vector<EValue> few = {EValue(*tring), EValue(*ty)};
+  CHECK(d.execute(few) == Error::InvalidArgument);
+  CHECK(tte_test::logged("the delegate call has 2 arguments, the blob declares 2 inputs + 1 "
+                         "outputs"));
+  std::vector<int64_t> xi(3);
+  auto txi = make_tensor_ptr({3}, xi.data(), ScalarType::Long);
+  std::vector<EValue> typed = {EValue(*txi), EValue(*tring), EValue(*ty)};
+  CHECK(d.execute(typed) == Error::InvalidArgument);
+  CHECK(tte_test::logged("delegate input 0 (binding 'x') has scalar type Long, the binding is "
+                         "float32"));
+}
+
+TEST(delegated_program_runs_through_executorch_method) {
+  using executorch::runtime::HierarchicalAllocator;
+  using executorch::runtime::MemoryManager;
+  using executorch::runtime::Program;
+  const std::string pte = payload_file("kv_step_outer.pte");
+  executorch::extension::BufferDataLoader loader(pte.data(), pte.size());
+  auto program = Program::load(&loader);
+  REQUIRE(program.ok());
+  auto meta = program->method_meta("forward");
+  REQUIRE(meta.ok());
+  CHECK(meta->uses_backend("TensorRTBackend"));
+  std::vector<std::vector<uint8_t>> arenas;
+  std::vector<Span<uint8_t>> spans;
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    arenas.emplace_back(static_cast<size_t>(meta->memory_planned_buffer_size(i).get()));
+  }
+  for (auto& a : arenas) spans.emplace_back(a.data(), a.size());
+  HierarchicalAllocator planned({spans.data(), spans.size()});
+  executorch::extension::MallocMemoryAllocator method_alloc, temp_alloc;
+  MemoryManager mm(&method_alloc, &planned, &temp_alloc);
+  auto method = program->load_method("forward", &mm);
+  REQUIRE(method.ok());
+  tte_runtime_reset_counters();
+  std::vector<float> cache(kHeads * kSmax * kHidden, 0.f), tok(kHeads * kHidden);
+  std::vector<int64_t> pos = {0}, step = {0};
+  auto t_tok = make_tensor_ptr({1, 2, 1, 1024}, tok.data(), ScalarType::Float);
+  auto t_pos = make_tensor_ptr({1}, pos.data(), ScalarType::Long);
+  auto t_cache = make_tensor_ptr({1, 2, 4, 1024}, cache.data(), ScalarType::Float);
+  auto t_step = make_tensor_ptr({1}, step.data(), ScalarType::Long);
+  for (int64_t p = 0; p < 3; ++p) {
+    pos[0] = p;
+    std::fill(tok.begin(), tok.end(), float(p + 1));
+    REQUIRE(method->set_input(EValue(*t_tok), 0) == Error::Ok);
+    REQUIRE(method->set_input(EValue(*t_pos), 1) == Error::Ok);
+    REQUIRE(method->set_input(EValue(*t_cache), 2) == Error::Ok);
+    REQUIRE(method->set_input(EValue(*t_step), 3) == Error::Ok);
+    REQUIRE(method->execute() == Error::Ok);
+    const Tensor logits = method->get_output(0).toTensor();
+    float want = float(p) * 1.f;  // old step
+    for (int64_t s = 0; s <= p; ++s) want += float(s + 1);
+    CHECK_EQ(logits.const_data_ptr<float>()[5], want);
+    CHECK_EQ(cache[(1 * kSmax + p) * kHidden + 9], float(p + 1));  // written in place
+    CHECK_EQ(step[0], p + 1);
+  }
+  CHECK_EQ(tte_runtime_copy_bytes("step"), uint64_t(24));
+  CHECK_EQ(tte_runtime_copy_bytes("layers.0.attn.k_cache"), uint64_t(0));
+  CHECK_EQ(tte_runtime_execute_count(), uint64_t(3));
+}
+
+TEST_MAIN()

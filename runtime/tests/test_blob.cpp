@@ -1,0 +1,297 @@
+// Blob parsing (CONTRACTS.md §1) and the JSON reader: upstream fixtures, TR03, and every
+// malformed case refused with its exact message and error code.
+#include "blob_builder.h"
+#include "check.h"
+
+#include <tte/blob.h>
+#include <tte/json.h>
+
+using executorch::runtime::Error;
+using tte_test::BlobFields;
+using tte_test::build;
+using tte_test::replace_all;
+
+namespace {
+
+const std::string kFixtures = TTE_FIXTURES_DIR;
+
+std::string upstream_engine() {
+  std::string e = "NOT-A-TENSORRT-ENGINE:";
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < 256; ++i) e.push_back(static_cast<char>(i));
+  return e;
+}
+
+// The same metadata as tests/test_blob.py::kv_meta.
+const std::string kKvMeta = R"({"io_bindings":[
+ {"name":"cache_in","dtype":"float32","shape":[1,2,8,4],"is_input":true},
+ {"name":"tok","dtype":"float32","shape":[1,2,1,4],"is_input":true},
+ {"name":"pos","dtype":"int64","shape":[1],"is_input":true},
+ {"name":"step_in","dtype":"int64","shape":[1],"is_input":true},
+ {"name":"logits","dtype":"float32","shape":[1,2],"is_input":false},
+ {"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false},
+ {"name":"step_out","dtype":"int64","shape":[1],"is_input":false}],
+ "aliased_io":[{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}],
+ "hardware_compatible":false,"device_id":0,"serialized_metadata":"","target_platform":"",
+ "tte_version":3,"engine_kind":"reference",
+ "delegate_inputs":["tok","pos","cache_in","step_in"],
+ "delegate_outputs":["logits"],
+ "buffers":[{"input":"cache_in","fqn":"layers.0.attn.k_cache"},{"input":"step_in","fqn":"step"}],
+ "copy_back":[{"output":"step_out","input":"step_in"}]})";
+
+struct Parsed {
+  Error code = Error::Ok;
+  std::string why;
+  tte::BlobInfo info;
+};
+
+Parsed parse(const std::string& blob) {
+  Parsed p;
+  auto r = tte::parse_blob(blob.data(), blob.size(), p.why);
+  if (r.ok()) {
+    p.info = std::move(r.get());
+  } else {
+    p.code = r.error();
+  }
+  return p;
+}
+
+Parsed parse_meta(const std::string& md, const std::string& magic = "TR03") {
+  BlobFields f;
+  f.magic = magic;
+  f.metadata = md;
+  f.engine = "ENGINE";
+  return parse(build(f));
+}
+
+void refused(const Parsed& p, Error code, const std::string& why, int line) {
+  if (p.code != code || p.why != why) {
+    ++tte_test::failures();
+    std::printf("  line %d: expected refusal 0x%x \"%s\"\n          got 0x%x \"%s\"\n", line,
+                static_cast<unsigned>(code), why.c_str(), static_cast<unsigned>(p.code),
+                p.why.c_str());
+  }
+}
+#define REFUSED(p, code, why) refused((p), Error::code, (why), __LINE__)
+
+}  // namespace
+
+TEST(reads_upstream_tr01_fixture) {
+  Parsed p = parse(tte_test::read_file(kFixtures + "/upstream_tr01.blob"));
+  REQUIRE(p.code == Error::Ok);
+  CHECK_EQ(std::string(p.info.magic), std::string("TR01"));
+  CHECK_EQ(p.info.format, 1);
+  REQUIRE(p.info.inputs.size() == 1 && p.info.outputs.size() == 1);
+  CHECK_EQ(p.info.inputs[0].name, std::string("x"));
+  CHECK_EQ(p.info.inputs[0].describe(), std::string("float32 [1,4]"));
+  CHECK_EQ(p.info.outputs[0].name, std::string("y"));
+  CHECK(p.info.engine_kind == tte::EngineKind::TensorRT);
+  CHECK(p.info.aliased_io.empty());
+  CHECK_EQ(p.info.delegate_inputs.size(), size_t(1));
+  CHECK_EQ(p.info.delegate_outputs[0], std::string("y"));
+  CHECK_EQ(std::string(reinterpret_cast<const char*>(p.info.engine), p.info.engine_size),
+           upstream_engine());
+  CHECK_EQ(p.info.device_id, int64_t(0));
+  CHECK(!p.info.hardware_compatible);
+}
+
+TEST(reads_upstream_tr02_fixture_with_aliased_kv) {
+  Parsed p = parse(tte_test::read_file(kFixtures + "/upstream_tr02_kv.blob"));
+  REQUIRE(p.code == Error::Ok);
+  CHECK_EQ(p.info.format, 2);
+  REQUIRE(p.info.inputs.size() == 3 && p.info.outputs.size() == 2);
+  CHECK_EQ(p.info.inputs[2].name, std::string("pos"));
+  CHECK_EQ(p.info.inputs[2].describe(), std::string("int64 [1]"));
+  CHECK_EQ(p.info.inputs[0].nbytes(), size_t(1 * 2 * 8 * 4 * 4));
+  REQUIRE(p.info.aliased_io.size() == 1);
+  CHECK_EQ(p.info.aliased_io[0].output, std::string("cache_out"));
+  CHECK_EQ(p.info.aliased_io[0].input, std::string("cache_in"));
+  CHECK_EQ(p.info.aliased_io[0].kind, std::string("kv_cache_update"));
+  // upstream meaning: every output is a delegate output, in binding order
+  REQUIRE(p.info.delegate_outputs.size() == 2);
+  CHECK_EQ(p.info.delegate_outputs[1], std::string("cache_out"));
+  CHECK_EQ(p.info.engine_size, uint64_t(1046));
+}
+
+TEST(reads_tr03_extensions) {
+  Parsed p = parse_meta(kKvMeta);
+  REQUIRE(p.code == Error::Ok);
+  CHECK(p.info.engine_kind == tte::EngineKind::Reference);
+  CHECK_EQ(p.info.delegate_inputs[0], std::string("tok"));
+  CHECK_EQ(p.info.delegate_inputs[2], std::string("cache_in"));
+  CHECK_EQ(p.info.delegate_outputs.size(), size_t(1));
+  CHECK_EQ(*p.info.buffer_fqn("cache_in"), std::string("layers.0.attn.k_cache"));
+  CHECK_EQ(*p.info.buffer_fqn("step_in"), std::string("step"));
+  CHECK(p.info.buffer_fqn("tok") == nullptr);
+  REQUIRE(p.info.copy_back.size() == 1);
+  CHECK_EQ(p.info.copy_back[0].output, std::string("step_out"));
+  CHECK_EQ(std::string(reinterpret_cast<const char*>(p.info.engine), p.info.engine_size),
+           std::string("ENGINE"));
+}
+
+TEST(refuses_bad_magic_and_other_versions_as_incompatible) {
+  REFUSED(parse_meta(kKvMeta, "TRX1"), DelegateInvalidCompatibility,
+          "unsupported blob magic b'TRX1': this reader accepts TR01, TR02 and TR03");
+  REFUSED(parse_meta(kKvMeta, "TR04"), DelegateInvalidCompatibility,
+          "unsupported blob magic b'TR04': this reader accepts TR01, TR02 and TR03");
+  REFUSED(parse_meta(kKvMeta, std::string("\x7f" "ELF", 4)), DelegateInvalidCompatibility,
+          "unsupported blob magic b'\\x7fELF': this reader accepts TR01, TR02 and TR03");
+  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":4")),
+          DelegateInvalidCompatibility,
+          "TR03 blob has tte_version 4; this reader understands version 3 only");
+}
+
+TEST(refuses_offsets_past_the_end) {
+  REFUSED(parse(std::string("TR03") + std::string(10, '\0')), InvalidProgram,
+          "blob is 14 bytes, shorter than its 32-byte header");
+  BlobFields f;
+  f.metadata = kKvMeta;
+  f.engine = std::string(20, 'E');
+  const size_t n = build(f).size();
+  BlobFields md_past = f;
+  md_past.md_size = static_cast<int64_t>(n);
+  REFUSED(parse(build(md_past)), InvalidProgram,
+          "metadata [32, " + std::to_string(32 + n) + ") runs past the end of the " +
+              std::to_string(n) + "-byte blob");
+  BlobFields eng_past = f;
+  eng_past.eng_size = 21;
+  const size_t eo = n - 20;
+  REFUSED(parse(build(eng_past)), InvalidProgram,
+          "engine [" + std::to_string(eo) + ", " + std::to_string(eo + 21) +
+              ") runs past the end of the " + std::to_string(n) + "-byte blob");
+  BlobFields huge = f;
+  huge.eng_size = -2;  // 0xffff...fe: must not wrap around
+  REFUSED(parse(build(huge)), InvalidProgram,
+          "engine [" + std::to_string(eo) + ", " + std::to_string(eo - 2) +
+              ") runs past the end of the " + std::to_string(n) + "-byte blob");
+}
+
+TEST(refuses_unaligned_engine_overlap_and_header_overlap) {
+  BlobFields f;
+  f.metadata = kKvMeta;
+  f.eng_off = 40;
+  f.eng_size = 0;
+  REFUSED(parse(build(f)), InvalidProgram, "engine offset 40 is not 16-byte aligned");
+  f.eng_off = 48;
+  REFUSED(parse(build(f)), InvalidProgram,
+          "metadata [32, " + std::to_string(32 + kKvMeta.size()) +
+              ") overlaps the engine at offset 48");
+  BlobFields h;
+  h.metadata = kKvMeta;
+  h.md_off = 16;
+  REFUSED(parse(build(h)), InvalidProgram, "metadata offset 16 lies inside the 32-byte header");
+}
+
+TEST(refuses_truncated_json_at_the_byte_python_names) {
+  const std::string cut = kKvMeta.substr(0, kKvMeta.rfind(',') + 1);
+  Parsed p = parse_meta(cut);
+  REFUSED(p, InvalidProgram,
+          "metadata JSON is truncated or malformed at byte " + std::to_string(cut.size()) +
+              ": unexpected end of input");
+  REFUSED(parse_meta("[1,2]"), InvalidProgram, "metadata JSON must be an object");
+  REFUSED(parse_meta(kKvMeta + "x"), InvalidProgram,
+          "metadata JSON is truncated or malformed at byte " + std::to_string(kKvMeta.size()) +
+              ": unexpected data after the JSON value");
+}
+
+TEST(refuses_alias_naming_unknown_or_wrong_direction_bindings) {
+  REFUSED(parse_meta(replace_all(kKvMeta, R"("input":"cache_in","kind")",
+                                 R"("input":"v_cache","kind")")),
+          InvalidProgram, "aliased_io[0] names input 'v_cache', which is not a binding");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"({"output":"cache_out","input":"cache_in")",
+                                 R"({"output":"nope","input":"cache_in")")),
+          InvalidProgram, "aliased_io[0] names output 'nope', which is not a binding");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"({"output":"cache_out","input":"cache_in")",
+                                 R"({"output":"cache_in","input":"cache_in")")),
+          InvalidProgram, "aliased_io[0] names output 'cache_in', which is an input binding");
+}
+
+TEST(refuses_shape_or_dtype_mismatch_in_aliased_pair) {
+  const std::string out_decl =
+      R"({"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false})";
+  REFUSED(parse_meta(replace_all(kKvMeta, out_decl,
+      R"({"name":"cache_out","dtype":"float32","shape":[1,2,4,4],"is_input":false})")),
+          InvalidProgram,
+          "aliased pair 'cache_out' -> 'cache_in' differs: output is float32 [1,2,4,4], input "
+          "is float32 [1,2,8,4]");
+  REFUSED(parse_meta(replace_all(kKvMeta, out_decl,
+      R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})")),
+          InvalidProgram,
+          "aliased pair 'cache_out' -> 'cache_in' differs: output is float16 [1,2,8,4], input "
+          "is float32 [1,2,8,4]");
+}
+
+TEST(refuses_internal_output_that_would_be_dropped) {
+  REFUSED(parse_meta(replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])", "[]")),
+          InvalidProgram,
+          "output binding 'step_out' is neither a delegate output, aliased (aliased_io) nor "
+          "copy-back (copy_back): its value would be dropped");
+}
+
+TEST(refuses_other_inconsistencies_like_python) {
+  REFUSED(parse_meta(replace_all(kKvMeta, "\"reference\"", "\"onnx\"")), InvalidProgram,
+          "engine_kind 'onnx' is not one of ['reference', 'tensorrt']");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"(["tok","pos","cache_in","step_in"])",
+                                 R"(["tok","pos","cache_in"])")),
+          InvalidProgram,
+          "delegate_inputs misses input binding 'step_in' (every input binding must be a "
+          "delegate argument)");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"("delegate_outputs":["logits"])",
+                                 R"("delegate_outputs":["logits","logits"])")),
+          InvalidProgram, "delegate_outputs lists output binding 'logits' twice");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"({"name":"tok",)", R"({"name":"cache_in",)")),
+          InvalidProgram, "binding name 'cache_in' appears twice in io_bindings");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"({"name":"step_out","dtype":"int64")",
+                                 R"({"name":"step_out","dtype":"int32")")),
+          InvalidProgram,
+          "copy_back pair 'step_out' -> 'step_in' differs: output is int32 [1], input is int64 "
+          "[1]");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
+      R"([{"output":"step_out","input":"step_in"},{"output":"cache_out","input":"cache_in"}])")),
+          InvalidProgram, "output binding 'cache_out' is both aliased and copy-back");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"("dtype":"float32","shape":[1,2,1,4])",
+                                 R"("dtype":"complex64","shape":[1,2,1,4])")),
+          InvalidProgram,
+          "io_bindings[1] 'tok': unknown dtype 'complex64' (known: float32, float16, bfloat16, "
+          "int64, int32, int8, uint8, bool, float64)");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"("device_id":0)", R"("device_id":"0")")),
+          InvalidProgram, "metadata: 'device_id' must be int, got \"0\"");
+  REFUSED(parse_meta(kKvMeta, "TR01"), InvalidProgram,
+          "TR01 blob carries aliased_io; upstream writes such blobs as TR02");
+}
+
+TEST(tr02_ignores_extension_keys) {
+  Parsed p = parse_meta(replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
+                                    "[]"), "TR02");
+  REQUIRE(p.code == Error::Ok);
+  CHECK(p.info.engine_kind == tte::EngineKind::TensorRT);
+  CHECK_EQ(p.info.delegate_outputs.size(), size_t(3));
+  CHECK(p.info.buffers.empty() && p.info.copy_back.empty());
+}
+
+TEST(json_reader_handles_escapes_numbers_and_depth) {
+  std::string why;
+  const std::string text = R"({"a":"x\"\\\/\n\u00e9\ud83d\ude00","n":[-12,3.5,1e3,0],"t":true,"z":null})";
+  auto r = tte::parse_json(text.data(), text.size(), why);
+  REQUIRE(r.ok());
+  const tte::Json& j = r.get();
+  CHECK_EQ(j.find("a")->string, std::string("x\"\\/\n\xc3\xa9\xf0\x9f\x98\x80"));
+  const auto& n = j.find("n")->items;
+  CHECK(n[0].is_integer && n[0].integer == -12);
+  CHECK(!n[1].is_integer && n[1].number == 3.5);
+  CHECK(!n[2].is_integer && n[2].number == 1000.0);
+  CHECK(j.find("t")->boolean);
+  CHECK(j.find("z")->is(tte::Json::Type::Null));
+  std::string ok64(64, '[');
+  ok64 += std::string(64, ']');
+  CHECK(tte::parse_json(ok64.data(), ok64.size(), why).ok());
+  std::string deep(65, '[');
+  deep += std::string(65, ']');
+  CHECK(!tte::parse_json(deep.data(), deep.size(), why).ok());
+  CHECK_EQ(why, std::string("nesting deeper than 64 levels at byte 64"));
+  std::string bad = R"({"a" 1})";
+  CHECK(!tte::parse_json(bad.data(), bad.size(), why).ok());
+  CHECK_EQ(why, std::string("expecting ':' delimiter at byte 5"));
+}
+
+TEST_MAIN()
