@@ -1,0 +1,194 @@
+"""Test helpers for the C++ runtime: reference payloads, TR03 blobs and hand-lowered .pte files.
+
+Invariant: these helpers build inputs for the runtime the way the contracts say the product
+does — payloads are complete ExecuTorch programs with graph inputs/outputs not memory planned
+(CONTRACTS.md §2), blobs come from `torch_tensorrt_ext.executorch.blob.serialize` (§1), and the
+outer program's delegate carries backend id "TensorRTBackend" — but they compile nothing
+themselves: the engine is an explicit `nn.Module` whose inputs/outputs are the engine bindings.
+The test backend class has a private name (so it never shadows the product's `TensorRTBackend`
+preprocess in `BackendDetails.__subclasses__()`); the lowered module is renamed afterwards.
+
+Used by tests/test_runtime_*.py and runtime/tests/gen_payloads.py (ctest fixtures).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+from torch_tensorrt_ext.engines import kv_op  # noqa: F401  (defines tte::kv_cache_update)
+from torch_tensorrt_ext.executorch import blob as B
+
+BACKEND_ID = "TensorRTBackend"
+_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+                torch.int64: "int64", torch.int32: "int32", torch.int8: "int8",
+                torch.uint8: "uint8", torch.bool: "bool", torch.float64: "float64"}
+
+
+def _et_config(alloc_graph_input: bool, alloc_graph_output: bool):
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+    return ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+        alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output))
+
+
+def payload_pte(engine: torch.nn.Module, example_args: Sequence[torch.Tensor],
+                planned_io: bool = False) -> bytes:
+    """The reference payload: `engine.forward` as an ExecuTorch program, graph I/O unplanned."""
+    from executorch.exir import to_edge
+    ep = torch.export.export(engine, tuple(example_args), strict=True)
+    return to_edge(ep).to_executorch(_et_config(planned_io, planned_io)).buffer
+
+
+@dataclass
+class EngineSpec:
+    """An engine and how its bindings meet the delegate (names are binding names)."""
+
+    module: torch.nn.Module
+    inputs: Dict[str, torch.Tensor]       # input binding -> example (in engine order)
+    outputs: List[str]                    # output bindings, in engine output order
+    delegate_outputs: List[str]
+    aliased: List[Tuple[str, str]] = field(default_factory=list)    # (output, input)
+    copy_back: List[Tuple[str, str]] = field(default_factory=list)  # (output, input)
+    buffers: Dict[str, str] = field(default_factory=dict)           # input binding -> fqn
+    planned_io: bool = False
+
+    def metadata(self, delegate_inputs: Sequence[str]) -> B.BlobMetadata:
+        with torch.no_grad():
+            outs = self.module(*self.inputs.values())
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        bindings = [B.IOBinding(n, _DTYPE_NAMES[t.dtype], tuple(t.shape), True)
+                    for n, t in self.inputs.items()]
+        bindings += [B.IOBinding(n, _DTYPE_NAMES[t.dtype], tuple(t.shape), False)
+                     for n, t in zip(self.outputs, outs)]
+        return B.BlobMetadata(
+            io_bindings=tuple(bindings),
+            aliased_io=tuple(B.AliasedIO(o, i) for o, i in self.aliased),
+            engine_kind="reference",
+            delegate_inputs=tuple(delegate_inputs),
+            delegate_outputs=tuple(self.delegate_outputs),
+            buffers=tuple(B.BufferBinding(i, f) for i, f in self.buffers.items()),
+            copy_back=tuple(B.CopyBack(o, i) for o, i in self.copy_back))
+
+    def blob(self, delegate_inputs: Sequence[str]) -> bytes:
+        payload = payload_pte(self.module, list(self.inputs.values()), self.planned_io)
+        return B.serialize(self.metadata(delegate_inputs), payload)
+
+
+def _backend_details():
+    """The test preprocess: the blob travels in the compile spec `tte_engine`; the delegate's
+    argument order is read off the partition's placeholders (named like the bindings)."""
+    from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
+
+    class _TteTestReferenceBackend(BackendDetails):
+        @staticmethod
+        def preprocess(edge_program, compile_specs):
+            spec = {s.key: s.value for s in compile_specs}
+            engine: EngineSpec = _SPECS[spec["tte_engine"].decode()]
+            names = list(edge_program.graph_signature.user_inputs)
+            return PreprocessResult(processed_bytes=engine.blob(names))
+
+    return _TteTestReferenceBackend
+
+
+_SPECS: Dict[str, EngineSpec] = {}
+_BACKEND = None
+
+
+def delegated_pte(outer: torch.nn.Module, outer_args: Dict[str, torch.Tensor],
+                  engine: EngineSpec) -> bytes:
+    """A .pte whose whole graph is one TensorRTBackend delegate running `engine`.
+
+    `outer` has the eager signature of the delegate (its argument names are the engine's input
+    binding names; it returns the delegate outputs) and is exported and fully partitioned; its
+    graph inputs are not memory planned, so the caller's tensors reach the delegate as they are
+    (aliased and copy-back writes land in them).
+    """
+    global _BACKEND
+    from executorch.exir import to_edge
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+    from executorch.exir.backend.partitioner import (DelegationSpec, PartitionResult,
+                                                    Partitioner)
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    if _BACKEND is None:
+        _BACKEND = _backend_details()
+    key = f"engine{len(_SPECS)}"
+    _SPECS[key] = engine
+
+    class _WholeGraph(Partitioner):
+        def partition(self, ep):
+            spec = DelegationSpec(_BACKEND.__name__, [CompileSpec("tte_engine", key.encode())])
+            for node in ep.graph_module.graph.nodes:
+                if node.op == "call_function":
+                    node.meta["delegation_tag"] = "tte0"
+            return PartitionResult(tagged_exported_program=ep, partition_tags={"tte0": spec})
+
+    ep = torch.export.export(outer, tuple(outer_args.values()), strict=True)
+    edge = to_edge(ep).to_backend(_WholeGraph())
+    lowered = [m for m in edge.exported_program().graph_module.modules()
+               if isinstance(m, LoweredBackendModule)]
+    assert len(lowered) == 1, f"expected one delegate, got {len(lowered)}"
+    lowered[0]._backend_id = BACKEND_ID
+    return edge.to_executorch(_et_config(False, True)).buffer
+
+
+# --------------------------------------------------------------------------- the test engines
+
+class KvStepEngine(torch.nn.Module):
+    """KV write (aliased: cache_out -> cache) and a step counter (copy-back: step_out -> step).
+    logits read the *updated* cache, as the in-place engine does."""
+
+    def forward(self, cache, tok, pos, step):
+        new = kv_op.kv_cache_update(cache, 2, pos, tok)
+        return new.sum(dim=2) + step, new, step + 1
+
+
+class KvStepOuter(torch.nn.Module):
+    """The delegate's eager signature (arguments named like the engine bindings)."""
+
+    def forward(self, tok, pos, cache, step):
+        new = kv_op.kv_cache_update(cache, 2, pos, tok)
+        return new.sum(dim=2) + step
+
+
+def kv_step_inputs(heads=2, s_max=4, hidden=1024):
+    return {
+        "cache": torch.zeros(1, heads, s_max, hidden),
+        "tok": torch.zeros(1, heads, 1, hidden),
+        "pos": torch.tensor([0], dtype=torch.int64),
+        "step": torch.tensor([0], dtype=torch.int64),
+    }
+
+
+def kv_step_spec(**shape) -> EngineSpec:
+    return EngineSpec(
+        module=KvStepEngine(), inputs=kv_step_inputs(**shape),
+        outputs=["logits", "cache_out", "step_out"], delegate_outputs=["logits"],
+        aliased=[("cache_out", "cache")], copy_back=[("step_out", "step")],
+        buffers={"cache": "layers.0.attn.k_cache", "step": "step"})
+
+
+class RingEngine(torch.nn.Module):
+    """A ring buffer (copy-back): y reads the old ring; ring_out shifts x in."""
+
+    def forward(self, x, ring):
+        return ring.sum(dim=0) + x, torch.cat([ring[1:], x.unsqueeze(0)], dim=0)
+
+
+class RingOuter(torch.nn.Module):
+    def forward(self, x, ring):
+        return ring.sum(dim=0) + x
+
+
+def ring_spec(planned_io=False) -> EngineSpec:
+    return EngineSpec(
+        module=RingEngine(), inputs={"x": torch.zeros(3), "ring": torch.zeros(4, 3)},
+        outputs=["y", "ring_out"], delegate_outputs=["y"], copy_back=[("ring_out", "ring")],
+        buffers={"ring": "ring.buf"}, planned_io=planned_io)
+
+
+def describe(spec: EngineSpec, delegate_inputs: Sequence[str]) -> str:
+    return json.dumps(spec.metadata(delegate_inputs).to_json_dict(), indent=1)
