@@ -14,6 +14,7 @@ from typing import List, Optional
 # One module per sub-command, in the order `--help` lists them.
 COMMAND_MODULES = (
     "torch_tensorrt_ext.plan_cli",
+    "torch_tensorrt_ext.demo_cli",
     "torch_tensorrt_ext.patching.cli",
 )
 

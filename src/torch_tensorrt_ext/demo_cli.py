@@ -1,0 +1,46 @@
+"""`torch-tensorrt-ext demo`: the embedded decoder end to end on CPU (the README's main job).
+
+Invariant: exit status 0 only when every step matched eager; `--json` prints exactly one object
+`{"steps", "parity", "max_abs_diff", "buffers": [{"fqn", "kind", "nbytes",
+"bytes_moved_per_step"}]}`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="export the embedded decoder to .pte and run it against eager")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--pte", default="", help="where to write the .pte (default: a temp dir)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .demo.run import run_demo
+    r = run_demo(steps=args.steps, layers=args.layers, pte=args.pte)
+    if args.json:
+        print(json.dumps({"steps": r["steps"], "parity": r["parity"],
+                          "max_abs_diff": r["max_abs_diff"],
+                          "buffers": [{k: b[k] for k in ("fqn", "kind", "nbytes",
+                                                         "bytes_moved_per_step")}
+                                      for b in r["buffers"]]}))
+        return 0 if r["parity"] else 1
+    print(r["plan"])
+    print(f"\n.pte: {r['pte']}\n")
+    for s in r["per_step"]:
+        print(f"step {s['step']}: {'parity' if s['parity'] else 'MISMATCH'} with eager "
+              f"(max abs diff {s['max_abs_diff']:.2e})")
+    print()
+    width = max(len(b["fqn"]) for b in r["buffers"])
+    print(f"{'buffer':<{width}}  {'kind':<9}  {'bytes':>8}  {'moved/step':>10}")
+    for b in r["buffers"]:
+        print(f"{b['fqn']:<{width}}  {b['kind']:<9}  {b['nbytes']:>8}  "
+              f"{b['bytes_moved_per_step']:>10}")
+    kv = sum(b["bytes_moved_per_step"] for b in r["buffers"] if b["kind"] == "KV_ALIAS")
+    cb = sum(b["bytes_moved_per_step"] for b in r["buffers"] if b["kind"] == "COPY_BACK")
+    print(f"\nper step: KV buffers {kv} bytes moved, copy-back buffers {cb} bytes moved")
+    return 0 if r["parity"] else 1

@@ -1,0 +1,110 @@
+"""`tte::execute_engine`: the engine-call node of a compiled module, shaped like torch-tensorrt's.
+
+    tte::execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]
+
+`inputs` are the engine's input bindings in order, `engine` the payload bytes (uint8), and
+`signature` a JSON object `{"name": ..., "metadata": <blob metadata>}` (docs/CONTRACTS.md §1
+keys) from which shapes and dtypes are known without touching the payload, so the op traces
+under fake tensors. The op returns every output binding in binding order.
+
+Invariant: like a TensorRT engine with `IKVCacheUpdateLayer`s, a call writes each aliased output
+in place through its input's memory; unlike upstream, it also writes each copy-back output into
+its buffer, so calling the compiled module from PyTorch updates every buffer exactly like eager.
+The returned tensors are fresh (never views of the inputs).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+from ..executorch import blob as blobfmt
+
+_lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
+_lib.define("execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]")
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+           "int64": torch.int64, "int32": torch.int32, "int8": torch.int8, "uint8": torch.uint8,
+           "bool": torch.bool, "float64": torch.float64}
+DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return _DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    if dtype not in DTYPE_NAMES:
+        raise blobfmt.BlobError(f"dtype {dtype} has no engine binding type; supported: "
+                                f"{sorted(_DTYPES)}")
+    return DTYPE_NAMES[dtype]
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    metadata: blobfmt.BlobMetadata
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "metadata": self.metadata.to_json_dict()},
+                          separators=(",", ":"), sort_keys=False)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def parse(text: str) -> "Signature":
+        obj = json.loads(text)
+        raw = json.dumps(obj["metadata"]).encode()
+        meta = blobfmt._parse_metadata(blobfmt.MAGIC_TR03, raw)
+        blobfmt.validate(meta)
+        return Signature(obj["name"], meta)
+
+
+def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
+    meta = Signature.parse(signature).metadata
+    return [inputs[0].new_empty(b.shape, dtype=_DTYPES[b.dtype]) for b in meta.outputs]
+
+
+@functools.lru_cache(maxsize=64)
+def _loaded_method(payload_digest: str, payload: bytes):
+    from ..executorch import runtime_lib
+    runtime_lib.load()  # registers tte::kv_cache_update.out into the shared kernel registry
+    from executorch.runtime import Runtime
+    program = Runtime.get().load_program(payload)
+    return program.load_method("forward")
+
+
+def run_payload(payload: bytes, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Run a reference payload (an ExecuTorch program) with ExecuTorch's kernels."""
+    digest = hashlib.sha256(payload).hexdigest()
+    method = _loaded_method(digest, payload)
+    return [t.clone() for t in method.execute([t.contiguous() for t in inputs])]
+
+
+def _cpu(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
+    sig = Signature.parse(signature)
+    meta = sig.metadata
+    if meta.engine_kind != "reference":
+        raise RuntimeError(
+            f"engine {sig.name!r} is a {meta.engine_kind} engine: it runs through torch-tensorrt's "
+            "runtime on a GPU with TensorRT, not on this CPU path")
+    if len(inputs) != len(meta.inputs):
+        raise RuntimeError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
+                           f"{list(meta.input_names)}, got {len(inputs)}")
+    outs = run_payload(engine.numpy().tobytes(), inputs)
+    index = {n: i for i, n in enumerate(meta.input_names)}
+    out_index = {n: i for i, n in enumerate(meta.output_names)}
+    for a in meta.aliased_io:           # IKVCacheUpdateLayer: written through the input
+        inputs[index[a.input]].copy_(outs[out_index[a.output]])
+    for c in meta.copy_back:            # the new value lands in its buffer, as eager does
+        inputs[index[c.input]].copy_(outs[out_index[c.output]])
+    return outs
+
+
+_lib.impl("execute_engine", _cpu, "CompositeExplicitAutograd")
+torch.library.register_fake("tte::execute_engine", _fake, lib=_lib)
+
+OP = torch.ops.tte.execute_engine.default

@@ -1,0 +1,118 @@
+"""Split a lifted graph into engine partitions: supported ATen ops inside, the rest in PyTorch.
+
+Invariant: after `partition`, every call_function node of the parent graph is either an engine
+call (`call_module` of a partition submodule whose outputs are always a tuple, read through
+`operator.getitem`) or an op left to PyTorch (in `torch_executed_ops`, or not an ATen op);
+constants an engine reads (weights, index tensors) live inside its submodule, so they are baked
+into the engine rather than passed per call, as TensorRT does.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Iterable, List
+
+import torch
+from torch.fx import GraphModule, Node
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from ..lowering.kv_rules import op_name
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, excluded: frozenset):
+        self.excluded = excluded
+
+    def is_node_supported(self, submodules, node: Node) -> bool:
+        if node.op != "call_function":
+            return False
+        if node.target is operator.getitem:
+            src = node.args[0]
+            return isinstance(src, Node) and self.is_node_supported(submodules, src)
+        if not isinstance(node.target, torch._ops.OpOverload):
+            return False
+        return node.target not in self.excluded and op_name(node) not in self.excluded
+
+
+def _drop_guards(gm: GraphModule) -> None:
+    for n in list(gm.graph.nodes):
+        if n.op == "call_module" and str(n.target).startswith("_guards"):
+            gm.graph.erase_node(n)
+
+
+def _tuple_outputs(parent: GraphModule, call: Node) -> None:
+    """Make the submodule return a tuple and the parent read it through getitem."""
+    sub = getattr(parent, call.target)
+    out = sub.graph.output_node()
+    if isinstance(out.args[0], (tuple, list)):
+        return
+    out.args = ((out.args[0],),)
+    sub.recompile()
+    users = list(call.users)
+    with parent.graph.inserting_after(call):
+        item = parent.graph.call_function(operator.getitem, (call, 0))
+    item.meta.update(call.meta)
+    for u in users:
+        u.replace_input_with(call, item)
+
+
+def _inline_constants(parent: GraphModule, call: Node) -> None:
+    """Move get_attr inputs (weights, constants) into the submodule."""
+    sub = getattr(parent, call.target)
+    phs = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    keep_args = []
+    for arg, ph in zip(call.args, phs):
+        if isinstance(arg, Node) and arg.op == "get_attr":
+            value = parent.get_parameter(arg.target) if _is_param(parent, arg.target) \
+                else _get_attr(parent, arg.target)
+            attr = "c_" + str(arg.target).replace(".", "_")
+            if isinstance(value, torch.nn.Parameter):
+                sub.register_parameter(attr, torch.nn.Parameter(value.detach().clone(),
+                                                                requires_grad=False))
+            else:
+                sub.register_buffer(attr, value.detach().clone())
+            with sub.graph.inserting_before(ph):
+                ga = sub.graph.get_attr(attr)
+            ga.meta.update(ph.meta)
+            ph.replace_all_uses_with(ga)
+            sub.graph.erase_node(ph)
+        else:
+            keep_args.append(arg)
+    call.args = tuple(keep_args)
+    sub.graph.lint()
+    sub.recompile()
+    for n in list(parent.graph.nodes):
+        if n.op == "get_attr" and not n.users:
+            parent.graph.erase_node(n)
+
+
+def _is_param(gm: torch.nn.Module, target: str) -> bool:
+    try:
+        gm.get_parameter(target)
+        return True
+    except AttributeError:
+        return False
+
+
+def _get_attr(gm: torch.nn.Module, target: str):
+    obj = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def partition(gm: GraphModule, excluded: Iterable[object] = ()) -> List[Node]:
+    """Fuse supported ops of `gm` (in place) into `_engine_<i>` submodules; return the calls."""
+    _drop_guards(gm)
+    support = _Support(frozenset(excluded))
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    fused = partitioner.fuse_partitions(partitions, prefix="_engine_")
+    calls = [n for n in fused.graph.nodes if n.op == "call_module"
+             and str(n.target).startswith("_engine_")]
+    for call in calls:
+        _tuple_outputs(fused, call)
+        _inline_constants(fused, call)
+    fused.graph.lint()
+    fused.recompile()
+    return calls

@@ -1,0 +1,73 @@
+"""Build a reference engine's payload: one partition as an ExecuTorch program of its own.
+
+Invariant: the payload's method `forward` takes the partition's inputs in binding order and
+returns its outputs in binding order; graph inputs and outputs are not memory planned (the
+engine binds caller memory directly), and every KV write the plan aliases is a
+`tte::kv_cache_update` whose cache is a graph input — the op the reference engine runs with its
+output bound to that input's address (docs/CONTRACTS.md §2, §3). Everything else runs on
+ExecuTorch's own portable/optimized kernels.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER
+from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
+
+
+def example_inputs(gm: GraphModule) -> Tuple[torch.Tensor, ...]:
+    out = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            val = n.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                raise ValueError(f"engine input {n.name!r} has no tensor meta['val']")
+            if not all(isinstance(s, int) for s in val.shape):
+                raise NotImplementedError(
+                    f"engine input {n.name!r} has dynamic shape {list(val.shape)}; the reference "
+                    "engine builds static-shape payloads")
+            out.append(torch.zeros(val.shape, dtype=val.dtype))
+    return tuple(out)
+
+
+def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
+    """Rewrite the named KV writes (slice_scatter / index_copy) into tte::kv_cache_update."""
+    graph = gm.graph
+    by_name = {n.name: n for n in graph.nodes}
+    for i, name in enumerate(kv_nodes):
+        node = by_name[name]
+        cache = node.args[0]
+        if node.target is SLICE_SCATTER:
+            _, src, dim, start, end = (list(node.args) + [None] * 5)[:5]
+            attr = f"_kv_positions_{i}"
+            gm.register_buffer(attr, torch.arange(start, end, dtype=torch.int64), persistent=True)
+            with graph.inserting_before(node):
+                index = graph.get_attr(attr)
+                new = graph.call_function(kv_op.OP, (cache, dim, index, src))
+        elif node.target is INDEX_COPY:
+            _, dim, index, src = node.args[:4]
+            with graph.inserting_before(node):
+                new = graph.call_function(kv_op.OP, (cache, dim, index, src))
+        else:
+            raise ValueError(f"node {name!r} ({node.target}) is not a KV write")
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    graph.lint()
+    gm.recompile()
+
+
+def to_executorch_program(gm: GraphModule) -> bytes:
+    """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned)."""
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
+
+    ep = torch.export.export(gm, example_inputs(gm), strict=False)
+    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    et = edge.to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
+    ))
+    return bytes(et.buffer)

@@ -1,0 +1,62 @@
+"""`load(path)`: run a `.pte` in ExecuTorch's runtime with this project's delegate runtime.
+
+Invariant: `Program.run(*args)` executes one call of a method; mutable buffers persist across
+calls in the runtime's own memory, exactly as they would in an ExecuTorch app. `state_traffic()`
+reports, per buffer FQN, the bytes of state moved per call: the delegate runtime's own copies
+(measured by its counters) plus every copy op the emitted program runs on that buffer.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Union
+
+import torch
+
+from . import runtime_lib
+from .traffic import program_copy_bytes
+
+
+class Program:
+    def __init__(self, path: Union[str, Path], method: str = "forward"):
+        runtime_lib.load()
+        from executorch.runtime import Runtime
+        self.path = str(path)
+        self._bytes = Path(path).read_bytes()
+        self._program = Runtime.get().load_program(self.path)
+        self._methods = {}
+        self.method_name = method
+        self._calls = 0
+        self._runtime_bytes: Dict[str, int] = {}
+        self._static = program_copy_bytes(self._bytes, method)
+
+    @property
+    def method_names(self):
+        return self._program.method_names
+
+    def _method(self, name: str):
+        if name not in self._methods:
+            self._methods[name] = self._program.load_method(name)
+        return self._methods[name]
+
+    def run(self, *args: torch.Tensor, method: Optional[str] = None) -> List[torch.Tensor]:
+        name = method or self.method_name
+        before = {f: runtime_lib.copy_bytes(f) for f in self._static}
+        outs = self._method(name).execute(list(args))
+        if name == self.method_name:
+            self._calls += 1
+            for f in self._static:
+                self._runtime_bytes[f] = self._runtime_bytes.get(f, 0) + \
+                    runtime_lib.copy_bytes(f) - before[f]
+        return list(outs)
+
+    def state_traffic(self) -> Dict[str, int]:
+        """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""
+        calls = max(self._calls, 1)
+        return {f: self._static[f] + self._runtime_bytes.get(f, 0) // calls for f in self._static}
+
+    def program_copy_bytes(self) -> Dict[str, int]:
+        return dict(self._static)
+
+
+def load(path: Union[str, Path], method: str = "forward") -> Program:
+    return Program(path, method)

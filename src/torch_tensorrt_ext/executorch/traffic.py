@@ -1,0 +1,75 @@
+"""Static state traffic of an emitted program: the copy ops it runs on each mutable buffer.
+
+Invariant: for every mutable buffer (found by the fully qualified name ExecuTorch records with
+`emit_mutable_buffer_names`), `program_copy_bytes` counts the bytes of every copy-like kernel call
+(`aten::copy_`, `copy.out`, `et_copy::_h2d_copy`/`_d2h_copy`) whose source or destination is that
+buffer's memory, per method call. Delegate-internal copies are not in the program; the runtime
+counts those itself (`runtime_lib.copy_bytes`).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from executorch.exir._serialize._program import deserialize_pte_binary
+from executorch.exir import schema
+
+COPY_OPS = ("aten::copy_", "aten::copy", "et_copy::_h2d_copy", "et_copy::_d2h_copy")
+_SIZES = {schema.ScalarType.FLOAT: 4, schema.ScalarType.DOUBLE: 8, schema.ScalarType.HALF: 2,
+          schema.ScalarType.BFLOAT16: 2, schema.ScalarType.LONG: 8, schema.ScalarType.INT: 4,
+          schema.ScalarType.SHORT: 2, schema.ScalarType.CHAR: 1, schema.ScalarType.BYTE: 1,
+          schema.ScalarType.BOOL: 1}
+
+
+def _nbytes(t: schema.Tensor) -> int:
+    n = _SIZES.get(t.scalar_type, 4)
+    for s in t.sizes:
+        n *= s
+    return n
+
+
+def _where(t: schema.Tensor) -> Optional[Tuple[int, int]]:
+    a = t.allocation_info
+    if a is None:
+        return None
+    return a.memory_id, (a.memory_offset_high << 32) | a.memory_offset_low
+
+
+def mutable_buffers(plan: schema.ExecutionPlan) -> Dict[str, Tuple[int, schema.Tensor]]:
+    """FQN -> (value index, tensor) for the plan's named mutable buffers."""
+    out = {}
+    for i, v in enumerate(plan.values):
+        t = v.val
+        if isinstance(t, schema.Tensor) and t.extra_tensor_info is not None \
+                and t.extra_tensor_info.fully_qualified_name:
+            out.setdefault(t.extra_tensor_info.fully_qualified_name, (i, t))
+    return out
+
+
+def program_copy_bytes(pte: bytes, method: str = "forward") -> Dict[str, int]:
+    """FQN -> bytes the emitted program copies into or out of that buffer per call."""
+    program = deserialize_pte_binary(pte).program
+    plan = next(p for p in program.execution_plan if p.name == method)
+    buffers = mutable_buffers(plan)
+    loc = {fqn: _where(t) for fqn, (_, t) in buffers.items()}
+    by_value = {i: fqn for fqn, (i, _) in buffers.items()}
+    by_loc = {w: fqn for fqn, w in loc.items() if w is not None}
+    counts = {fqn: 0 for fqn in buffers}
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            call = ins.instr_args
+            if not isinstance(call, schema.KernelCall):
+                continue
+            name = plan.operators[call.op_index].name
+            if name not in COPY_OPS:
+                continue
+            touched = set()
+            for a in call.args:
+                val = plan.values[a].val
+                fqn = by_value.get(a)
+                if fqn is None and isinstance(val, schema.Tensor):
+                    fqn = by_loc.get(_where(val))
+                if fqn is not None:
+                    touched.add(fqn)
+            for fqn in touched:
+                counts[fqn] += _nbytes(buffers[fqn][1])
+    return counts

@@ -1,0 +1,111 @@
+"""`declare_mutations`: BUFFER_MUTATION output specs for the writes engines perform.
+
+Invariant: after declaration every buffer the plan names has exactly one BUFFER_MUTATION spec,
+paired with its buffer by fully qualified name, and the program is otherwise unchanged: inputs,
+user outputs, constants, state dict, example inputs, range constraints, module call graph and
+verifiers are carried over, and the result passes torch's ExportedProgram verifier. A write the
+engine performs in place (aliased KV output, or a copy-back the runtime copies itself) is
+declared on the buffer's own placeholder — an in-place lineage, so ExecuTorch adds no write-back
+`copy_`; a new value the engine hands out is declared on that output. Declaring twice equals
+declaring once.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict, Iterable, Mapping, Optional, Union
+
+import operator
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+                                          TensorArgument)
+
+from ..engines.execute_op import OP as EXECUTE_ENGINE, Signature
+from ..engines.info import EngineInfo
+from ..plan import MutationPlan, PlanError
+
+
+def _engine_nodes(gm: torch.fx.GraphModule) -> Dict[str, torch.fx.Node]:
+    out = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is EXECUTE_ENGINE:
+            out[Signature.parse(n.args[2]).name] = n
+    return out
+
+
+def _check_engine(info: EngineInfo, sig: Signature) -> None:
+    reported = {(a.output, a.input) for a in info.aliased_io}
+    written = {(a.output, a.input) for a in sig.metadata.aliased_io}
+    if reported != written:
+        raise PlanError(f"engine {info.name!r}: its signature aliases {sorted(written)} but the "
+                        f"engine reports {sorted(reported)}; rebuild the program")
+
+
+def _declare_one(ep: ExportedProgram, plan: MutationPlan,
+                 engines: Iterable[EngineInfo]) -> ExportedProgram:
+    sig = ep.graph_signature
+    declared = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+    todo = [w for w in plan if w.fqn not in declared]
+    if not todo:
+        return ep
+    gm = copy.deepcopy(ep.graph_module)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    placeholder_of = {fqn: nodes[name] for name, fqn in sig.inputs_to_buffers.items()}
+    engine_nodes = _engine_nodes(gm)
+    infos = {e.name: e for e in engines}
+    new_values, new_specs = [], []
+    for w in todo:
+        if w.fqn not in placeholder_of:
+            raise PlanError(f"buffer {w.fqn!r} is not an input of this program; cannot declare "
+                            "its mutation")
+        if w.engine is None:
+            raise PlanError(f"buffer {w.fqn!r} is written outside any engine ({w.reason}) but the "
+                            "program does not declare it; export the compiled module again")
+        node = engine_nodes.get(w.engine)
+        if node is None:
+            raise PlanError(f"buffer {w.fqn!r} is written by engine {w.engine!r}, which this "
+                            f"program does not call (engines: {sorted(engine_nodes)})")
+        esig = Signature.parse(node.args[2])
+        if w.engine in infos:
+            _check_engine(infos[w.engine], esig)
+        meta = esig.metadata
+        in_place = {a.output for a in meta.aliased_io} | {c.output for c in meta.copy_back}
+        if w.output_binding in in_place:
+            value = placeholder_of[w.fqn]
+        else:
+            k = list(meta.output_names).index(w.output_binding)
+            items = [u for u in node.users if u.target is operator.getitem and u.args[1] == k]
+            if not items:
+                raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} hands its new value out "
+                                f"as {w.output_binding!r}, which nothing in the program reads")
+            value = items[0]
+        new_values.append(value)
+        new_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), w.fqn))
+    out = gm.graph.output_node()
+    old = list(out.args[0])
+    n_mut = sum(1 for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT)
+    out.args = (tuple(old[:n_mut] + new_values + old[n_mut:]),)
+    gm.recompile()
+    specs = list(sig.output_specs[:n_mut]) + new_specs + list(sig.output_specs[n_mut:])
+    new_sig = ExportGraphSignature(input_specs=list(sig.input_specs), output_specs=specs)
+    return ExportedProgram(
+        root=gm, graph=gm.graph, graph_signature=new_sig, state_dict=ep.state_dict,
+        range_constraints=ep.range_constraints, module_call_graph=ep.module_call_graph,
+        example_inputs=ep.example_inputs, constants=ep.constants, verifiers=ep.verifiers)
+
+
+def declare_mutations(ep: Union[ExportedProgram, Mapping[str, ExportedProgram]],
+                      plan: Union[MutationPlan, Mapping[str, MutationPlan]],
+                      engines: Union[Iterable[EngineInfo], Mapping[str, Iterable[EngineInfo]]] = ()):
+    """Declare the plan's writes on `ep`; for a `{method: ExportedProgram}` mapping, per method
+    (`plan` and `engines` then map method names too)."""
+    if isinstance(ep, Mapping):
+        if not isinstance(plan, Mapping):
+            raise TypeError("a multi-method program needs a {method: MutationPlan} mapping")
+        missing = sorted(set(ep) - set(plan))
+        if missing:
+            raise PlanError(f"no plan for methods {missing}")
+        eng = engines if isinstance(engines, Mapping) else {}
+        return {name: _declare_one(p, plan[name], eng.get(name, ())) for name, p in ep.items()}
+    return _declare_one(ep, plan, engines)
