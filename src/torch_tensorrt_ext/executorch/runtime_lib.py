@@ -1,0 +1,99 @@
+"""Loading the C++ delegate runtime (build/runtime/libtte_runtime.so) into this process.
+
+Invariant: after `load()` returns, ExecuTorch's Python runtime in this process resolves the
+backend "TensorRTBackend" and the kernel `tte::kv_cache_update.out` to this project's runtime:
+executorch's runtime (and with it the shared libexecutorch.so registry) is imported first, then
+the library is opened once with RTLD_GLOBAL so its static registrations land in that registry.
+`load()` is idempotent; a missing library is an error naming the path and the fix. The counter
+wrappers read the process-wide counters of CONTRACTS.md §4.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["library_path", "load", "copy_bytes", "execute_count", "reset_counters", "version",
+           "RuntimeLibraryError"]
+
+ENV_VAR = "TTE_RUNTIME_LIB"
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+
+
+class RuntimeLibraryError(RuntimeError):
+    """The runtime library is missing or cannot be loaded."""
+
+
+def _repo_root() -> Path:
+    # src/torch_tensorrt_ext/executorch/runtime_lib.py -> repository root
+    return Path(__file__).resolve().parents[3]
+
+
+def library_path() -> Path:
+    """$TTE_RUNTIME_LIB if set, else build/runtime/libtte_runtime.so under the repository."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return _repo_root() / "build" / "runtime" / "libtte_runtime.so"
+
+
+def _import_executorch_runtime() -> None:
+    # The Python runtime's extension links libexecutorch.so; importing it first makes the
+    # library below bind to that same registry instead of loading a private copy.
+    try:
+        import executorch.runtime  # noqa: F401
+    except ImportError:
+        from executorch.extension.pybindings import portable_lib  # noqa: F401
+
+
+def load() -> ctypes.CDLL:
+    """Load the runtime library once (idempotent) and return it."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not path.is_file():
+            where = f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "the build tree"
+            raise RuntimeLibraryError(
+                f"the torch-tensorrt-ext runtime library is missing at {path} (from {where}); "
+                f"run `bash scripts/setup.sh` (or `bash scripts/build_runtime.sh`) to build it")
+        _import_executorch_runtime()
+        try:
+            lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            raise RuntimeLibraryError(
+                f"cannot load the torch-tensorrt-ext runtime library {path}: {e}; rebuild it with "
+                f"`bash scripts/build_runtime.sh`") from None
+        lib.tte_runtime_copy_bytes.restype = ctypes.c_uint64
+        lib.tte_runtime_copy_bytes.argtypes = [ctypes.c_char_p]
+        lib.tte_runtime_execute_count.restype = ctypes.c_uint64
+        lib.tte_runtime_execute_count.argtypes = []
+        lib.tte_runtime_reset_counters.restype = None
+        lib.tte_runtime_reset_counters.argtypes = []
+        lib.tte_runtime_version.restype = ctypes.c_char_p
+        lib.tte_runtime_version.argtypes = []
+        _lib = lib
+        return lib
+
+
+def copy_bytes(fqn: str) -> int:
+    """Bytes the runtime copied for buffer `fqn` since the last reset (all delegates)."""
+    return int(load().tte_runtime_copy_bytes(fqn.encode("utf-8")))
+
+
+def execute_count() -> int:
+    """Delegate `execute` calls since the last reset (all delegates)."""
+    return int(load().tte_runtime_execute_count())
+
+
+def reset_counters() -> None:
+    load().tte_runtime_reset_counters()
+
+
+def version() -> str:
+    """E.g. "tte-runtime 0.1 (engines: reference)"."""
+    return load().tte_runtime_version().decode("utf-8")

@@ -1,0 +1,49 @@
+"""runtime_lib: the C++ runtime loads into the Python process and registers into ExecuTorch's
+shared registries; its C API answers through the ctypes wrappers."""
+import ctypes
+
+import pytest
+
+from torch_tensorrt_ext.executorch import runtime_lib
+
+
+def test_library_path_defaults_to_build_tree_and_honours_env(monkeypatch):
+    monkeypatch.delenv(runtime_lib.ENV_VAR, raising=False)
+    p = runtime_lib.library_path()
+    assert p.parts[-3:] == ("build", "runtime", "libtte_runtime.so")
+    assert (p.parents[2] / "runtime" / "CMakeLists.txt").is_file()
+    monkeypatch.setenv(runtime_lib.ENV_VAR, "/opt/x/libtte_runtime.so")
+    assert str(runtime_lib.library_path()) == "/opt/x/libtte_runtime.so"
+
+
+def test_missing_library_names_path_and_fix(monkeypatch, tmp_path):
+    missing = tmp_path / "nope" / "libtte_runtime.so"
+    monkeypatch.setenv(runtime_lib.ENV_VAR, str(missing))
+    monkeypatch.setattr(runtime_lib, "_lib", None)
+    with pytest.raises(runtime_lib.RuntimeLibraryError) as e:
+        runtime_lib.load()
+    assert str(e.value) == (
+        f"the torch-tensorrt-ext runtime library is missing at {missing} (from "
+        f"$TTE_RUNTIME_LIB); run `bash scripts/setup.sh` (or `bash scripts/build_runtime.sh`) "
+        f"to build it")
+
+
+def test_load_is_idempotent_and_registers_backend_and_kernel():
+    lib = runtime_lib.load()
+    assert runtime_lib.load() is lib
+    assert runtime_lib.version() == "tte-runtime 0.1 (engines: reference)"
+    from executorch.runtime import Runtime
+    names = Runtime.get().backend_registry.registered_backend_names
+    assert "TensorRTBackend" in names
+    from executorch.extension.pybindings import portable_lib
+    assert "tte::kv_cache_update.out" in portable_lib._get_operator_names()
+    # the library's symbols are global: a second handle by name finds the same C API
+    again = ctypes.CDLL(str(runtime_lib.library_path()), mode=ctypes.RTLD_GLOBAL)
+    again.tte_runtime_execute_count.restype = ctypes.c_uint64
+    assert again.tte_runtime_execute_count() == runtime_lib.execute_count()
+
+
+def test_counters_reset_and_unknown_buffer_is_zero():
+    runtime_lib.reset_counters()
+    assert runtime_lib.execute_count() == 0
+    assert runtime_lib.copy_bytes("no.such.buffer") == 0
