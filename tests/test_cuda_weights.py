@@ -318,19 +318,62 @@ def test_low_memory_compaction_matches_the_seen_figures():
     assert (compacted.stride(), compacted.untyped_storage().nbytes()) == ((8, 1), 192)
 
 
+def zero_gap_span(view: torch.Tensor) -> bytes:
+    """The view's span (offset 0) in its own strides, every byte outside the view zero."""
+    storage = torch.zeros(span_nbytes(view) // view.element_size(), dtype=view.dtype)
+    storage.as_strided(view.shape, view.stride()).copy_(view)
+    return bytes(storage.view(torch.uint8).numpy())
+
+
 @pytest.mark.parametrize("kind", list(LOW_MEMORY_VIEWS))
-def test_low_memory_compacted_clone_is_described_as_written(kind, collector_module, tmp_path):
+def test_low_memory_compacted_clone_is_written_in_the_compiled_strides(
+    kind, collector_module, tmp_path
+):
     view = LOW_MEMORY_VIEWS[kind]()
     compacted = low_memory_clone(view)
     assert compacted.stride() != view.stride()
+    assert weight_layout("buf", compacted, TensorProperties(view)).source is LayoutSource.COMPACTED_CLONE
     artifact = materialize(collector_module, {"buf": (compacted, TensorProperties(view))}, tmp_path)
     entry, data = written(artifact, "buf")
-    assert data == bytes(compacted.untyped_storage())
-    assert (entry.storage_nbytes, entry.storage_offset) == (view.numel() * view.element_size(), 0)
-    assert entry.strides == tuple(compacted.stride())
+    # the manifest describes the bytes written, in the strides the kernels were compiled for
+    assert (entry.sizes, entry.strides, entry.storage_offset) == (tuple(view.shape), view.stride(), 0)
+    assert entry.storage_nbytes == len(data) == span_nbytes(view)
+    assert data == zero_gap_span(view)
     assert same_bits(rebuilt(artifact, "buf", view.dtype), view)
-    assert weight_layout("buf", compacted, TensorProperties(view)).source is LayoutSource.COMPACTED_CLONE
     close(artifact)
+
+
+def test_low_memory_figures_232_bytes_not_192(collector_module, tmp_path):
+    view = LOW_MEMORY_VIEWS["rows_cols"]()
+    artifact = materialize(
+        collector_module, {"buf": (low_memory_clone(view), TensorProperties(view))}, tmp_path
+    )
+    entry, data = written(artifact, "buf")
+    assert (entry.strides, entry.storage_nbytes, len(data)) == ((10, 1), 232, 232)
+    close(artifact)
+
+
+def test_truncated_low_memory_clone_is_rejected(collector_module, tmp_path):
+    view = LOW_MEMORY_VIEWS["rows_cols"]()
+    compacted = low_memory_clone(view)
+    compacted.untyped_storage().resize_(188)
+    _rejects(
+        collector_module,
+        {"buf": (compacted, TensorProperties(view))},
+        tmp_path,
+        "CUDA weight 'buf': its view (sizes (6, 8), strides (8, 1), storage offset 0) requires "
+        "192 bytes from a 188-byte cloned storage; the value AOTInductor returned does not hold "
+        "every byte of the view",
+    )
+
+
+def test_broadcast_view_is_never_taken_for_a_compacted_clone(collector_module):
+    view = torch.arange(10, dtype=torch.float32).expand(3, 10)  # stride 0: elements overlap
+    dense = view.clone()  # what .cpu() makes of it: (10, 1), 120 bytes
+    assert dense.stride() == (10, 1)
+    layout = weight_layout("b", dense, TensorProperties(view))
+    assert layout.source is LayoutSource.DESCRIBED_VIEW
+    assert (layout.strides, layout.storage_nbytes) == ((0, 1), 120)
 
 
 def test_stock_collector_rejects_the_low_memory_clone(stock_collector_module, tmp_path):
@@ -365,6 +408,10 @@ def test_any_view_clone_reads_back_exactly(tmp_path_factory, collector_module, v
     directory = tmp_path_factory.mktemp("any")
     artifact = materialize(collector_module, {"buf": (value, TensorProperties(view))}, directory)
     entry, data = written(artifact, "buf")
-    assert data == bytes(value.untyped_storage())
+    if weight_layout("buf", value, TensorProperties(view)).source is LayoutSource.COMPACTED_CLONE:
+        assert data == zero_gap_span(view)
+    else:
+        assert data == bytes(value.untyped_storage())
+    assert (entry.sizes, entry.strides) == (tuple(view.shape), view.stride())
     assert same_bits(rebuilt(artifact, "buf", view.dtype), view)
     close(artifact)

@@ -1,11 +1,11 @@
 """Which CUDA weight collector the test_cuda_weights* suites exercise, and helpers to read it.
 
-The suites always test executorch's ``backends/cuda/cuda_weight_collector.py`` *with our patch*:
-the installed module once ``torch-tensorrt-ext patch apply`` has patched site-packages, otherwise
-a temporary copy of the pristine installed file with the patch applied by ``git apply``. The
-stock 1.5.1 collector (for "upstream rejects this" tests) is a temporary copy of the pristine
-file, recovered with ``git apply -R`` when the installed one is patched. Both copies are checked
-against the baseline sha256 in ``patches/upstream.toml``.
+The suites always test executorch's ``backends/cuda/cuda_weight_collector.py`` *with the current
+patch*: the installed module when ``torch-tensorrt-ext patch apply`` has installed exactly that,
+otherwise a temporary pristine copy patched with ``git apply``. The stock 1.5.1 collector (for
+"upstream rejects this" tests) is a temporary pristine copy. The pristine bytes are the installed
+file's when it is unpatched, else recovered with ``git apply -R`` or from the record `patch
+apply` keeps, and are always checked against the baseline sha256 in ``patches/upstream.toml``.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 PATCH = REPO / "patches/executorch/0001-cuda-weight-collector-accept-compact-clones.patch"
 REPO_PATH = "backends/cuda/cuda_weight_collector.py"
-SEAM = "from torch_tensorrt_ext.cuda import weight_layout"
+SEAM = "from torch_tensorrt_ext.cuda import "
 MANIFEST_MAGIC = b"ETCUDAFQN3"
 
 
@@ -59,41 +59,73 @@ def _git_apply(root: Path, *flags: str) -> None:
     )
 
 
-def _copy_installed(root: Path) -> Path:
-    target = root / REPO_PATH
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(installed_collector_file(), target)
-    return target
-
-
 def is_patched(path: Path) -> bool:
     return SEAM in path.read_text()
 
 
-def load_patched_collector(root: Path) -> ModuleType:
-    """The patched collector: the installed module if patched, else a patched temporary copy."""
+def _recorded_pristine(installed: Path) -> bytes | None:
+    """The pristine bytes `torch-tensorrt-ext patch apply` recorded, if it patched this file."""
+    try:
+        from torch_tensorrt_ext.patching.state import read_state
+    except ImportError:
+        return None
+    site = installed.parents[len(Path(REPO_PATH).parts)]  # .../site-packages
+    state = read_state(site)
+    for target in getattr(state, "targets", {}).values() if state else ():
+        record = target.files.get(REPO_PATH)
+        if record is not None:
+            return record.pristine
+    return None
+
+
+def pristine_bytes(scratch: Path) -> bytes:
+    """executorch 1.5.1's collector, byte for byte, whatever state the installed file is in."""
     installed = installed_collector_file()
+    candidates = [installed.read_bytes()]
     if is_patched(installed):
+        reverted = scratch / "reverted"
+        target = reverted / REPO_PATH
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(installed, target)
+        try:
+            _git_apply(reverted, "-R")  # patched with this very patch
+            candidates.append(target.read_bytes())
+        except subprocess.CalledProcessError:
+            pass  # patched with an older version of it: see what `patch apply` recorded
+        candidates.append(_recorded_pristine(installed) or b"")
+    for data in candidates:
+        if hashlib.sha256(data).hexdigest() == baseline_sha256():
+            return data
+    raise AssertionError(
+        f"cannot recover pristine executorch 1.5.1 from {installed}: run "
+        "`torch-tensorrt-ext patch revert` (or reinstall executorch 1.5.1)"
+    )
+
+
+def _write(root: Path, data: bytes) -> Path:
+    target = root / REPO_PATH
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
+def load_patched_collector(root: Path) -> ModuleType:
+    """The collector patched with the current patch: the installed module if `patch apply`
+    installed exactly that, else a temporary pristine copy patched with ``git apply``."""
+    target = _write(root / "patched", pristine_bytes(root))
+    _git_apply(root / "patched")
+    installed = installed_collector_file()
+    if installed.read_bytes() == target.read_bytes():
         import executorch.backends.cuda.cuda_weight_collector as module
 
         assert Path(module.__file__).resolve() == installed
         return module
-    assert _sha256(installed) == baseline_sha256(), (
-        f"{installed} is neither pristine executorch 1.5.1 nor patched by {PATCH.name}"
-    )
-    target = _copy_installed(root)
-    _git_apply(root)
-    assert is_patched(target)
     return _load(target, "tte_patched_cuda_weight_collector")
 
 
 def load_stock_collector(root: Path) -> ModuleType:
     """A temporary copy of the pristine executorch 1.5.1 collector."""
-    target = _copy_installed(root)
-    if is_patched(target):
-        _git_apply(root, "-R")
-    assert _sha256(target) == baseline_sha256()
-    return _load(target, "tte_stock_cuda_weight_collector")
+    return _load(_write(root / "stock", pristine_bytes(root)), "tte_stock_cuda_weight_collector")
 
 
 _LOADED: dict[str, ModuleType] = {}

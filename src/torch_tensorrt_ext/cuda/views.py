@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["ViewMetadataError", "check_view_metadata", "compacted_strides", "view_end_nbytes"]
+__all__ = [
+    "ViewMetadataError",
+    "check_view_metadata",
+    "compacted_strides",
+    "is_non_overlapping",
+    "view_end_nbytes",
+]
 
 
 class ViewMetadataError(ValueError):
@@ -44,6 +50,23 @@ def view_end_nbytes(
         (size - 1) * stride for size, stride in zip(sizes, strides)
     )
     return (last_element + 1) * element_size
+
+
+def is_non_overlapping(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """True if no two elements of the view share a storage location (a sufficient test).
+
+    Dimensions of size <= 1 never overlap; the others, in increasing stride, must each step past
+    everything the smaller ones span. Views that fail it (a stride-0 broadcast) are treated as
+    overlapping.
+    """
+    reach = 0
+    for size, stride in sorted(
+        ((size, stride) for size, stride in zip(sizes, strides) if size > 1), key=lambda d: d[1]
+    ):
+        if stride <= reach:
+            return False
+        reach += (size - 1) * stride
+    return True
 
 
 def compacted_strides(sizes: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:

@@ -13,18 +13,21 @@ records:
   size); the described storage size and offset belong to the original and are ignored.
 * **compacted clone** -- the same, but the clone was copied to the host with a layout-preserving
   ``.cpu()`` (ExecuTorch's low-memory mode), which closes the gaps of a strided view
-  (``(6, 8)`` with strides ``(10, 1)``, 232 bytes, becomes strides ``(8, 1)``, 192 bytes): the
-  manifest describes the bytes actually written, with the value's own strides.
+  (``(6, 8)`` with strides ``(10, 1)``, 232 bytes, becomes strides ``(8, 1)``, 192 bytes). The
+  kernels were compiled for the described strides and read a constant through them, so the
+  value is written back out in the described layout (offset 0, the clone's 232-byte span, gaps
+  zero) and the manifest describes exactly those bytes.
 * **described view** -- anything else (a parameter, which is its own constant; a value sharing
   the described storage, such as a slice of a fused tensor; a value with the same shape but
   other strides): the properties describe a view into the value's storage, as before.
 
-Invariant: the returned layout, applied to the bytes of the value's untyped storage, reproduces
-the weight exactly; every layout (clone or not) reads only bytes inside that storage, and a
-clone spans its storage exactly. Anything else raises ``CudaWeightLayoutError`` naming the
-weight's FQN and what is wrong. A value is taken for a clone only when it has its own storage
-and the described shape, i.e. when the value itself is the weight's content whatever the
-described offset says; every other weight keeps executorch 1.5.1's reading and checks.
+Invariant: the bytes ``value_to_write`` returns, read through the returned layout, reproduce the
+weight exactly, with the strides the kernels were compiled for; every layout (clone or not)
+reads only bytes inside the storage written, and a clone spans its own storage exactly. Anything
+else raises ``CudaWeightLayoutError`` naming the weight's FQN and what is wrong. A value is taken
+for a clone only when it has its own storage and the described shape, i.e. when the value itself
+is the weight's content whatever the described offset says; every other weight keeps executorch
+1.5.1's reading and checks.
 """
 from __future__ import annotations
 
@@ -34,9 +37,21 @@ from typing import Any
 
 import torch
 
-from .views import ViewMetadataError, check_view_metadata, compacted_strides, view_end_nbytes
+from .views import (
+    ViewMetadataError,
+    check_view_metadata,
+    compacted_strides,
+    is_non_overlapping,
+    view_end_nbytes,
+)
 
-__all__ = ["CudaWeightLayoutError", "LayoutSource", "WeightLayout", "weight_layout"]
+__all__ = [
+    "CudaWeightLayoutError",
+    "LayoutSource",
+    "WeightLayout",
+    "value_to_write",
+    "weight_layout",
+]
 
 
 class CudaWeightLayoutError(RuntimeError):
@@ -81,30 +96,61 @@ def weight_layout(fqn: str, tensor: torch.Tensor, properties: Any) -> WeightLayo
     storage_nbytes = storage.nbytes()
     source = _clone_kind(tensor, storage.data_ptr(), properties, sizes, strides)
     del storage
+    element_size = tensor.element_size()
 
     if source is LayoutSource.DESCRIBED_VIEW:
         _check_described_storage_size(fqn, storage_nbytes, properties)
-        layout = WeightLayout(source, storage_nbytes, offset, sizes, strides)
-    else:
-        layout = WeightLayout(
-            source, storage_nbytes, int(tensor.storage_offset()), sizes, tuple(tensor.stride())
-        )
+        _check_inside(fqn, sizes, strides, offset, element_size, storage_nbytes)
+        return WeightLayout(source, storage_nbytes, offset, sizes, strides)
 
-    end = view_end_nbytes(layout.sizes, layout.strides, layout.storage_offset, tensor.element_size())
-    if end > storage_nbytes:
-        raise CudaWeightLayoutError(
-            f"CUDA weight {fqn!r}: its view (sizes {layout.sizes}, strides {layout.strides}, "
-            f"storage offset {layout.storage_offset}) requires {end} bytes from a "
-            f"{storage_nbytes}-byte cloned storage; the value AOTInductor returned does not "
-            "hold every byte of the view"
-        )
-    if source is not LayoutSource.DESCRIBED_VIEW and end != storage_nbytes:
+    value_strides, value_offset = tuple(tensor.stride()), int(tensor.storage_offset())
+    end = _check_inside(fqn, sizes, value_strides, value_offset, element_size, storage_nbytes)
+    if end != storage_nbytes:
         raise CudaWeightLayoutError(
             f"CUDA weight {fqn!r}: its compact clone has {storage_nbytes - end} bytes past its "
             f"view (the view ends at byte {end} of a {storage_nbytes}-byte storage); "
             "AOTInductor's clone of a view spans its storage exactly, so this value is not one"
         )
-    return layout
+    if source is LayoutSource.COMPACT_CLONE:
+        return WeightLayout(source, storage_nbytes, value_offset, sizes, value_strides)
+    return WeightLayout(source, view_end_nbytes(sizes, strides, 0, element_size), 0, sizes, strides)
+
+
+def value_to_write(tensor: torch.Tensor, layout: WeightLayout) -> torch.Tensor:
+    """The tensor whose untyped storage holds exactly the bytes ``layout`` describes.
+
+    The value itself, except for a compacted clone: that is copied into a zeroed storage of
+    ``layout.storage_nbytes`` bytes in the described strides (one weight's span, transient).
+    """
+    if layout.source is not LayoutSource.COMPACTED_CLONE:
+        return tensor
+    element_size = tensor.element_size()
+    storage = torch.zeros(
+        layout.storage_nbytes // element_size, dtype=tensor.dtype, device=tensor.device
+    )
+    restrided = storage.as_strided(layout.sizes, layout.strides, layout.storage_offset)
+    restrided.copy_(tensor)
+    return restrided
+
+
+def _check_inside(
+    fqn: str,
+    sizes: tuple[int, ...],
+    strides: tuple[int, ...],
+    offset: int,
+    element_size: int,
+    storage_nbytes: int,
+) -> int:
+    """The view's end in bytes; it must lie inside the storage that is written."""
+    end = view_end_nbytes(sizes, strides, offset, element_size)
+    if end > storage_nbytes:
+        raise CudaWeightLayoutError(
+            f"CUDA weight {fqn!r}: its view (sizes {sizes}, strides {strides}, "
+            f"storage offset {offset}) requires {end} bytes from a "
+            f"{storage_nbytes}-byte cloned storage; the value AOTInductor returned does not "
+            "hold every byte of the view"
+        )
+    return end
 
 
 def _described_metadata(
@@ -133,7 +179,7 @@ def _clone_kind(
     value_strides = tuple(tensor.stride())
     if value_strides == strides:
         return LayoutSource.COMPACT_CLONE
-    if value_strides == compacted_strides(sizes, strides):
+    if is_non_overlapping(sizes, strides) and value_strides == compacted_strides(sizes, strides):
         return LayoutSource.COMPACTED_CLONE
     return LayoutSource.DESCRIBED_VIEW
 
