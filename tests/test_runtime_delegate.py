@@ -20,7 +20,10 @@ def runtime():
 
 
 def method_of(runtime, pte: bytes):
-    return runtime.load_program(pte).load_method("forward")
+    """(program, forward): the caller keeps the program alive — a Method does not (the Python
+    Program owns the .pte bytes the method and its delegates point into)."""
+    program = runtime.load_program(pte)
+    return program, program.load_method("forward")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def kv_pte():
 
 
 def test_kv_cache_aliased_in_place_and_step_copied_back(runtime, kv_pte):
-    forward = method_of(runtime, kv_pte)
+    _program, forward = method_of(runtime, kv_pte)
     g = torch.Generator().manual_seed(0)
     cache = torch.zeros(1, 2, 6, 8)
     step = torch.zeros(1, dtype=torch.int64)
@@ -57,7 +60,7 @@ def test_kv_cache_aliased_in_place_and_step_copied_back(runtime, kv_pte):
 def test_ring_buffer_copy_back_is_one_buffer_sized_copy_per_call(runtime):
     spec = H.ring_spec()
     pte = H.delegated_pte(H.RingOuter(), dict(spec.inputs), spec)
-    forward = method_of(runtime, pte)
+    _program, forward = method_of(runtime, pte)
     ring = torch.zeros(4, 3)
     ref = ring.clone()
     runtime_lib.reset_counters()
