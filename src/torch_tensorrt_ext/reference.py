@@ -14,6 +14,7 @@ import torch
 
 from .engines.reference_compiler import CompiledModule, compile  # noqa: A004
 from .export.declare import declare_mutations
+from .lowering.graph_writes import functional_program
 
 __all__ = ["CompiledModule", "compile", "export", "export_program"]
 
@@ -45,7 +46,9 @@ def export_program(model: torch.nn.Module, example_args: Sequence[torch.Tensor],
     """(declared ExportedProgram of the compiled module, CompiledModule)."""
     _check_state_expressible(model, example_args)
     compiled = compile(_exported(model, example_args), torch_executed_ops=torch_executed_ops)
-    ep = torch.export.export(compiled.gm, tuple(example_args))
+    # torch 2.14 keeps the graph-level copy_ of writes made outside engines in place:
+    # functionalize so they become BUFFER_MUTATIONs (ExecuTorch's write-back), then declare the rest
+    ep = functional_program(torch.export.export(compiled.gm, tuple(example_args)))
     return declare_mutations(ep, compiled.plan, compiled.engines), compiled
 
 

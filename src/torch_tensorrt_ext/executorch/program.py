@@ -23,7 +23,10 @@ class Program:
         self.path = str(path)
         self._bytes = Path(path).read_bytes()
         self._program = Runtime.get().load_program(self.path)
-        self._methods = {}
+        # Load every method before any runs: loading a method writes the initial values of its
+        # mutable buffers, which must not wipe state another method already advanced.
+        self._methods = {name: self._program.load_method(name)
+                         for name in sorted(self._program.method_names)}
         self.method_name = method
         self._calls = 0
         self._runtime_bytes: Dict[str, int] = {}
@@ -35,7 +38,7 @@ class Program:
 
     def _method(self, name: str):
         if name not in self._methods:
-            self._methods[name] = self._program.load_method(name)
+            raise KeyError(f"{self.path} has no method {name!r}; it has {sorted(self._methods)}")
         return self._methods[name]
 
     def run(self, *args: torch.Tensor, method: Optional[str] = None) -> List[torch.Tensor]:
