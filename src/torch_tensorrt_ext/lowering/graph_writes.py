@@ -88,8 +88,8 @@ def _ep_writes(ep: torch.export.ExportedProgram) -> List[FoundWrite]:
 
 
 def _ep_has_inplace_buffer_writes(ep: torch.export.ExportedProgram) -> bool:
-    buffers = {n for n in ep.graph.nodes
-               if n.op == "placeholder" and n.name in ep.graph_signature.inputs_to_buffers}
+    names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
+    buffers = {n for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
     for node in ep.graph.nodes:
         for i in written_args(node):
             if view_root(node.args[i]) in buffers:
