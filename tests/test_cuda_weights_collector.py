@@ -54,9 +54,13 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 def _git_apply(root: Path, *flags: str) -> None:
-    subprocess.run(
-        ["git", "apply", *flags, str(PATCH)], cwd=root, check=True, capture_output=True, text=True
-    )
+    """``git apply`` the patch under ``root``; ``patch -p1`` where git is missing (GPU runners)."""
+    if shutil.which("git"):
+        command = ["git", "apply", *flags, str(PATCH)]
+    else:
+        translated = {"-R": "-R", "--check": "--dry-run"}
+        command = ["patch", "-p1", "-s", *(translated[f] for f in flags), "-i", str(PATCH)]
+    subprocess.run(command, cwd=root, check=True, capture_output=True, text=True)
 
 
 def is_patched(path: Path) -> bool:
