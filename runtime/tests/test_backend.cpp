@@ -117,7 +117,10 @@ TEST(kv_cache_written_in_place_and_step_copied_back_once) {
     pos[0] = p;
     for (size_t h = 0; h < kHeads; ++h)
       for (size_t k = 0; k < kHidden; ++k) tok[h * kHidden + k] = float(p + 1) * 100 + float(h);
-    // only this position's rows may be written (pages h * kSmax + p)
+    // Only this position's rows may be written (pages h * kSmax + p). This also proves the
+    // reference engine binds the cache without a copy: had Method::set_input copied it into an
+    // arena, the kernel would see out (the caller's cache) != cache (the arena) and copy the
+    // whole cache into the caller's memory -- a write to a read-only page.
     cache_mem.protect_all_but({static_cast<size_t>(p), kSmax + static_cast<size_t>(p)});
     Error e;
     size_t allocations;
@@ -128,7 +131,7 @@ TEST(kv_cache_written_in_place_and_step_copied_back_once) {
     }
     cache_mem.unprotect();
     REQUIRE(e == Error::Ok);
-    CHECK_EQ(allocations, size_t(0));
+    if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
     // the caller's cache holds the new rows; the other rows are untouched
     for (size_t h = 0; h < kHeads; ++h) {
       for (size_t s = 0; s < kSmax; ++s) {
