@@ -76,4 +76,11 @@ struct BlobInfo {
 
 Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why);
 
+// The cross-reference checks of parse_blob on an already-read BlobInfo (also usable on a
+// hand-built one): false with `why` set on the first inconsistency.
+bool validate_blob(const BlobInfo& info, std::string& why);
+
+// "[1,2,8,4]"
+std::string shape_text(const std::vector<int64_t>& shape);
+
 }  // namespace tte
