@@ -185,13 +185,17 @@ def decode_manifest(blob: bytes) -> tuple[str, list[dict]]:
     return so_key, entries
 
 
-def read_back(data: bytes, dtype: torch.dtype, sizes, strides, storage_offset: int) -> torch.Tensor:
-    """The tensor a reader of the manifest rebuilds from the written bytes."""
+def read_back(
+    data: bytes, dtype: torch.dtype, sizes, strides, storage_offset: int, device: str = "cpu"
+) -> torch.Tensor:
+    """The tensor a reader of the manifest rebuilds from the written bytes (on ``device``, the
+    bytes are moved first and viewed there: ``.to(device)`` of the view would compact it)."""
     flat = (
         torch.frombuffer(bytearray(data), dtype=torch.uint8)
         if data
         else torch.empty(0, dtype=torch.uint8)
     )
+    flat = flat.to(device)
     return torch.as_strided(flat.view(dtype), tuple(sizes), tuple(strides), storage_offset)
 
 

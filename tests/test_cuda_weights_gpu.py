@@ -97,14 +97,15 @@ def test_cuda_partitioner_lowers_device_view_buffers_and_the_program_runs(
     constants = {
         e["fqn"]: read_back(
             _named_bytes(output, e["storage_key"]), dtypes[e["dtype"]], e["sizes"], e["strides"],
-            e["storage_offset"],
-        ).to("cuda")
+            e["storage_offset"], device="cuda",
+        )
         for e in entries
     }
     for fqn, value in state.items():
         e = by_fqn[fqn]
         data = _named_bytes(output, e["storage_key"])
         assert len(data) == e["storage_nbytes"]
+        assert (tuple(e["sizes"]), tuple(e["strides"])) == (tuple(value.shape), value.stride())
         rebuilt = read_back(data, value.dtype, e["sizes"], e["strides"], e["storage_offset"])
         assert same_bits(rebuilt, value.cpu()), fqn
         assert constants[fqn].stride() == value.stride()  # the strides the kernels use
