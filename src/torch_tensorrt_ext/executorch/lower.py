@@ -15,6 +15,7 @@ from executorch.exir.pass_base import ExportPass
 from executorch.exir.passes import MemoryPlanningPass
 
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
+from .device_state import StateOnDevicePass
 from .partitioner import EnginePartitioner
 
 Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
@@ -50,11 +51,14 @@ def to_executorch(programs: Programs, *, device: str = "cpu", share_mutable_buff
     names: Set[str] = set()
     for method in edge.methods:
         names |= _mutable_buffer_placeholders(edge.exported_program(method))
-    return edge.to_executorch(ExecutorchBackendConfig(
+    config = ExecutorchBackendConfig(
         passes=[InitialiseMutableBuffers(names)],
         emit_mutable_buffer_names=True,
         memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=share_mutable_buffers),
-    ))
+    )
+    if device != "cpu":  # the state lives on the device: no per-call staging of buffers
+        config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
+    return edge.to_executorch(config)
 
 
 def save_pte(programs: Programs, path: str, **kw) -> str:
