@@ -94,6 +94,78 @@ def test_upstream_blob_rewritten_as_tr03_keeps_everything(name):
     assert again.metadata == up.metadata and again.engine == up.engine
 
 
+# ----------------------------------------------------- upstream preprocess: unknown dtype/shape
+
+def upstream_binding(name, is_input):
+    """A binding as torch-tensorrt 2.14.0's TensorRTBackend.preprocess writes it: dtype and
+    shape unknown, left at TensorRTIOBinding's defaults "" and []."""
+    return {"name": name, "dtype": "", "shape": [], "is_input": is_input}
+
+
+def upstream_meta(bindings, aliased=()):
+    """Upstream's metadata dict, in its key order (runtime/tests/blob_builder.h builds the same)."""
+    return {"io_bindings": list(bindings), "aliased_io": list(aliased),
+            "hardware_compatible": False, "device_id": 0, "serialized_metadata": "",
+            "target_platform": ""}
+
+
+def upstream_kv_meta(cache_out=None):
+    return upstream_meta(
+        [upstream_binding("cache_in", True), upstream_binding("tokens", True),
+         upstream_binding("pos", True), upstream_binding("logits", False),
+         cache_out or upstream_binding("cache_out", False)],
+        [{"output": "cache_out", "input": "cache_in", "kind": "kv_cache_update"}])
+
+
+UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the "
+                   "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
+
+
+def test_reads_upstream_preprocess_blob_with_unknown_bindings():
+    m = B.parse(raw(magic=b"TR02", md=upstream_kv_meta())).metadata
+    assert m.io_bindings[0] == B.IOBinding("cache_in", "", (), True)
+    assert not any(b.known for b in m.io_bindings)
+    assert m.aliased_io == (B.AliasedIO("cache_out", "cache_in", "kv_cache_update"),)
+    assert m.delegate_outputs == ("logits", "cache_out") and m.engine_kind == "tensorrt"
+    with pytest.raises(B.BlobError, match=r"^binding 'pos' has no dtype/shape in the blob"):
+        m.binding("pos").nbytes
+    t1 = B.parse(raw(magic=b"TR01", md=upstream_meta([upstream_binding("x", True),
+                                                     upstream_binding("y", False)]))).metadata
+    assert t1.input_names == ("x",) and not t1.binding("y").known
+    # one side known, the other unknown: left to the runtime's execute, which has both tensors
+    mixed = upstream_kv_meta({"name": "cache_out", "dtype": "float32", "shape": [1, 2, 8, 4],
+                              "is_input": False})
+    m = B.parse(raw(magic=b"TR02", md=mixed)).metadata
+    assert m.binding("cache_out").nbytes == 256 and not m.binding("cache_in").known
+
+
+def test_unknown_bindings_are_refused_in_tr03_and_with_a_shape():
+    tr03 = dict(upstream_kv_meta(), tte_version=3, engine_kind="tensorrt",
+                delegate_inputs=["cache_in", "tokens", "pos"], delegate_outputs=["logits"])
+    refused(raw(md=tr03), f"io_bindings[0] 'cache_in': empty dtype; {UNKNOWN_IN_TR03}")
+    md = kv_meta()
+    md["io_bindings"][2].update(dtype="", shape=[])
+    refused(raw(md=md), f"io_bindings[2] 'pos': empty dtype; {UNKNOWN_IN_TR03}")
+    bad = upstream_kv_meta({"name": "cache_out", "dtype": "", "shape": [1, 4], "is_input": False})
+    refused(raw(magic=b"TR02", md=bad),
+            "io_bindings[4] 'cache_out': empty dtype with shape [1,4]; a binding left to the "
+            "delegate's tensors has dtype '' and shape []")
+    # what we write is TR03: an upstream blob's metadata is not re-serialized with unknowns
+    up = B.parse(raw(magic=b"TR02", md=upstream_kv_meta()))
+    with pytest.raises(B.BlobError) as e:
+        B.serialize(up.metadata, up.engine)
+    assert str(e.value) == f"binding 'cache_in' has an empty dtype; {UNKNOWN_IN_TR03}"
+
+
+def test_known_aliased_pair_in_tr02_is_still_compared_at_parse():
+    md = upstream_kv_meta({"name": "cache_out", "dtype": "float16", "shape": [1, 2, 8, 4],
+                           "is_input": False})
+    md["io_bindings"][0] = {"name": "cache_in", "dtype": "float32", "shape": [1, 2, 8, 4],
+                            "is_input": True}
+    refused(raw(magic=b"TR02", md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output "
+                                       "is float16 [1,2,8,4], input is float32 [1,2,8,4]")
+
+
 # ------------------------------------------------------------------------------------ TR03 write
 
 def test_tr03_layout_is_the_contract_header():

@@ -34,10 +34,13 @@ struct Delegate {
   std::vector<void*> scratch;            // per plan.scratch_nbytes
   std::vector<CopyCounter*> counters;    // per plan.copies
   std::vector<void*> input_addr;         // per input binding, refreshed each call
+  std::vector<size_t> input_nbytes;      // per input binding, refreshed each call
   std::vector<void*> delegate_out_addr;  // per delegate output, refreshed each call
+  std::vector<size_t> delegate_out_nbytes;  // per delegate output, refreshed each call
 };
 
-// A delegate tensor for `b`: right dtype and exactly the binding's bytes. Logs what is wrong.
+// A delegate tensor for `b`: right dtype and exactly the binding's bytes (any tensor for an
+// unknown binding: it defines them). Logs what is wrong.
 bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t arg) {
   if (v == nullptr || !v->isTensor()) {
     ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') is not a tensor", role, arg,
@@ -45,7 +48,7 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     return false;
   }
   const Tensor& t = v->toTensor();
-  if (t.scalar_type() != dtype_scalar_type(b.dtype)) {
+  if (b.known && t.scalar_type() != dtype_scalar_type(b.dtype)) {
     ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
            "binding is %s", role, arg, b.name.c_str(),
            executorch::runtime::toString(t.scalar_type()), dtype_name(b.dtype));
@@ -66,6 +69,47 @@ Error fail_init(Error e, const std::string& why) {
 }
 
 }  // namespace
+
+Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<EValue*> args) {
+  const size_t n_in = plan.arg_input.size();
+  for (const AliasedIO& a : info.aliased_io) {
+    const Binding* out = info.output(a.output);
+    const Binding* in = info.input(a.input);
+    if (out == nullptr || in == nullptr) return Error::InvalidArgument;  // validated at init
+    if (out->known && in->known) continue;  // compared by the blob's validation
+    size_t arg = n_in;
+    for (size_t i = 0; i < n_in; ++i) {
+      if (plan.arg_input[i] == in->index) arg = i;
+    }
+    const OutputSlot& s = plan.outputs[out->index];
+    const size_t out_arg = n_in + s.delegate_output;
+    if (arg == n_in || !s.also_delegate_output || out_arg >= args.size() || arg >= args.size()) {
+      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s' has an unknown side, but its "
+             "output and input are not both delegate tensors to compare", a.output.c_str(),
+             a.input.c_str());
+      return Error::InvalidArgument;
+    }
+    const EValue* vo = args[out_arg];
+    const EValue* vi = args[arg];
+    if (vo == nullptr || !vo->isTensor() || vi == nullptr || !vi->isTensor()) {
+      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
+             "tensor", a.output.c_str(), a.input.c_str());
+      return Error::InvalidArgument;
+    }
+    const Tensor& to = vo->toTensor();
+    const Tensor& ti = vi->toTensor();
+    if (to.scalar_type() != ti.scalar_type() || to.nbytes() != ti.nbytes()) {
+      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
+             "tensor is %s (%zu bytes), input tensor is %s (%zu bytes); the blob leaves %s "
+             "dtype/shape to the tensors", a.output.c_str(), a.input.c_str(),
+             executorch::runtime::toString(to.scalar_type()), to.nbytes(),
+             executorch::runtime::toString(ti.scalar_type()), ti.nbytes(),
+             !out->known && !in->known ? "their" : out->known ? "the input's" : "the output's");
+      return Error::InvalidArgument;
+    }
+  }
+  return Error::Ok;
+}
 
 bool TensorRTBackend::is_available() const { return true; }
 
@@ -95,7 +139,9 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
   }
   for (const CopyStep& c : d->plan.copies) d->counters.push_back(copy_counter(c.counter_key));
   d->input_addr.assign(d->info.inputs.size(), nullptr);
+  d->input_nbytes.assign(d->info.inputs.size(), 0);
   d->delegate_out_addr.assign(d->info.delegate_outputs.size(), nullptr);
+  d->delegate_out_nbytes.assign(d->info.delegate_outputs.size(), 0);
   // `processed` is deliberately not freed: the engine payload may point into it, and ExecuTorch
   // keeps it until the delegate is destroyed.
   return static_cast<DelegateHandle*>(d.release());
@@ -119,6 +165,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     const Tensor& t = args[i]->toTensor();
     void* addr = t.mutable_data_ptr();
     d->input_addr[b.index] = addr;
+    d->input_nbytes[b.index] = t.nbytes();
     Error e = engine.bind_input(b.index, addr, t.nbytes());
     if (e != Error::Ok) {
       ET_LOG(Error, "TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
@@ -130,16 +177,26 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     const Binding& b = d->info.outputs[plan.delegate_output[j]];
     if (!check_tensor(args[n_in + j], b, "output", j)) return Error::InvalidArgument;
     d->delegate_out_addr[j] = args[n_in + j]->toTensor().mutable_data_ptr();
+    d->delegate_out_nbytes[j] = args[n_in + j]->toTensor().nbytes();
   }
+  if (Error e = check_unknown_aliases(d->info, plan, args); e != Error::Ok) return e;
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
     const OutputSlot& s = plan.outputs[o];
+    const bool known = d->info.outputs[o].known;  // else: its size is its tensor's
     void* addr = nullptr;
+    size_t nbytes = s.nbytes;
     switch (s.target) {
-      case OutputTarget::DelegateOutput: addr = d->delegate_out_addr[s.delegate_output]; break;
-      case OutputTarget::AliasedInput: addr = d->input_addr[s.input]; break;
+      case OutputTarget::DelegateOutput:
+        addr = d->delegate_out_addr[s.delegate_output];
+        if (!known) nbytes = d->delegate_out_nbytes[s.delegate_output];
+        break;
+      case OutputTarget::AliasedInput:
+        addr = d->input_addr[s.input];
+        if (!known) nbytes = d->input_nbytes[s.input];
+        break;
       case OutputTarget::Scratch: addr = d->scratch[s.scratch]; break;
     }
-    Error e = engine.bind_output(o, addr, s.nbytes);
+    Error e = engine.bind_output(o, addr, nbytes);
     if (e != Error::Ok) {
       ET_LOG(Error, "TensorRTBackend: %s engine refused output binding '%s' (%s, error 0x%x)",
              engine.kind(), d->info.outputs[o].name.c_str(), output_target_name(s.target),
@@ -159,14 +216,19 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
                                                    : d->delegate_out_addr[c.delegate_output];
     const void* src = c.kind == CopyKind::ScratchToInput ? d->scratch[c.scratch]
                                                          : d->input_addr[c.input];
-    e = engine.copy(dst, src, c.nbytes);
+    // An unknown aliased output's size is its delegate tensor's (== its input's, checked above).
+    const size_t nbytes = c.kind == CopyKind::InputToDelegateOutput &&
+                                  !d->info.outputs[c.output].known
+                              ? d->delegate_out_nbytes[c.delegate_output]
+                              : c.nbytes;
+    e = engine.copy(dst, src, nbytes);
     if (e != Error::Ok) {
       ET_LOG(Error, "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
              d->info.outputs[c.output].name.c_str(), c.counter_key.c_str(),
              static_cast<unsigned>(e));
       return e;
     }
-    count_copy(d->counters[k], c.nbytes);
+    count_copy(d->counters[k], nbytes);
   }
   e = engine.finish();
   if (e != Error::Ok) {

@@ -12,6 +12,7 @@ const char* engine_kind_name(EngineKind k) {
 }
 
 bool Binding::is_static() const {
+  if (!known) return false;
   for (int64_t s : shape) {
     if (s < 0) return false;
   }
@@ -37,6 +38,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 std::string Binding::describe() const {
+  if (!known) return "unknown";
   return std::string(dtype_name(dtype)) + " " + shape_text(shape);
 }
 
@@ -178,7 +180,7 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
     where += " '" + b.name + "'";
     std::string dtype = r.str(e, "dtype", where, true);
     if (!r.ok) return false;
-    if (!dtype_from_name(dtype.c_str(), b.dtype)) {
+    if (!dtype.empty() && !dtype_from_name(dtype.c_str(), b.dtype)) {
       return r.fail(where + ": unknown dtype '" + dtype + "' (known: " + dtype_known_names() +
                     ")");
     }
@@ -189,6 +191,14 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
         return r.fail(where + ": shape " + shape->dump() + " must hold integers >= -1");
       }
       b.shape.push_back(s.integer);
+    }
+    if (dtype.empty()) {  // upstream's "unknown": dtype "" and shape [], TR01/TR02 only
+      if (info.format == 3) return r.fail(where + ": empty dtype; " + kUnknownInTr03);
+      if (!b.shape.empty()) {
+        return r.fail(where + ": empty dtype with shape " + shape_text(b.shape) +
+                      "; a binding left to the delegate's tensors has dtype '' and shape []");
+      }
+      b.known = false;
     }
     const Json* is_input = r.get(e, "is_input", Json::Type::Bool, where, true);
     if (!is_input) return false;

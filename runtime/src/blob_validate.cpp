@@ -7,6 +7,10 @@
 
 namespace tte {
 
+const char* const kUnknownInTr03 =
+    "only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the delegate's "
+    "tensors (dtype '' and shape []); a TR03 blob must give both";
+
 bool validate_blob(const BlobInfo& info, std::string& why) {
   auto fail = [&](std::string msg) {
     why = std::move(msg);
@@ -19,6 +23,9 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     for (const auto& b : *side) {
       if (!names.insert(b.name).second) {
         return fail("binding name '" + b.name + "' appears twice in io_bindings");
+      }
+      if (info.format == 3 && !b.known) {
+        return fail("binding '" + b.name + "' has an empty dtype; " + kUnknownInTr03);
       }
     }
   }
@@ -38,7 +45,7 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     return nullptr;
   };
   auto same_type = [&](const Binding& out, const Binding& in, const char* what) {
-    if (out.dtype != in.dtype || out.shape != in.shape) {
+    if (out.known != in.known || out.dtype != in.dtype || out.shape != in.shape) {
       why = std::string(what) + " pair '" + out.name + "' -> '" + in.name +
             "' differs: output is " + out.describe() + ", input is " + in.describe();
       return false;
@@ -55,7 +62,8 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     if (!out) return false;
     const Binding* in = need(a.input, true, where);
     if (!in) return false;
-    if (!same_type(*out, *in, "aliased")) return false;
+    // A pair with an unknown side is compared on the delegate's tensors at execute.
+    if (out->known && in->known && !same_type(*out, *in, "aliased")) return false;
     if (!aliased.insert(a.output).second) {
       return fail("output binding '" + a.output + "' is aliased twice in aliased_io");
     }

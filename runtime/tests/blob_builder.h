@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace tte_test {
 
@@ -42,6 +43,24 @@ inline std::string build(const BlobFields& f) {
   if (s.size() > body) body = s.size();
   s.resize(body, '\0');
   return s + f.engine;
+}
+
+// A binding as torch-tensorrt 2.14.0's TensorRTBackend.preprocess writes it: it does not know
+// the dtype and shape and leaves TensorRTIOBinding's defaults, "" and [].
+inline std::string upstream_binding(const std::string& name, bool is_input) {
+  return R"({"name":")" + name + R"(","dtype":"","shape":[],"is_input":)" +
+         (is_input ? "true" : "false") + "}";
+}
+
+// Upstream's metadata JSON (its key order, compact separators, as tests/test_blob.py's
+// upstream_meta writes it): `bindings` are io_bindings entries, `aliased` the aliased_io list.
+inline std::string upstream_metadata(const std::vector<std::string>& bindings,
+                                     const std::string& aliased = "[]") {
+  std::string s = R"({"io_bindings":[)";
+  for (size_t i = 0; i < bindings.size(); ++i) s += (i ? "," : "") + bindings[i];
+  return s + R"(],"aliased_io":)" + aliased +
+         R"(,"hardware_compatible":false,"device_id":0,"serialized_metadata":"",)"
+         R"("target_platform":""})";
 }
 
 inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {

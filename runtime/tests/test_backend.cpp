@@ -240,6 +240,66 @@ TEST(execute_refuses_wrong_tensors_naming_the_binding) {
                          "float32"));
 }
 
+TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
+  // An upstream (torch-tensorrt 2.14.0 preprocess) TR02 blob: no binding has dtype or shape.
+  using tte_test::upstream_binding;
+  tte_test::BlobFields f;
+  f.magic = "TR02";
+  f.metadata = tte_test::upstream_metadata(
+      {upstream_binding("cache_in", true), upstream_binding("tokens", true),
+       upstream_binding("logits", false), upstream_binding("cache_out", false)},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  f.engine = "a TensorRT engine";
+  const std::string blob = tte_test::build(f);
+  std::string why;
+  auto info = tte::parse_blob(blob.data(), blob.size(), why);
+  REQUIRE(info.ok());
+  auto plan = tte::plan_bindings(info.get(), why);
+  REQUIRE(plan.ok());
+  // Without TensorRT, init gets past the blob and stops at the engine.
+  Delegate d(blob);
+  CHECK(d.init_error == Error::NotSupported);
+  CHECK(tte_test::logged("TR02 blob holds a TensorRT engine, but this runtime was built without "
+                         "TensorRT"));
+
+  std::vector<float> cache(2 * 8 * 4), tokens(2 * 4), logits(2), out32(2 * 8 * 4);
+  std::vector<uint16_t> out16(2 * 8 * 4);
+  auto t_cache = make_tensor_ptr({1, 2, 8, 4}, cache.data(), ScalarType::Float);
+  auto t_tokens = make_tensor_ptr({1, 2, 1, 4}, tokens.data(), ScalarType::Float);
+  auto t_logits = make_tensor_ptr({1, 2}, logits.data(), ScalarType::Float);
+  auto t_same = make_tensor_ptr({1, 2, 8, 4}, out32.data(), ScalarType::Float);
+  auto t_half = make_tensor_ptr({1, 2, 8, 4}, out16.data(), ScalarType::Half);
+  auto t_short = make_tensor_ptr({1, 2, 4, 4}, out32.data(), ScalarType::Float);
+  auto check = [&](const TensorPtr& cache_out) {
+    std::vector<EValue> values = {EValue(*t_cache), EValue(*t_tokens), EValue(*t_logits),
+                                  EValue(*cache_out)};
+    std::vector<EValue*> args;
+    for (auto& v : values) args.push_back(&v);
+    Error e;
+    size_t allocations;
+    {
+      tte_test::AllocCounter counter;
+      e = tte::check_unknown_aliases(info.get(), plan.get(),
+                                     Span<EValue*>(args.data(), args.size()));
+      allocations = counter.count();
+    }
+    if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
+    return e;
+  };
+  tte_test::clear_logs();
+  CHECK(check(t_same) == Error::Ok);
+  CHECK(!tte_test::logged("aliased pair"));
+  CHECK(check(t_half) == Error::InvalidArgument);
+  CHECK(tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
+                         "execute: output tensor is Half (128 bytes), input tensor is Float "
+                         "(256 bytes); the blob leaves their dtype/shape to the tensors"));
+  tte_test::clear_logs();
+  CHECK(check(t_short) == Error::InvalidArgument);
+  CHECK(tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
+                         "execute: output tensor is Float (128 bytes), input tensor is Float "
+                         "(256 bytes)"));
+}
+
 TEST(delegated_program_runs_through_executorch_method) {
   using executorch::runtime::HierarchicalAllocator;
   using executorch::runtime::MemoryManager;

@@ -271,6 +271,88 @@ TEST(tr02_ignores_extension_keys) {
   CHECK(p.info.buffers.empty() && p.info.copy_back.empty());
 }
 
+// What torch-tensorrt 2.14.0's preprocess writes for tests/test_blob.py::upstream_meta: every
+// binding with dtype "" and shape [], the KV output aliased to its input.
+static std::string upstream_kv_meta(const std::string& cache_out = "") {
+  using tte_test::upstream_binding;
+  return tte_test::upstream_metadata(
+      {upstream_binding("cache_in", true), upstream_binding("tokens", true),
+       upstream_binding("pos", true), upstream_binding("logits", false),
+       cache_out.empty() ? upstream_binding("cache_out", false) : cache_out},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+}
+
+TEST(reads_upstream_preprocess_blob_with_unknown_bindings) {
+  Parsed p = parse_meta(upstream_kv_meta(), "TR02");
+  REQUIRE(p.code == Error::Ok);
+  REQUIRE(p.info.inputs.size() == 3 && p.info.outputs.size() == 2);
+  for (const auto* side : {&p.info.inputs, &p.info.outputs}) {
+    for (const tte::Binding& b : *side) {
+      CHECK(!b.known);
+      CHECK(!b.is_static());
+      CHECK_EQ(b.nbytes(), size_t(0));  // the delegate tensor's, at execute
+      CHECK_EQ(b.describe(), std::string("unknown"));
+    }
+  }
+  REQUIRE(p.info.aliased_io.size() == 1);
+  CHECK_EQ(p.info.delegate_outputs[1], std::string("cache_out"));
+  // TR01 likewise, without aliased_io
+  Parsed t1 = parse_meta(tte_test::upstream_metadata({tte_test::upstream_binding("x", true),
+                                                      tte_test::upstream_binding("y", false)}),
+                         "TR01");
+  REQUIRE(t1.code == Error::Ok);
+  CHECK(!t1.info.inputs[0].known && !t1.info.outputs[0].known);
+  // one side known, the other unknown: still left to execute
+  Parsed mixed = parse_meta(upstream_kv_meta(
+      R"({"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false})"), "TR02");
+  REQUIRE(mixed.code == Error::Ok);
+  CHECK(mixed.info.outputs[1].known && !mixed.info.inputs[0].known);
+  CHECK_EQ(mixed.info.outputs[1].nbytes(), size_t(256));
+}
+
+TEST(unknown_bindings_are_refused_in_tr03_and_with_a_shape) {
+  const std::string tr03 = replace_all(
+      upstream_kv_meta(), R"("target_platform":"")",
+      R"("target_platform":"","tte_version":3,"engine_kind":"tensorrt",)"
+      R"("delegate_inputs":["cache_in","tokens","pos"],"delegate_outputs":["logits"])");
+  REFUSED(parse_meta(tr03, "TR03"), InvalidProgram,
+          "io_bindings[0] 'cache_in': empty dtype; only upstream TR01/TR02 blobs may leave a "
+          "binding's dtype and shape to the delegate's tensors (dtype '' and shape []); a TR03 "
+          "blob must give both");
+  // a TR03 blob with one unknown binding among known ones names that one
+  REFUSED(parse_meta(replace_all(kKvMeta, R"({"name":"pos","dtype":"int64","shape":[1])",
+                                 R"({"name":"pos","dtype":"","shape":[])")),
+          InvalidProgram,
+          "io_bindings[2] 'pos': empty dtype; only upstream TR01/TR02 blobs may leave a "
+          "binding's dtype and shape to the delegate's tensors (dtype '' and shape []); a TR03 "
+          "blob must give both");
+  REFUSED(parse_meta(upstream_kv_meta(R"({"name":"cache_out","dtype":"","shape":[1,4],)"
+                                      R"("is_input":false})"), "TR02"),
+          InvalidProgram,
+          "io_bindings[4] 'cache_out': empty dtype with shape [1,4]; a binding left to the "
+          "delegate's tensors has dtype '' and shape []");
+  // a hand-built TR03 BlobInfo (what validate_blob sees without parse_blob)
+  Parsed p = parse_meta(upstream_kv_meta(), "TR02");
+  REQUIRE(p.code == Error::Ok);
+  p.info.format = 3;
+  std::string why;
+  CHECK(!tte::validate_blob(p.info, why));
+  CHECK_EQ(why, std::string("binding 'cache_in' has an empty dtype; only upstream TR01/TR02 "
+                            "blobs may leave a binding's dtype and shape to the delegate's "
+                            "tensors (dtype '' and shape []); a TR03 blob must give both"));
+}
+
+TEST(known_aliased_pair_in_tr02_is_still_compared_at_parse) {
+  REFUSED(parse_meta(replace_all(upstream_kv_meta(
+              R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})"),
+              tte_test::upstream_binding("cache_in", true),
+              R"({"name":"cache_in","dtype":"float32","shape":[1,2,8,4],"is_input":true})"),
+          "TR02"),
+          InvalidProgram,
+          "aliased pair 'cache_out' -> 'cache_in' differs: output is float16 [1,2,8,4], input "
+          "is float32 [1,2,8,4]");
+}
+
 TEST(json_reader_handles_escapes_numbers_and_depth) {
   std::string why;
   const std::string text = R"({"a":"x\"\\\/\n\u00e9\ud83d\ude00","n":[-12,3.5,1e3,0],"t":true,"z":null})";

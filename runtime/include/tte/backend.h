@@ -7,6 +7,9 @@
 // the binding/buffer name and what is wrong. Registered at load time of the library.
 #pragma once
 
+#include <tte/blob.h>
+#include <tte/plan.h>
+
 #include <executorch/runtime/backend/interface.h>
 
 namespace tte {
@@ -30,5 +33,15 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
 
 // True when this library's registration of kBackendId succeeded at load time.
 bool backend_registered();
+
+// The execute half of the aliased-pair check (CONTRACTS.md §1): for every aliased pair with an
+// unknown side (TR01/TR02 binding with dtype "" and shape []), the delegate's output and input
+// tensors of the pair must have the same scalar type and byte size; otherwise logs the pair
+// (both binding names) and returns Error::InvalidArgument. `args` are execute's (inputs, then
+// delegate outputs, per `plan`). Allocates nothing; `execute` runs it on every call before it
+// binds any output or runs the engine, so the first call with mismatched tensors is refused.
+executorch::runtime::Error check_unknown_aliases(
+    const BlobInfo& info, const BindingPlan& plan,
+    executorch::runtime::Span<executorch::runtime::EValue*> args);
 
 }  // namespace tte

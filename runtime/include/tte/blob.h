@@ -8,6 +8,10 @@
 // meaning (TensorRT engine, all inputs/outputs are delegate args in binding order). A magic other
 // than TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
 // Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram.
+// A TR01/TR02 binding with dtype "" and shape [] (what upstream's preprocess writes) is unknown
+// (`Binding::known` false): its dtype, shape and byte size are the delegate tensor's at execute,
+// and an aliased pair with an unknown side is compared there (tte::check_unknown_aliases), not
+// here; a TR03 blob must give every binding's dtype and shape.
 // `engine` points into the parsed bytes: the caller keeps them alive as long as it uses it.
 #pragma once
 
@@ -30,14 +34,15 @@ const char* engine_kind_name(EngineKind k);
 
 struct Binding {
   std::string name;
-  DType dtype = DType::Float32;
+  DType dtype = DType::Float32;  // meaningless when !known
   std::vector<int64_t> shape;  // -1: dynamic dimension
   bool is_input = true;
+  bool known = true;           // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
   size_t index = 0;            // position among the inputs (or among the outputs)
-  bool is_static() const;
-  size_t numel() const;        // 0 when dynamic
-  size_t nbytes() const;       // 0 when dynamic
-  std::string describe() const;  // "float32 [1,2,8,4]"
+  bool is_static() const;      // false when dynamic or unknown
+  size_t numel() const;        // 0 when dynamic or unknown
+  size_t nbytes() const;       // 0 when dynamic or unknown: then the delegate tensor's
+  std::string describe() const;  // "float32 [1,2,8,4]", or "unknown"
 };
 
 struct AliasedIO {
@@ -82,5 +87,8 @@ bool validate_blob(const BlobInfo& info, std::string& why);
 
 // "[1,2,8,4]"
 std::string shape_text(const std::vector<int64_t>& shape);
+
+// The tail of both readers' refusal of an unknown binding in a TR03 blob.
+extern const char* const kUnknownInTr03;
 
 }  // namespace tte

@@ -10,6 +10,12 @@ place through its input, or a copy-back output; a write is never silently droppe
 TR01/TR02 (upstream torch-tensorrt 2.14.0) carry no extension keys; parsing one fills the TR03
 view with upstream's meaning: a TensorRT engine whose delegate inputs/outputs are all input/output
 bindings in binding order. Extension keys in a TR01/TR02 blob are ignored, as upstream does.
+
+Upstream's `TensorRTBackend.preprocess` does not know its bindings' types and writes them with
+dtype "" and shape []: in a TR01/TR02 blob such a binding is *unknown* (`IOBinding.known` is
+False) and its dtype/shape are taken from the delegate's tensors at execute. A check that needs
+them is left to the runtime's execute for the unknown side only (an aliased pair with an unknown
+side is compared there); a TR03 blob must give every binding's dtype and shape.
 """
 from __future__ import annotations
 
@@ -45,13 +51,23 @@ class BlobError(ValueError):
 
 @dataclass(frozen=True)
 class IOBinding:
+    """An engine binding. dtype "" with shape () is an unknown binding (TR01/TR02 only): its
+    dtype/shape come from the delegate's tensors at execute."""
+
     name: str
     dtype: str
     shape: Tuple[int, ...]
     is_input: bool
 
     @property
+    def known(self) -> bool:
+        return self.dtype != ""
+
+    @property
     def nbytes(self) -> int:
+        if not self.known:
+            raise BlobError(f"binding '{self.name}' has no dtype/shape in the blob (upstream "
+                            f"TR01/TR02); its size is the delegate tensor's")
         n = DTYPES[self.dtype]
         for s in self.shape:
             n *= s
@@ -165,17 +181,28 @@ class Blob:
 
 # ----------------------------------------------------------------------------------- validation
 
+def _shape_text(shape: Sequence[int]) -> str:
+    return f"[{','.join(str(s) for s in shape)}]"
+
+
 def _shape_str(b: IOBinding) -> str:
-    return f"{b.dtype} [{','.join(str(s) for s in b.shape)}]"
+    return f"{b.dtype} {_shape_text(b.shape)}" if b.known else "unknown"
 
 
-def validate(meta: BlobMetadata) -> None:
-    """Raise `BlobError` unless `meta` is self-consistent (CONTRACTS.md §1, "Validation")."""
+_UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the "
+                    "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
+
+
+def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
+    """Raise `BlobError` unless `meta` is self-consistent (CONTRACTS.md §1, "Validation") as a
+    blob with `magic` (TR03, what `serialize` writes, refuses unknown bindings)."""
     by_name: Dict[str, IOBinding] = {}
     for b in meta.io_bindings:
         if b.name in by_name:
             raise BlobError(f"binding name '{b.name}' appears twice in io_bindings")
         by_name[b.name] = b
+        if magic == MAGIC_TR03 and not b.known:
+            raise BlobError(f"binding '{b.name}' has an empty dtype; {_UNKNOWN_IN_TR03}")
 
     def need(name: str, want_input: bool, where: str) -> IOBinding:
         b = by_name.get(name)
@@ -188,7 +215,8 @@ def validate(meta: BlobMetadata) -> None:
         return b
 
     def same_type(out: IOBinding, inp: IOBinding, what: str) -> None:
-        if out.dtype != inp.dtype or tuple(out.shape) != tuple(inp.shape):
+        if out.known != inp.known or out.dtype != inp.dtype or \
+                tuple(out.shape) != tuple(inp.shape):
             raise BlobError(f"{what} pair '{out.name}' -> '{inp.name}' differs: output is "
                             f"{_shape_str(out)}, input is {_shape_str(inp)}")
 
@@ -197,7 +225,8 @@ def validate(meta: BlobMetadata) -> None:
     for i, a in enumerate(meta.aliased_io):
         out = need(a.output, False, f"aliased_io[{i}]")
         inp = need(a.input, True, f"aliased_io[{i}]")
-        same_type(out, inp, "aliased")
+        if out.known and inp.known:  # else: the runtime compares the two tensors at execute
+            same_type(out, inp, "aliased")
         if a.output in aliased:
             raise BlobError(f"output binding '{a.output}' is aliased twice in aliased_io")
         aliased.add(a.output)
@@ -302,7 +331,7 @@ def _entries(obj: Dict[str, Any], key: str, fields: Sequence[str],
     return out
 
 
-def _bindings(obj: Dict[str, Any]) -> Tuple[IOBinding, ...]:
+def _bindings(obj: Dict[str, Any], magic: bytes) -> Tuple[IOBinding, ...]:
     lst = _expect(obj, "io_bindings", list, "metadata", required=True)
     out = []
     for i, e in enumerate(lst):
@@ -314,12 +343,18 @@ def _bindings(obj: Dict[str, Any]) -> Tuple[IOBinding, ...]:
             raise BlobError(f"{where} has an empty name")
         where = f"io_bindings[{i}] '{name}'"
         dtype = _expect(e, "dtype", str, where, required=True)
-        if dtype not in DTYPES:
+        if dtype and dtype not in DTYPES:
             raise BlobError(f"{where}: unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
         shape = _expect(e, "shape", list, where, required=True)
         for s in shape:
             if not isinstance(s, int) or isinstance(s, bool) or s < -1:
                 raise BlobError(f"{where}: shape {json.dumps(shape)} must hold integers >= -1")
+        if not dtype:  # upstream's "unknown": dtype "" and shape [], TR01/TR02 only
+            if magic == MAGIC_TR03:
+                raise BlobError(f"{where}: empty dtype; {_UNKNOWN_IN_TR03}")
+            if shape:
+                raise BlobError(f"{where}: empty dtype with shape {_shape_text(shape)}; a binding "
+                                f"left to the delegate's tensors has dtype '' and shape []")
         is_input = _expect(e, "is_input", bool, where, required=True)
         out.append(IOBinding(name, dtype, tuple(shape), is_input))
     return tuple(out)
@@ -337,7 +372,7 @@ def _parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
             from None
     if not isinstance(obj, dict):
         raise BlobError("metadata JSON must be an object")
-    bindings = _bindings(obj)
+    bindings = _bindings(obj, magic)
     aliased = tuple(AliasedIO(o, i, k) for o, i, k in
                     _entries(obj, "aliased_io", ("output", "input"),
                              optional=(("kind", "kv_cache_update"),)))
@@ -391,7 +426,7 @@ def parse(data: bytes) -> Blob:
         raise BlobError(f"metadata [{md_off}, {md_off + md_size}) overlaps the engine at "
                         f"offset {eng_off}")
     meta = _parse_metadata(magic, data[md_off:md_off + md_size])
-    validate(meta)
+    validate(meta, magic)
     return Blob(magic=magic, metadata=meta, engine=data[eng_off:eng_off + eng_size])
 
 
