@@ -134,7 +134,7 @@ def _build(gm: GraphModule, e: _Engine, info: EngineInfo) -> None:
     payload = to_executorch_program(e.sub)
     meta = blobfmt.BlobMetadata(
         io_bindings=tuple(in_io + out_io),
-        aliased_io=tuple(blobfmt.AliasedIO(o, i) for o, i in e.aliased),
+        aliased_io=info.aliased_io,
         engine_kind="reference",
         buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in e.buffers_in),
         copy_back=tuple(blobfmt.CopyBack(o, i) for o, i in e.copy_back),

@@ -343,7 +343,7 @@ def engine_info_from_blob(data: bytes, *, name: str) -> EngineInfo:
     outs = [o for o in meta.output_names if writes.get(o) in fqn_of]
     return EngineInfo(
         name=name, input_names=meta.input_names, output_names=meta.output_names,
-        aliased_io=tuple(AliasedIO(a.output, a.input, a.kind) for a in meta.aliased_io),
+        aliased_io=tuple(meta.aliased_io),
         input_buffers=tuple((b.input, b.fqn) for b in meta.buffers),
         output_buffers=tuple((o, fqn_of[writes[o]]) for o in outs),
         device=f"cuda:{meta.device_id}" if meta.engine_kind == "tensorrt" else "cpu",

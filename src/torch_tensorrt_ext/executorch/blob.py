@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..engines.info import AliasedIO  # one definition for the engine interface and the blob
+
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
     "parse", "serialize", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TTE_VERSION",
@@ -72,15 +74,6 @@ class IOBinding:
         for s in self.shape:
             n *= s
         return n
-
-
-@dataclass(frozen=True)
-class AliasedIO:
-    """Output binding `output` is written in place through input binding `input`'s address."""
-
-    output: str
-    input: str
-    kind: str = "kv_cache_update"
 
 
 @dataclass(frozen=True)
