@@ -141,3 +141,36 @@ MODELS = {
                                                x4(s + 50, 4, 1)),
                        {"left.k": "KV_ALIAS", "right.ring": "COPY_BACK"}),
 }
+
+
+def _returns_state(m, x):
+    m.n.add_(1)
+    return m.n
+
+
+def _state_only(m, x):
+    m.n.add_(1)
+    return torch.ops.aten.mul.Tensor(x, 2)
+
+
+def _kv_negative_bounds(m, x):
+    m.k[:, :, -2:-1, :] = x
+    return m.k.sum(2)
+
+
+def _read_old_after_write(m, x, p):
+    new = m.k.index_copy(2, p, x)
+    old = m.k.sum(dim=2)
+    m.k.copy_(new)
+    return old + new.sum(dim=2)
+
+
+MODELS.update({
+    "returns_its_state": (lambda: Stateful(_returns_state, n=(1,)), lambda s: (x4(s, 1),),
+                          {"n": "COPY_BACK"}),
+    "kv_negative_bounds": (lambda: Stateful(_kv_negative_bounds, k=(1, 2, 8, 4)),
+                           lambda s: (x4(s, 1, 2, 1, 4),), {"k": "KV_ALIAS"}),
+    "reads_old_cache_after_write": (lambda: Stateful(_read_old_after_write, k=(1, 2, 8, 4)),
+                                    lambda s: (x4(s, 1, 2, 1, 4), torch.tensor([s % 8])),
+                                    {"k": None}),
+})

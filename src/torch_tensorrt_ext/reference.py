@@ -14,9 +14,10 @@ import torch
 
 from .engines.reference_compiler import CompiledModule, compile  # noqa: A004
 from .export.declare import declare_mutations
+from .lowering import plan_mutations
 from .lowering.graph_writes import functional_program
 
-__all__ = ["CompiledModule", "compile", "export", "export_program"]
+__all__ = ["CompiledModule", "compile", "export", "export_methods", "export_program"]
 
 
 def _exported(model: torch.nn.Module, args: Sequence[torch.Tensor]) -> torch.export.ExportedProgram:
@@ -42,14 +43,27 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
 
 
 def export_program(model: torch.nn.Module, example_args: Sequence[torch.Tensor], *,
-                   torch_executed_ops: Iterable[object] = ()):
-    """(declared ExportedProgram of the compiled module, CompiledModule)."""
+                   torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = ()):
+    """(declared ExportedProgram of the compiled module, CompiledModule). `shared_state`: buffers
+    other methods write (see `compile`)."""
     _check_state_expressible(model, example_args)
-    compiled = compile(_exported(model, example_args), torch_executed_ops=torch_executed_ops)
+    compiled = compile(_exported(model, example_args), torch_executed_ops=torch_executed_ops,
+                       shared_state=shared_state)
     # torch 2.14 keeps the graph-level copy_ of writes made outside engines in place:
     # functionalize so they become BUFFER_MUTATIONs (ExecuTorch's write-back), then declare the rest
     ep = functional_program(torch.export.export(compiled.gm, tuple(example_args)))
     return declare_mutations(ep, compiled.plan, compiled.engines), compiled
+
+
+def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = ()):
+    """`{method: (module, args)}` -> `{method: declared ExportedProgram}`; a buffer any method
+    writes is live state in every method that reads it."""
+    written = set()
+    for m, a in methods.values():
+        written |= set(plan_mutations(_exported(m, a)).fqns)
+    return {name: export_program(m, a, torch_executed_ops=torch_executed_ops,
+                                  shared_state=written)[0]
+            for name, (m, a) in methods.items()}
 
 
 def export(model: Union[torch.nn.Module, Mapping[str, tuple]], example_args=None, path=None, *,
@@ -63,8 +77,7 @@ def export(model: Union[torch.nn.Module, Mapping[str, tuple]], example_args=None
     if isinstance(model, Mapping):
         if path is None:
             path = example_args
-        programs = {name: export_program(m, a, torch_executed_ops=torch_executed_ops)[0]
-                    for name, (m, a) in model.items()}
+        programs = export_methods(model, torch_executed_ops=torch_executed_ops)
         return save_pte(programs, str(path), share_mutable_buffers=share_mutable_buffers)
     ep, _ = export_program(model, example_args, torch_executed_ops=torch_executed_ops)
     return save_pte(ep, str(path), share_mutable_buffers=share_mutable_buffers)

@@ -24,8 +24,7 @@ def run_demo(steps: int = 8, layers: int = 3, pte: str = "") -> Dict:
     eager = copy.deepcopy(model)
     args = model.example_args()
     ep, compiled = reference.export_program(model, args)
-    out_dir = Path(tempfile.mkdtemp(prefix="tte-demo-"))
-    path = pte or str(out_dir / "decoder.pte")
+    path = pte or str(Path(tempfile.mkdtemp(prefix="tte-demo-")) / "decoder.pte")
     from ..executorch.lower import save_pte
     save_pte(ep, path)
     prog = load(path)

@@ -33,10 +33,6 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return _DTYPES[name]
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     if dtype not in DTYPE_NAMES:
         raise blobfmt.BlobError(f"dtype {dtype} has no engine binding type; supported: "
@@ -65,7 +61,7 @@ class Signature:
 
 def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
     meta = Signature.parse(signature).metadata
-    return [inputs[0].new_empty(b.shape, dtype=_DTYPES[b.dtype]) for b in meta.outputs]
+    return [engine.new_empty(b.shape, dtype=_DTYPES[b.dtype]) for b in meta.outputs]
 
 
 @functools.lru_cache(maxsize=64)
@@ -108,3 +104,14 @@ _lib.impl("execute_engine", _cpu, "CompositeExplicitAutograd")
 torch.library.register_fake("tte::execute_engine", _fake, lib=_lib)
 
 OP = torch.ops.tte.execute_engine.default
+# An engine call writes state in place even when none of its outputs is read (a partition that
+# only updates buffers): dead-code elimination must never remove it.
+torch.fx.node.has_side_effect(OP)
+
+
+def _edge_op_has_side_effect() -> None:
+    from executorch.exir.dialects._ops import ops as exir_ops
+    torch.fx.node.has_side_effect(exir_ops.edge.tte.execute_engine.default)
+
+
+_edge_op_has_side_effect()

@@ -7,7 +7,7 @@ validates this, so code holding an `EngineInfo` never re-checks it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Tuple
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,6 @@ class EngineInfo:
             if binding not in outs:
                 raise ValueError(
                     f"engine {self.name!r}: buffer binding {binding!r} is not among its outputs")
-
-    def buffer_of_input(self, binding: str) -> Optional[str]:
-        return dict(self.input_buffers).get(binding)
 
     def aliased_buffers(self) -> dict:
         """FQN -> AliasedIO for every aliased output whose input is a lifted buffer."""

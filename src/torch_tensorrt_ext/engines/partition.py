@@ -4,7 +4,8 @@ Invariant: after `partition`, every call_function node of the parent graph is ei
 call (`call_module` of a partition submodule whose outputs are always a tuple, read through
 `operator.getitem`) or an op left to PyTorch (in `torch_executed_ops`, or not an ATen op);
 constants an engine reads (weights, index tensors) live inside its submodule, so they are baked
-into the engine rather than passed per call, as TensorRT does.
+into the engine rather than passed per call, as TensorRT does — except buffers named as shared
+state, which stay engine inputs so every call reads their live value.
 """
 from __future__ import annotations
 
@@ -56,13 +57,14 @@ def _tuple_outputs(parent: GraphModule, call: Node) -> None:
         u.replace_input_with(call, item)
 
 
-def _inline_constants(parent: GraphModule, call: Node) -> None:
-    """Move get_attr inputs (weights, constants) into the submodule."""
+def _inline_constants(parent: GraphModule, call: Node, keep: frozenset) -> None:
+    """Move get_attr inputs (weights, constants) into the submodule, except the buffers in
+    `keep` (state another method writes: the engine must read the live buffer)."""
     sub = getattr(parent, call.target)
     phs = [n for n in sub.graph.nodes if n.op == "placeholder"]
     keep_args = []
     for arg, ph in zip(call.args, phs):
-        if isinstance(arg, Node) and arg.op == "get_attr":
+        if isinstance(arg, Node) and arg.op == "get_attr" and str(arg.target) not in keep:
             value = parent.get_parameter(arg.target) if _is_param(parent, arg.target) \
                 else _get_attr(parent, arg.target)
             attr = "c_" + str(arg.target).replace(".", "_")
@@ -101,7 +103,8 @@ def _get_attr(gm: torch.nn.Module, target: str):
     return obj
 
 
-def partition(gm: GraphModule, excluded: Iterable[object] = ()) -> List[Node]:
+def partition(gm: GraphModule, excluded: Iterable[object] = (),
+              keep_buffers: Iterable[str] = ()) -> List[Node]:
     """Fuse supported ops of `gm` (in place) into `_engine_<i>` submodules; return the calls."""
     _drop_guards(gm)
     support = _Support(frozenset(excluded))
@@ -112,7 +115,7 @@ def partition(gm: GraphModule, excluded: Iterable[object] = ()) -> List[Node]:
              and str(n.target).startswith("_engine_")]
     for call in calls:
         _tuple_outputs(fused, call)
-        _inline_constants(fused, call)
+        _inline_constants(fused, call, frozenset(keep_buffers))
     fused.graph.lint()
     fused.recompile()
     return calls

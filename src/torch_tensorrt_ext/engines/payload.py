@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch.fx import GraphModule, Node
 
-from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER
+from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 
 
@@ -41,9 +41,11 @@ def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
         node = by_name[name]
         cache = node.args[0]
         if node.target is SLICE_SCATTER:
-            _, src, dim, start, end = (list(node.args) + [None] * 5)[:5]
+            w = slice_write(node, tuple(cache.meta["val"].shape))
+            src, dim = w.src, w.dim
             attr = f"_kv_positions_{i}"
-            gm.register_buffer(attr, torch.arange(start, end, dtype=torch.int64), persistent=True)
+            gm.register_buffer(attr, torch.arange(w.start, w.end, dtype=torch.int64),
+                               persistent=True)
             with graph.inserting_before(node):
                 index = graph.get_attr(attr)
                 new = graph.call_function(kv_op.OP, (cache, dim, index, src))

@@ -79,17 +79,25 @@ def _order(gm: GraphModule) -> Dict[Node, int]:
     return {n: i for i, n in enumerate(gm.graph.nodes)}
 
 
+def _reads_old_value_after(sub: GraphModule, cache: Node, write: Node) -> bool:
+    """Whether a node inside the engine reads the cache's old value after `write` — an in-place
+    update would change what it reads."""
+    order = _order(sub)
+    return any(u is not write and order[u] > order[write] for u in cache.users)
+
+
 def _plan_engine_writes(gm: GraphModule, calls: List[Node], plan: MutationPlan,
-                        buffer_ph: Dict[str, Node], value_of: Dict[str, Node]) -> List[_Engine]:
+                        buffer_ph: Dict[str, Node], value_of: Dict[str, Node],
+                        user_outputs: List[Node]) -> List[_Engine]:
     """Decide, per engine, which buffer writes it performs in place (aliased or copy-back)."""
     order = _order(gm)
+    returned = set(user_outputs)
     engines = []
     for call in calls:
         sub = getattr(gm, call.target)
         ins, outs = _submodule_io(sub)
         e = _Engine(call, sub, [n.name for n in ins], [n.name for n in outs])
         arg_pos = {a: i for i, a in enumerate(call.args)}
-        getitems = {u.args[1]: u for u in call.users if u.target is operator.getitem}
         for w in plan:
             ph = buffer_ph[w.fqn]
             if ph in arg_pos:
@@ -102,20 +110,38 @@ def _plan_engine_writes(gm: GraphModule, calls: List[Node], plan: MutationPlan,
             e.buffers_out.append((out_name, w.fqn))
             if ph not in arg_pos:
                 continue                        # the engine never sees the buffer: graph copy_
-            outside = [u for u in getitems[k].users if u.op != "output"]
+            outside = [u for u in value.users if u.op != "output"]
             later = [u for u in ph.users if u is not call and order[u] > order[call]]
-            if outside or later:
-                continue                        # needed outside / read after: graph copy_
+            if outside or later or value in returned:
+                continue                        # the new value leaves the engine: graph copy_
             in_name = e.inputs[arg_pos[ph]]
-            inner = outs[k]
+            inner, cache = outs[k], ins[arg_pos[ph]]
             if w.is_kv and inner.target in (SLICE_SCATTER, INDEX_COPY) \
-                    and inner.args[0] is ins[arg_pos[ph]]:
+                    and inner.args[0] is cache and not _reads_old_value_after(sub, cache, inner):
                 e.aliased.append((out_name, in_name))
                 e.kv_nodes.append(inner.name)
             else:
                 e.copy_back.append((out_name, in_name))
+        _keep_one_output(e, call, returned)
         engines.append(e)
     return engines
+
+
+def _keep_one_output(e: _Engine, call: Node, returned: set) -> None:
+    """A delegate must hand something back, or ExecuTorch drops the call with its state writes:
+    an engine whose outputs are all written in place lets its first write leave as an ordinary
+    output instead (copied back once by the program's write-back)."""
+    in_place = {o for o, _ in e.aliased + e.copy_back}
+    for item in call.users:
+        if item.target is operator.getitem and (e.outputs[item.args[1]] not in in_place
+                                                or item in returned):
+            if item.users:
+                return
+    if e.copy_back:
+        e.copy_back.pop(0)
+    elif e.aliased:
+        out, _ = e.aliased.pop(0)
+        e.kv_nodes.pop(0)
 
 
 def _engine_info(e: _Engine) -> EngineInfo:
@@ -185,18 +211,23 @@ def _to_module_form(gm: GraphModule, lifted, engines: List[_Engine]) -> None:
 
 
 def compile(program: torch.export.ExportedProgram, *,
-            torch_executed_ops: Iterable[object] = ()) -> CompiledModule:
-    """Plan → lift → partition → build reference engines → reconcile."""
+            torch_executed_ops: Iterable[object] = (),
+            shared_state: Iterable[str] = ()) -> CompiledModule:
+    """Plan → lift → partition → build reference engines → reconcile.
+
+    `shared_state` names buffers other methods of the same program write: read here, they stay
+    live engine inputs instead of being baked into the engine as constants."""
     excluded = _normalize_ops(torch_executed_ops)
     plan = plan_mutations(program, torch_executed_ops=torch_executed_ops)
     lifted = lift_mutated_buffers(functional_program(program).module(), plan)
     gm = lifted.gm
-    calls = partition(gm, excluded)
+    calls = partition(gm, excluded, keep_buffers=shared_state)
     phs = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
     buffer_ph = {f: phs[p] for f, p in lifted.buffer_inputs}
     outs = list(gm.graph.output_node().args[0])
     value_of = {f: outs[i] for f, i in lifted.buffer_outputs}
-    engines = _plan_engine_writes(gm, calls, plan, buffer_ph, value_of)
+    engines = _plan_engine_writes(gm, calls, plan, buffer_ph, value_of,
+                                  outs[:lifted.num_user_outputs])
     infos = [_engine_info(e) for e in engines]
     final = reconcile(plan, infos)
     if final.rebuilds:  # reference engines output every new value, so this is a bug

@@ -70,16 +70,18 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
         if w.engine in infos:
             _check_engine(infos[w.engine], esig)
         meta = esig.metadata
-        in_place = {a.output for a in meta.aliased_io} | {c.output for c in meta.copy_back}
-        if w.output_binding in in_place:
-            value = placeholder_of[w.fqn]
+        k = list(meta.output_names).index(w.output_binding)
+        items = [u for u in node.users  # export materialises a getitem per output, read or not
+                 if u.target is operator.getitem and u.args[1] == k and u.users]
+        aliased = {a.output for a in meta.aliased_io}
+        copied = {c.output for c in meta.copy_back}
+        if w.output_binding in aliased or (w.output_binding in copied and not items):
+            value = placeholder_of[w.fqn]   # written in place: by the engine, or the runtime's copy
+        elif items:
+            value = items[0]                # handed out: the program's write-back copies it
         else:
-            k = list(meta.output_names).index(w.output_binding)
-            items = [u for u in node.users if u.target is operator.getitem and u.args[1] == k]
-            if not items:
-                raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} hands its new value out "
-                                f"as {w.output_binding!r}, which nothing in the program reads")
-            value = items[0]
+            raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} hands its new value out as "
+                            f"{w.output_binding!r}, which nothing in the program reads")
         new_values.append(value)
         new_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), w.fqn))
     out = gm.graph.output_node()

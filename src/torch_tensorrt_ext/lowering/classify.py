@@ -29,8 +29,8 @@ def _normalize_ops(ops: Iterable[object]) -> frozenset:
         elif hasattr(op, "_schema"):
             ns, _, name = op._schema.name.partition("::")
             out.add(f"{ns}.{name}.{op._schema.overload_name or 'default'}")
-        elif hasattr(op, "default"):  # an OpOverloadPacket
-            out.add(op.default)
+        elif hasattr(op, "overloads"):  # an OpOverloadPacket: every overload of it
+            out |= _normalize_ops(getattr(op, name) for name in op.overloads())
     return frozenset(out)
 
 

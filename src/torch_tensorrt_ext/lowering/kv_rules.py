@@ -64,7 +64,21 @@ def cache_shape_problem(shape: Optional[Sequence[object]]) -> Optional[str]:
     return None
 
 
-def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
+@dataclass(frozen=True)
+class SliceWrite:
+    """A slice_scatter's write as the converter resolves it: defaults and kwargs filled in,
+    negative bounds counted from the end (no clamping). `dim` is None when invalid."""
+
+    src: object
+    dim: Optional[int]
+    start: object
+    end: object
+    step: object
+
+
+def slice_write(node: Node, cache_shape: Sequence[object]) -> SliceWrite:
+    """Resolve `slice_scatter(cache, src, dim=0, start=None, end=None, step=1)` — the one place
+    both the KV prediction and the reference engine's payload read the bounds from."""
     args = list(node.args) + [None] * (6 - len(node.args))
     _, src, dim, start, end, step = args[:6]
     dim = node.kwargs.get("dim", 0 if dim is None else dim)
@@ -73,7 +87,7 @@ def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict
     step = node.kwargs.get("step", 1 if step is None else step)
     rank = len(cache_shape)
     if not isinstance(dim, int) or not -rank <= dim < rank:
-        return Verdict(False, f"slice_scatter dim {dim!r} is not a valid dim of a rank-{rank} cache")
+        return SliceWrite(src, None, start, end, step)
     size = cache_shape[dim]
     start = 0 if start is None else start
     end = size if end is None else end
@@ -81,6 +95,15 @@ def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict
         start += size
     if isinstance(end, int) and end < 0 and isinstance(size, int):
         end += size  # like the converter: negative bounds count from the end, no clamping
+    return SliceWrite(src, dim, start, end, step)
+
+
+def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
+    w = slice_write(node, cache_shape)
+    if w.dim is None:
+        return Verdict(False, f"slice_scatter dim {node.args[2] if len(node.args) > 2 else 0!r} "
+                              f"is not a valid dim of a rank-{len(cache_shape)} cache")
+    dim, start, end, step, size = w.dim, w.start, w.end, w.step, cache_shape[w.dim]
     if (isinstance(start, int) and isinstance(end, int) and isinstance(size, int)
             and start == 0 and end == size and step == 1):
         return Verdict(False, f"full overwrite of dim {dim} (slice {start}:{end}); the converter "

@@ -86,6 +86,7 @@ def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgra
     buffer_inputs, buffer_outputs, initial = [], [], []
     anchor = placeholders[-1] if placeholders else None
     new_outputs = list(flat_outs)
+    replaced: Dict[Node, Node] = {}  # a returned copy_ (the buffer itself) -> the new value
     for entry in plan:
         w = found[entry.fqn]
         tensor = gm.get_buffer(entry.fqn)
@@ -102,6 +103,7 @@ def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgra
         value = w.value
         if w.copy_node.users:
             w.copy_node.replace_all_uses_with(value)
+        replaced[w.copy_node] = value
         graph.erase_node(w.copy_node)
         w.root.replace_all_uses_with(ph)
         graph.erase_node(w.root)
@@ -113,7 +115,7 @@ def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgra
         new_outputs.append(value)
         initial.append((entry.fqn, tensor.detach().clone()))
 
-    out_node.args = (tuple(new_outputs),)
+    out_node.args = (tuple(replaced.get(v, v) for v in new_outputs),)
     graph._codegen = torch.fx.graph.CodeGen()  # flat inputs and outputs, no pytree specs
     graph.eliminate_dead_code()
     graph.lint()
