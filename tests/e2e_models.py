@@ -1,5 +1,6 @@
-"""Stateful models for the end-to-end tests: each returns outputs that depend on its state, so
-parity of outputs over steps proves the state persisted correctly."""
+"""Stateful models for the end-to-end tests. Most return outputs that depend on their state, so
+parity of outputs over steps proves the state persisted; the write-only ones (`kv_write_only`,
+a state-only engine) are read back through a second method in test_e2e_reference."""
 from __future__ import annotations
 
 import torch

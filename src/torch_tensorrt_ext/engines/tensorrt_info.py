@@ -331,7 +331,8 @@ def engine_info_from_serialized(info: Sequence[Union[str, bytes]], *, name: Opti
 def engine_info_from_blob(data: bytes, *, name: str) -> EngineInfo:
     """`EngineInfo` from a TensorRTBackend delegate blob (upstream TR01/TR02, or TR03). Buffers
     come from TR03's `buffers` entries: input binding -> FQN, and each aliased or copy-back
-    output -> the FQN of the input it writes. Bindings carry dtype/shape in the blob. Device:
+    output -> the FQN of the input it writes. Dtypes/shapes are the blob's (upstream's real
+TR01/TR02 blobs leave them empty: then they are "" and ()). Device:
     `cuda:<device_id>` for a TensorRT engine, `cpu` for a reference engine."""
     try:
         meta = blobfmt.parse(data).metadata

@@ -1,9 +1,9 @@
 """Will this buffer write become a TensorRT `IKVCacheUpdateLayer` (an aliased, in-place output)?
 
 Invariant: `kv_verdict` reproduces the eligibility rules of torch-tensorrt 2.14.0's converters
-(`slice_scatter` and `index_copy`) exactly, with one deliberate difference: a strided
+(`slice_scatter` and `index_copy`) exactly, with two deliberate differences: a strided
 `slice_scatter` (step != 1), which upstream's KV path accepts and silently miscompiles, is not
-eligible here. Every "no" comes with a reason a person can act on; a write is only ever called
+eligible here, and neither is an empty or reversed slice (end < start). Every "no" comes with a reason a person can act on; a write is only ever called
 KV when every rule is proven on static shapes.
 """
 from __future__ import annotations
