@@ -319,3 +319,98 @@ def test_tr02_ignores_extension_keys():
     assert m.engine_kind == "tensorrt" and m.delegate_outputs == ("logits", "cache_out",
                                                                   "step_out")
     assert m.buffers == () and m.copy_back == ()
+
+
+# ------------------------------------------------- JSON the C++ reader refuses: refused here too
+# runtime/tests/test_blob.cpp::json_defects_refused_like_python checks the same texts and messages.
+
+KV_TEXT = json.dumps(kv_meta())
+
+
+def kv_text(old, new):
+    assert old in KV_TEXT
+    return KV_TEXT.replace(old, new, 1).encode()
+
+
+def test_refuses_duplicate_keys_naming_them():
+    refused(raw(md=kv_text('"device_id": 0', '"device_id": 0, "device_id": 1')),
+            "metadata JSON has the key 'device_id' twice in one object")
+    # in a nested object; reported when that object closes, before the rest is read
+    refused(raw(md=kv_text('"name": "pos"', '"name": "pos", "name": "pos2"')),
+            "metadata JSON has the key 'name' twice in one object")
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e999", "-1.5e400",
+                                  "1" * 400])
+def test_refuses_non_finite_numbers(text):
+    refused(raw(md=kv_text('"device_id": 0', f'"device_id": {text}')),
+            f"metadata JSON holds the non-finite number {text}; numbers must be finite")
+
+
+def test_integer_beyond_int64_reads_as_the_double_cpp_makes_of_it():
+    refused(raw(md=kv_text('"device_id": 0', '"device_id": 100000000000000000000')),
+            "metadata: 'device_id' must be int, got 1e+20")
+    refused(raw(md=kv_text('"shape": [1]', '"shape": [9223372036854775808]')),
+            "io_bindings[2] 'pos': shape [9.223372036854776e+18] must hold integers >= -1")
+    refused(raw(md=kv_text('"shape": [1]', '"shape": [1, 2.5, "a\\n\\u00e9"]')),
+            'io_bindings[2] \'pos\': shape [1, 2.5, "a\\n\\u00e9"] must hold integers >= -1')
+    ok = B.parse(raw(md=kv_text('"device_id": 0', '"device_id": 9223372036854775807')))
+    assert ok.metadata.device_id == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize("bad, at", [
+    (b"\xff", 0), (b"\xc0\xaf", 0), (b"\xed\xa0\x80", 0), (b"\xf4\x90\x80\x80", 0),
+    (b"ab\xe2\x82", 2), (b"a\xe2\x28\xa1", 1), (b"\xc3\xa9\x80", 2), (b"\xf0\x9f\x98", 0),
+])
+def test_refuses_invalid_utf8_at_the_byte(bad, at):
+    text = kv_text('"target_platform": ""', '"target_platform": "@@"')
+    start = text.index(b"@@")
+    refused(raw(md=text.replace(b"@@", bad)), f"metadata is not UTF-8 at byte {start + at}")
+
+
+def test_valid_utf8_and_escapes_are_read():
+    md = B.parse(raw(md=kv_text('"target_platform": ""',
+                                '"target_platform": "\\u00e9\u00e9\\ud83d\\ude00"'))).metadata
+    assert md.target_platform == "\u00e9\u00e9\U0001f600"
+
+
+@pytest.mark.parametrize("escape, named", [
+    ("\\ud800", "\\ud800"), ("\\udc00", "\\udc00"), ("x\\ud800\\u0041", "\\ud800"),
+    ("\\ud800\\ud800\\udc00", "\\ud800"),
+])
+def test_refuses_unpaired_surrogate_escape(escape, named):
+    refused(raw(md=kv_text('"target_platform": ""', f'"target_platform": "{escape}"')),
+            f"metadata JSON holds the unpaired surrogate escape {named}; strings must be "
+            f"valid Unicode")
+
+
+def test_serialize_never_writes_what_the_readers_refuse():
+    meta = B.parse(raw(md=kv_meta())).metadata
+    bad = B.BlobMetadata(**{**meta.__dict__, "target_platform": "x\ud800"})
+    with pytest.raises(B.BlobError, match=r"unpaired surrogate escape \\ud800"):
+        B.serialize(bad, b"")
+
+
+def test_json_error_offset_counts_bytes_like_cpp():
+    text = kv_text('"target_platform": ""', '"target_platform": "\u00e9\u00e9",,')
+    # python's JSONDecodeError.pos counts characters; the message gives the byte, as C++ does
+    refused(raw(md=text), f"metadata JSON is truncated or malformed at byte "
+                          f"{text.index(b',,') + 1}: Expecting property name enclosed in double "
+                          f"quotes")
+
+
+@pytest.mark.parametrize("version", ["3.0", "3e0", "true", '"3"', "null"])
+def test_tte_version_must_be_the_integer_3(version):
+    shown = {"3e0": "3.0"}.get(version, version)
+    refused(raw(md=kv_text('"tte_version": 3', f'"tte_version": {version}')),
+            f"TR03 blob has tte_version {shown}; this reader understands version 3 only")
+
+
+def test_blob_module_keeps_its_names_and_validation_lives_apart():
+    from torch_tensorrt_ext.executorch import blob_validate as V
+    m = B.parse(raw(md=kv_meta())).metadata
+    assert B._parse_metadata(B.MAGIC_TR03, json.dumps(kv_meta()).encode()) == m
+    twice = B.BlobMetadata(**{**m.__dict__, "io_bindings": m.io_bindings * 2})
+    for validate in (B.validate, V.validate):
+        with pytest.raises(B.BlobError, match="binding name 'cache_in' appears twice"):
+            validate(twice)

@@ -8,6 +8,7 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <cstdio>
 #include <memory>
 #include <new>
 #include <string>
@@ -31,16 +32,23 @@ struct Delegate {
   BlobInfo info;  // names for messages; `engine` points into the processed segment
   BindingPlan plan;
   std::unique_ptr<Engine> engine;
-  std::vector<void*> scratch;            // per plan.scratch_nbytes
-  std::vector<CopyCounter*> counters;    // per plan.copies
-  std::vector<void*> input_addr;         // per input binding, refreshed each call
-  std::vector<size_t> input_nbytes;      // per input binding, refreshed each call
-  std::vector<void*> delegate_out_addr;  // per delegate output, refreshed each call
-  std::vector<size_t> delegate_out_nbytes;  // per delegate output, refreshed each call
+  CallState state;
 };
 
-// A delegate tensor for `b`: right dtype and exactly the binding's bytes (any tensor for an
-// unknown binding: it defines them). Logs what is wrong.
+// "[1,2,8]" into `buf` (no allocation: execute-time messages); cut short if it does not fit.
+template <class Dims>
+const char* dims_text(const Dims& d, char* buf, size_t n) {
+  size_t at = std::snprintf(buf, n, "[");
+  for (size_t k = 0; k < d.size() && at < n; ++k) {
+    at += std::snprintf(buf + at, n - at, k ? ",%d" : "%d", static_cast<int>(d[k]));
+  }
+  if (at < n) std::snprintf(buf + at, n - at, "]");
+  return buf;
+}
+
+// A delegate tensor for `b`: right dtype, dense in the default dim order, and exactly the
+// binding's bytes — or, for a dynamic binding, its rank and static dims (the bytes are then the
+// tensor's); any dtype and shape for an unknown binding (it defines them). Logs what is wrong.
 bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t arg) {
   if (v == nullptr || !v->isTensor()) {
     ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') is not a tensor", role, arg,
@@ -48,6 +56,16 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     return false;
   }
   const Tensor& t = v->toTensor();
+  const auto dim_order = t.dim_order();
+  for (size_t k = 0; k < dim_order.size(); ++k) {
+    if (dim_order[k] != k) {
+      char buf[96];
+      ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the "
+             "engine reads its bindings as contiguous tensors in dim order 0..n-1", role, arg,
+             b.name.c_str(), dims_text(dim_order, buf, sizeof buf));
+      return false;
+    }
+  }
   if (b.known && t.scalar_type() != dtype_scalar_type(b.dtype)) {
     ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
            "binding is %s", role, arg, b.name.c_str(),
@@ -60,6 +78,20 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
            b.nbytes());
     return false;
   }
+  if (b.known && !b.is_static()) {  // dynamic: the rank and the static dims must agree
+    const auto sizes = t.sizes();
+    bool same = sizes.size() == b.shape.size();
+    for (size_t k = 0; same && k < sizes.size(); ++k) {
+      same = b.shape[k] < 0 || sizes[k] == b.shape[k];
+    }
+    if (!same) {
+      char buf[160];
+      ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding "
+             "is %s", role, arg, b.name.c_str(), dims_text(sizes, buf, sizeof buf),
+             b.describe().c_str());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -70,27 +102,35 @@ Error fail_init(Error e, const std::string& why) {
 
 }  // namespace
 
+Error resolve_unknown_bindings(BlobInfo& info, const Engine& engine, std::string& why) {
+  bool resolved = false;
+  for (auto* side : {&info.inputs, &info.outputs}) {
+    for (Binding& b : *side) {
+      if (b.known) continue;
+      DType dtype;
+      std::vector<int64_t> shape;
+      if (!engine.binding_type(b.is_input, b.index, dtype, shape)) continue;
+      b.dtype = dtype;
+      b.shape = std::move(shape);
+      b.known = true;
+      resolved = true;
+    }
+  }
+  if (resolved && !validate_blob(info, why)) {
+    why = std::string("with the dtypes and shapes the ") + engine.kind() + " engine gives the "
+          "bindings the blob leaves unknown: " + why;
+    return Error::InvalidProgram;
+  }
+  return Error::Ok;
+}
+
 Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<EValue*> args) {
   const size_t n_in = plan.arg_input.size();
-  for (const AliasedIO& a : info.aliased_io) {
-    const Binding* out = info.output(a.output);
-    const Binding* in = info.input(a.input);
-    if (out == nullptr || in == nullptr) return Error::InvalidArgument;  // validated at init
-    if (out->known && in->known) continue;  // compared by the blob's validation
-    size_t arg = n_in;
-    for (size_t i = 0; i < n_in; ++i) {
-      if (plan.arg_input[i] == in->index) arg = i;
-    }
-    const OutputSlot& s = plan.outputs[out->index];
-    const size_t out_arg = n_in + s.delegate_output;
-    if (arg == n_in || !s.also_delegate_output || out_arg >= args.size() || arg >= args.size()) {
-      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s' has an unknown side, but its "
-             "output and input are not both delegate tensors to compare", a.output.c_str(),
-             a.input.c_str());
-      return Error::InvalidArgument;
-    }
-    const EValue* vo = args[out_arg];
-    const EValue* vi = args[arg];
+  for (const AliasCheck& c : plan.alias_checks) {
+    const AliasedIO& a = info.aliased_io[c.pair];
+    const size_t out_arg = n_in + c.delegate_output;
+    const EValue* vo = out_arg < args.size() ? args[out_arg] : nullptr;
+    const EValue* vi = c.input_arg < args.size() ? args[c.input_arg] : nullptr;
     if (vo == nullptr || !vo->isTensor() || vi == nullptr || !vi->isTensor()) {
       ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
              "tensor", a.output.c_str(), a.input.c_str());
@@ -99,14 +139,53 @@ Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<
     const Tensor& to = vo->toTensor();
     const Tensor& ti = vi->toTensor();
     if (to.scalar_type() != ti.scalar_type() || to.nbytes() != ti.nbytes()) {
+      const char* left = !c.output_known && !c.input_known ? "their dtype/shape"
+                         : !c.input_known                  ? "the input's dtype/shape"
+                         : !c.output_known                 ? "the output's dtype/shape"
+                                                           : "their dynamic dimensions";
       ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
              "tensor is %s (%zu bytes), input tensor is %s (%zu bytes); the blob leaves %s "
-             "dtype/shape to the tensors", a.output.c_str(), a.input.c_str(),
+             "to the tensors", a.output.c_str(), a.input.c_str(),
              executorch::runtime::toString(to.scalar_type()), to.nbytes(),
-             executorch::runtime::toString(ti.scalar_type()), ti.nbytes(),
-             !out->known && !in->known ? "their" : out->known ? "the input's" : "the output's");
+             executorch::runtime::toString(ti.scalar_type()), ti.nbytes(), left);
       return Error::InvalidArgument;
     }
+  }
+  return Error::Ok;
+}
+
+Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan,
+                   const CallState& st) {
+  Error e = engine.run();
+  if (e != Error::Ok) {
+    ET_LOG(Error, "TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
+           static_cast<unsigned>(e));
+    (void)engine.finish();  // whatever it enqueued before failing must not outlive the call
+    return e;
+  }
+  for (size_t k = 0; k < plan.copies.size(); ++k) {
+    const CopyStep& c = plan.copies[k];
+    const bool to_input = c.kind == CopyKind::ScratchToInput;
+    void* dst = to_input ? st.input_addr[c.input] : st.delegate_out_addr[c.delegate_output];
+    const void* src = to_input ? st.scratch[c.scratch] : st.input_addr[c.input];
+    // An aliased output the blob does not size is its delegate tensor's size (== its input's,
+    // compared by check_unknown_aliases).
+    const size_t nbytes = c.sized_by_tensor ? st.delegate_out_nbytes[c.delegate_output] : c.nbytes;
+    e = engine.copy(dst, src, nbytes);
+    if (e != Error::Ok) {
+      ET_LOG(Error, "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
+             info.outputs[c.output].name.c_str(), c.counter_key.c_str(),
+             static_cast<unsigned>(e));
+      (void)engine.finish();  // the run (and earlier copies) may still be writing
+      return e;
+    }
+    count_copy(st.counters[k], nbytes);
+  }
+  e = engine.finish();
+  if (e != Error::Ok) {
+    ET_LOG(Error, "TensorRTBackend: %s engine did not finish (error 0x%x)", engine.kind(),
+           static_cast<unsigned>(e));
+    return e;
   }
   return Error::Ok;
 }
@@ -122,26 +201,44 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
   std::string why;
   auto info = parse_blob(processed->data(), processed->size(), why);
   if (!info.ok()) return fail_init(info.error(), why);
-  auto plan = plan_bindings(info.get(), why);
-  if (!plan.ok()) return fail_init(plan.error(), why);
   auto engine = create_engine(info.get(), why);
   if (!engine.ok()) return fail_init(engine.error(), why);
+  if (Error e = resolve_unknown_bindings(info.get(), *engine.get(), why); e != Error::Ok) {
+    return fail_init(e, why);
+  }
+  auto plan = plan_bindings(info.get(), why);  // with the engine's types for unknown bindings
+  if (!plan.ok()) return fail_init(plan.error(), why);
 
   std::unique_ptr<Delegate> d(new (std::nothrow) Delegate());
   if (!d) return fail_init(Error::MemoryAllocationFailed, "cannot allocate the delegate state");
   d->info = std::move(info.get());
   d->plan = std::move(plan.get());
   d->engine = std::move(engine.get());
-  for (size_t nbytes : d->plan.scratch_nbytes) {
-    auto p = d->engine->allocate_scratch(nbytes, why);
-    if (!p.ok()) return fail_init(p.error(), why);
-    d->scratch.push_back(p.get());
+  CallState& st = d->state;
+  for (size_t k = 0; k < d->plan.scratch_nbytes.size(); ++k) {
+    auto p = d->engine->allocate_scratch(d->plan.scratch_nbytes[k], why);
+    if (!p.ok()) {
+      for (const CopyStep& c : d->plan.copies) {  // the copy-back output this scratch serves
+        if (c.kind == CopyKind::ScratchToInput && c.scratch == k) {
+          why = "copy-back output '" + d->info.outputs[c.output].name + "': " + why;
+        }
+      }
+      return fail_init(p.error(), why);
+    }
+    st.scratch.push_back(p.get());
   }
-  for (const CopyStep& c : d->plan.copies) d->counters.push_back(copy_counter(c.counter_key));
-  d->input_addr.assign(d->info.inputs.size(), nullptr);
-  d->input_nbytes.assign(d->info.inputs.size(), 0);
-  d->delegate_out_addr.assign(d->info.delegate_outputs.size(), nullptr);
-  d->delegate_out_nbytes.assign(d->info.delegate_outputs.size(), 0);
+  for (const CopyStep& c : d->plan.copies) {
+    CopyCounter* counter = copy_counter(c.counter_key);
+    if (counter == nullptr) {
+      return fail_init(Error::MemoryAllocationFailed,
+                       "cannot allocate the copy counter for '" + c.counter_key + "'");
+    }
+    st.counters.push_back(counter);
+  }
+  st.input_addr.assign(d->info.inputs.size(), nullptr);
+  st.input_nbytes.assign(d->info.inputs.size(), 0);
+  st.delegate_out_addr.assign(d->info.delegate_outputs.size(), nullptr);
+  st.delegate_out_nbytes.assign(d->info.delegate_outputs.size(), 0);
   // `processed` is deliberately not freed: the engine payload may point into it, and ExecuTorch
   // keeps it until the delegate is destroyed.
   return static_cast<DelegateHandle*>(d.release());
@@ -159,13 +256,14 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     return Error::InvalidArgument;
   }
   Engine& engine = *d->engine;
+  CallState& st = d->state;
   for (size_t i = 0; i < n_in; ++i) {
     const Binding& b = d->info.inputs[plan.arg_input[i]];
     if (!check_tensor(args[i], b, "input", i)) return Error::InvalidArgument;
     const Tensor& t = args[i]->toTensor();
     void* addr = t.mutable_data_ptr();
-    d->input_addr[b.index] = addr;
-    d->input_nbytes[b.index] = t.nbytes();
+    st.input_addr[b.index] = addr;
+    st.input_nbytes[b.index] = t.nbytes();
     Error e = engine.bind_input(b.index, addr, t.nbytes());
     if (e != Error::Ok) {
       ET_LOG(Error, "TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
@@ -176,25 +274,24 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
   for (size_t j = 0; j < n_out; ++j) {
     const Binding& b = d->info.outputs[plan.delegate_output[j]];
     if (!check_tensor(args[n_in + j], b, "output", j)) return Error::InvalidArgument;
-    d->delegate_out_addr[j] = args[n_in + j]->toTensor().mutable_data_ptr();
-    d->delegate_out_nbytes[j] = args[n_in + j]->toTensor().nbytes();
+    st.delegate_out_addr[j] = args[n_in + j]->toTensor().mutable_data_ptr();
+    st.delegate_out_nbytes[j] = args[n_in + j]->toTensor().nbytes();
   }
   if (Error e = check_unknown_aliases(d->info, plan, args); e != Error::Ok) return e;
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
     const OutputSlot& s = plan.outputs[o];
-    const bool known = d->info.outputs[o].known;  // else: its size is its tensor's
     void* addr = nullptr;
-    size_t nbytes = s.nbytes;
+    size_t nbytes = s.nbytes;  // unless the blob leaves the size to the tensor
     switch (s.target) {
       case OutputTarget::DelegateOutput:
-        addr = d->delegate_out_addr[s.delegate_output];
-        if (!known) nbytes = d->delegate_out_nbytes[s.delegate_output];
+        addr = st.delegate_out_addr[s.delegate_output];
+        if (s.sized_by_tensor) nbytes = st.delegate_out_nbytes[s.delegate_output];
         break;
       case OutputTarget::AliasedInput:
-        addr = d->input_addr[s.input];
-        if (!known) nbytes = d->input_nbytes[s.input];
+        addr = st.input_addr[s.input];
+        if (s.sized_by_tensor) nbytes = st.input_nbytes[s.input];
         break;
-      case OutputTarget::Scratch: addr = d->scratch[s.scratch]; break;
+      case OutputTarget::Scratch: addr = st.scratch[s.scratch]; break;  // static (planned)
     }
     Error e = engine.bind_output(o, addr, nbytes);
     if (e != Error::Ok) {
@@ -204,38 +301,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
       return e;
     }
   }
-  Error e = engine.run();
-  if (e != Error::Ok) {
-    ET_LOG(Error, "TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
-           static_cast<unsigned>(e));
-    return e;
-  }
-  for (size_t k = 0; k < plan.copies.size(); ++k) {
-    const CopyStep& c = plan.copies[k];
-    void* dst = c.kind == CopyKind::ScratchToInput ? d->input_addr[c.input]
-                                                   : d->delegate_out_addr[c.delegate_output];
-    const void* src = c.kind == CopyKind::ScratchToInput ? d->scratch[c.scratch]
-                                                         : d->input_addr[c.input];
-    // An unknown aliased output's size is its delegate tensor's (== its input's, checked above).
-    const size_t nbytes = c.kind == CopyKind::InputToDelegateOutput &&
-                                  !d->info.outputs[c.output].known
-                              ? d->delegate_out_nbytes[c.delegate_output]
-                              : c.nbytes;
-    e = engine.copy(dst, src, nbytes);
-    if (e != Error::Ok) {
-      ET_LOG(Error, "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
-             d->info.outputs[c.output].name.c_str(), c.counter_key.c_str(),
-             static_cast<unsigned>(e));
-      return e;
-    }
-    count_copy(d->counters[k], nbytes);
-  }
-  e = engine.finish();
-  if (e != Error::Ok) {
-    ET_LOG(Error, "TensorRTBackend: %s engine did not finish (error 0x%x)", engine.kind(),
-           static_cast<unsigned>(e));
-    return e;
-  }
+  if (Error e = run_and_copy(engine, d->info, plan, st); e != Error::Ok) return e;
   count_execute();
   return Error::Ok;
 }

@@ -7,10 +7,6 @@
 
 namespace tte {
 
-const char* engine_kind_name(EngineKind k) {
-  return k == EngineKind::Reference ? "reference" : "tensorrt";
-}
-
 bool Binding::is_static() const {
   if (!known) return false;
   for (int64_t s : shape) {
@@ -113,6 +109,11 @@ struct Reader {
     ok = false;
     return false;
   }
+  // fail() for functions returning the Error: every metadata defect is InvalidProgram.
+  Error refuse(std::string msg) {
+    fail(std::move(msg));
+    return Error::InvalidProgram;
+  }
 
   // Type check of obj[key]; returns nullptr when absent (error if required) or mistyped.
   const Json* get(const Json& obj, const char* key, Json::Type t, const std::string& where,
@@ -210,10 +211,13 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
   return true;
 }
 
-bool read_metadata(const Json& md, BlobInfo& info, std::string& why) {
+// Error::Ok, Error::DelegateInvalidCompatibility (a TR03 tte_version other than 3) or
+// Error::InvalidProgram, with `why` set.
+Error read_metadata(const Json& md, BlobInfo& info, std::string& why) {
+  const Error bad = Error::InvalidProgram;
   Reader r{why};
-  if (!md.is(Json::Type::Object)) return r.fail("metadata JSON must be an object");
-  if (!read_bindings(r, md, info)) return false;
+  if (!md.is(Json::Type::Object)) return r.refuse("metadata JSON must be an object");
+  if (!read_bindings(r, md, info)) return bad;
   if (const auto* lst = r.entries(md, "aliased_io")) {
     for (size_t i = 0; i < lst->size(); ++i) {
       std::string where = format("aliased_io[%zu]", i);
@@ -221,13 +225,13 @@ bool read_metadata(const Json& md, BlobInfo& info, std::string& why) {
       a.output = r.str((*lst)[i], "output", where, true);
       a.input = r.str((*lst)[i], "input", where, true);
       a.kind = r.str((*lst)[i], "kind", where, false, "kv_cache_update");
-      if (!r.ok) return false;
+      if (!r.ok) return bad;
       info.aliased_io.push_back(std::move(a));
     }
   }
-  if (!r.ok) return false;
+  if (!r.ok) return bad;
   if (info.format == 1 && !info.aliased_io.empty()) {
-    return r.fail("TR01 blob carries aliased_io; upstream writes such blobs as TR02");
+    return r.refuse("TR01 blob carries aliased_io; upstream writes such blobs as TR02");
   }
   if (const Json* v = r.get(md, "hardware_compatible", Json::Type::Bool, "metadata", false)) {
     info.hardware_compatible = v->boolean;
@@ -237,39 +241,40 @@ bool read_metadata(const Json& md, BlobInfo& info, std::string& why) {
   }
   info.serialized_metadata = r.str(md, "serialized_metadata", "metadata", false);
   info.target_platform = r.str(md, "target_platform", "metadata", false);
-  if (!r.ok) return false;
+  if (!r.ok) return bad;
 
   if (info.format != 3) {
     info.engine_kind = EngineKind::TensorRT;
     for (const auto& b : info.inputs) info.delegate_inputs.push_back(b.name);
     for (const auto& b : info.outputs) info.delegate_outputs.push_back(b.name);
-    return true;
+    return Error::Ok;
   }
   const Json* version = md.find("tte_version");
   if (!version || !version->is(Json::Type::Number) || !version->is_integer ||
-      version->integer != kTteVersion) {
-    return r.fail(format("TR03 blob has tte_version %s; this reader understands version %d only",
-                         version ? version->dump().c_str() : "null", kTteVersion));
+      version->integer != kTteVersion) {  // the integer 3: 3.0 and 3e0 are refused too
+    r.fail(format("TR03 blob has tte_version %s; this reader understands version %d only",
+                  version ? version->dump().c_str() : "null", kTteVersion));
+    return Error::DelegateInvalidCompatibility;
   }
   std::string kind = r.str(md, "engine_kind", "metadata", true);
-  if (!r.ok) return false;
+  if (!r.ok) return bad;
   if (kind == "reference") {
     info.engine_kind = EngineKind::Reference;
   } else if (kind == "tensorrt") {
     info.engine_kind = EngineKind::TensorRT;
   } else {
-    return r.fail("engine_kind '" + kind + "' is not one of ['reference', 'tensorrt']");
+    return r.refuse("engine_kind '" + kind + "' is not one of ['reference', 'tensorrt']");
   }
   info.delegate_inputs = r.names(md, "delegate_inputs");
   info.delegate_outputs = r.names(md, "delegate_outputs");
-  if (!r.ok) return false;
+  if (!r.ok) return bad;
   if (const auto* lst = r.entries(md, "buffers")) {
     for (size_t i = 0; i < lst->size(); ++i) {
       std::string where = format("buffers[%zu]", i);
       BufferRef b;
       b.input = r.str((*lst)[i], "input", where, true);
       b.fqn = r.str((*lst)[i], "fqn", where, true);
-      if (!r.ok) return false;
+      if (!r.ok) return bad;
       info.buffers.push_back(std::move(b));
     }
   }
@@ -279,11 +284,28 @@ bool read_metadata(const Json& md, BlobInfo& info, std::string& why) {
       CopyBackRef c;
       c.output = r.str((*lst)[i], "output", where, true);
       c.input = r.str((*lst)[i], "input", where, true);
-      if (!r.ok) return false;
+      if (!r.ok) return bad;
       info.copy_back.push_back(std::move(c));
     }
   }
-  return r.ok;
+  return r.ok ? Error::Ok : bad;
+}
+
+// python's messages for the same JSON defects (blob_validate._load_json).
+std::string json_refusal(const JsonError& e) {
+  switch (e.kind) {
+    case JsonError::Kind::Syntax:
+      return format("metadata JSON is truncated or malformed at byte %zu: %s", e.at,
+                    e.what.c_str());
+    case JsonError::Kind::DuplicateKey:
+      return "metadata JSON has the key '" + e.what + "' twice in one object";
+    case JsonError::Kind::NonFinite:
+      return "metadata JSON holds the non-finite number " + e.what + "; numbers must be finite";
+    case JsonError::Kind::Surrogate:
+      return "metadata JSON holds the unpaired surrogate escape " + e.what +
+             "; strings must be valid Unicode";
+  }
+  return "metadata JSON: " + e.message();
 }
 
 }  // namespace
@@ -336,22 +358,18 @@ Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
                  (ull)(md_off + md_size), (ull)eng_off);
     return Error::InvalidProgram;
   }
-  std::string json_why;
-  auto md = parse_json(reinterpret_cast<const char*>(p + md_off), md_size, json_why);
+  const char* md_text = reinterpret_cast<const char*>(p + md_off);
+  if (size_t bad = utf8_invalid_at(md_text, md_size); bad != md_size) {
+    why = format("metadata is not UTF-8 at byte %zu", bad);
+    return Error::InvalidProgram;
+  }
+  JsonError json_err;
+  auto md = parse_json(md_text, md_size, json_err);
   if (!md.ok()) {
-    // json_why is "<what> at byte N"; lead with the offset like python's message does.
-    size_t at = json_why.rfind(" at byte ");
-    std::string what = at == std::string::npos ? json_why : json_why.substr(0, at);
-    std::string pos = at == std::string::npos ? "?" : json_why.substr(at + 9);
-    why = "metadata JSON is truncated or malformed at byte " + pos + ": " + what;
+    why = json_refusal(json_err);
     return Error::InvalidProgram;
   }
-  if (!read_metadata(md.get(), info, why)) {
-    if (info.format == 3 && why.rfind("TR03 blob has tte_version", 0) == 0) {
-      return Error::DelegateInvalidCompatibility;
-    }
-    return Error::InvalidProgram;
-  }
+  if (Error e = read_metadata(md.get(), info, why); e != Error::Ok) return e;
   if (!validate_blob(info, why)) return Error::InvalidProgram;
   info.engine = p + eng_off;
   info.engine_size = eng_size;

@@ -1,17 +1,23 @@
 // Process-wide copy/execute counters; see tte/counters.h.
 #include <tte/counters.h>
 
-#include <deque>
+#include <cstring>
 #include <mutex>
-#include <unordered_map>
+#include <new>
 
 namespace tte {
 namespace {
 
+// A slot and its key, on a list that only grows at its head; nodes are never freed or moved.
+struct Node {
+  CopyCounter counter;
+  std::string key;
+  const Node* next = nullptr;
+};
+
 struct Registry {
-  std::mutex mu;
-  std::deque<CopyCounter> slots;  // deque: growing never moves existing slots
-  std::unordered_map<std::string, CopyCounter*> by_key;
+  std::mutex add_mu;                 // serialises copy_counter (init time) only
+  std::atomic<const Node*> head{nullptr};
   std::atomic<uint64_t> executes{0};
 };
 
@@ -20,35 +26,54 @@ Registry& registry() {
   return *r;
 }
 
+const Node* find(const Node* n, const char* key) noexcept {
+  for (; n != nullptr; n = n->next) {
+    if (std::strcmp(n->key.c_str(), key) == 0) return n;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-CopyCounter* copy_counter(const std::string& key) {
+CopyCounter* copy_counter(const std::string& key) noexcept {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.by_key.find(key);
-  if (it != r.by_key.end()) return it->second;
-  r.slots.emplace_back();
-  CopyCounter* c = &r.slots.back();
-  r.by_key.emplace(key, c);
-  return c;
+  try {
+    std::lock_guard<std::mutex> lock(r.add_mu);
+    const Node* head = r.head.load(std::memory_order_acquire);
+    if (const Node* n = find(head, key.c_str())) return const_cast<CopyCounter*>(&n->counter);
+    Node* n = new (std::nothrow) Node();
+    if (n == nullptr) return nullptr;
+    try {
+      n->key = key;
+    } catch (...) {
+      delete n;
+      return nullptr;
+    }
+    n->next = head;
+    r.head.store(n, std::memory_order_release);  // readers see the node complete
+    return &n->counter;
+  } catch (...) {  // std::mutex::lock's std::system_error
+    return nullptr;
+  }
 }
 
-void count_execute() { registry().executes.fetch_add(1, std::memory_order_relaxed); }
+void count_execute() noexcept { registry().executes.fetch_add(1, std::memory_order_relaxed); }
 
-uint64_t copied_bytes(const char* key) {
-  if (!key) return 0;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.by_key.find(key);
-  return it == r.by_key.end() ? 0 : it->second->bytes.load(std::memory_order_relaxed);
+uint64_t copied_bytes(const char* key) noexcept {
+  if (key == nullptr) return 0;
+  const Node* n = find(registry().head.load(std::memory_order_acquire), key);
+  return n == nullptr ? 0 : n->counter.bytes.load(std::memory_order_relaxed);
 }
 
-uint64_t execute_count() { return registry().executes.load(std::memory_order_relaxed); }
+uint64_t execute_count() noexcept {
+  return registry().executes.load(std::memory_order_relaxed);
+}
 
-void reset_counters() {
+void reset_counters() noexcept {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (auto& c : r.slots) c.bytes.store(0, std::memory_order_relaxed);
+  for (const Node* n = r.head.load(std::memory_order_acquire); n != nullptr; n = n->next) {
+    const_cast<Node*>(n)->counter.bytes.store(0, std::memory_order_relaxed);
+  }
   r.executes.store(0, std::memory_order_relaxed);
 }
 

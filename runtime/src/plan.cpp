@@ -23,12 +23,15 @@ std::string counter_key(const BlobInfo& info, const Binding& input) {
 
 Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
   BindingPlan plan;
+  constexpr uint32_t kNoArg = UINT32_MAX;
+  std::vector<uint32_t> input_arg(info.inputs.size(), kNoArg);  // input binding -> delegate arg
   for (const auto& name : info.delegate_inputs) {
     const Binding* b = info.input(name);
     if (!b) {  // parse_blob validated this; a hand-built BlobInfo may not have been
       why = "delegate input '" + name + "' is not an input binding";
       return Error::InvalidArgument;
     }
+    input_arg[b->index] = static_cast<uint32_t>(plan.arg_input.size());
     plan.arg_input.push_back(static_cast<uint32_t>(b->index));
   }
   plan.outputs.resize(info.outputs.size());
@@ -60,6 +63,21 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
     s.input = static_cast<uint32_t>(in->index);
     s.nbytes = out->nbytes();
     planned[out->index] = true;
+    const bool sized = out->is_static() && in->is_static();
+    if (!out->known || !in->known || (!sized && is_delegate_output)) {
+      if (!is_delegate_output || input_arg[in->index] == kNoArg) {
+        why = "aliased pair '" + a.output + "' -> '" + a.input + "' has a side the blob does " +
+              "not size, but its output and input are not both delegate tensors to compare";
+        return Error::InvalidArgument;
+      }
+      AliasCheck k;
+      k.pair = static_cast<uint32_t>(&a - info.aliased_io.data());
+      k.input_arg = input_arg[in->index];
+      k.delegate_output = s.delegate_output;
+      k.output_known = out->known;
+      k.input_known = in->known;
+      plan.alias_checks.push_back(k);
+    }
     if (is_delegate_output) {
       // Upstream TR02 shape: ExecuTorch also expects the value in the delegate output.
       CopyStep c;
@@ -68,6 +86,7 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
       c.delegate_output = s.delegate_output;
       c.output = static_cast<uint32_t>(out->index);
       c.nbytes = out->nbytes();
+      c.sized_by_tensor = !out->is_static();
       c.counter_key = counter_key(info, *in);
       plan.copies.push_back(std::move(c));
     }
@@ -80,6 +99,11 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
       return Error::InvalidArgument;
     }
     if (planned[out->index]) continue;  // a delegate output: ExecuTorch's write-back copies it
+    if (!out->is_static()) {  // parse_blob refuses this; a hand-built BlobInfo may not
+      why = "copy-back output '" + cb.output + "' is " + out->describe() +
+            "; the runtime needs a static shape for its scratch";
+      return Error::InvalidArgument;
+    }
     OutputSlot& s = plan.outputs[out->index];
     s.target = OutputTarget::Scratch;
     s.input = static_cast<uint32_t>(in->index);
@@ -103,6 +127,7 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
       return Error::InvalidArgument;
     }
     if (plan.outputs[b.index].nbytes == 0) plan.outputs[b.index].nbytes = b.nbytes();
+    plan.outputs[b.index].sized_by_tensor = !b.is_static();
   }
   return plan;
 }

@@ -108,6 +108,17 @@ bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, s
   return true;
 }
 
+// "'x', 'ring' -> 'y'": which engine an init-time allocation failure belongs to.
+std::string binding_names(const BlobInfo& info) {
+  std::string s;
+  for (const Binding& b : info.inputs) s += (s.empty() ? "'" : ", '") + b.name + "'";
+  s += " ->";
+  for (size_t i = 0; i < info.outputs.size(); ++i) {
+    s += (i ? ", '" : " '") + info.outputs[i].name + "'";
+  }
+  return s;
+}
+
 class ReferenceEngine final : public Engine {
  public:
   const char* kind() const override { return "reference"; }
@@ -174,10 +185,20 @@ class ReferenceEngine final : public Engine {
     for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
       const size_t n = static_cast<size_t>(meta.memory_planned_buffer_size(i).get());
       planned_buffers_.push_back(aligned_bytes(n, 64));
+      if (!planned_buffers_.back()) {
+        why = format("cannot allocate %zu bytes for memory-planned buffer %zu of the reference "
+                     "payload's 'forward' (bindings %s)", n, i, binding_names(info).c_str());
+        return Error::MemoryAllocationFailed;
+      }
       planned_spans_.emplace_back(planned_buffers_.back().get(), n);
     }
     planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
     temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
+    if (!temp_buffer_) {
+      why = format("cannot allocate the %zu-byte temp arena of the reference payload's 'forward' "
+                   "(bindings %s)", kReferenceTempArenaBytes, binding_names(info).c_str());
+      return Error::MemoryAllocationFailed;
+    }
     temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
     memory_.emplace(&method_allocator_, &*planned_, &*temp_);
     auto method = program_->load_method(kMethod, &*memory_);
@@ -195,7 +216,8 @@ class ReferenceEngine final : public Engine {
   Result<void*> allocate_scratch(size_t nbytes, std::string& why) override {
     scratch_.push_back(aligned_bytes(nbytes, 64));
     if (!scratch_.back()) {
-      why = format("cannot allocate %zu scratch bytes", nbytes);
+      scratch_.pop_back();
+      why = format("cannot allocate %zu scratch bytes", nbytes);  // the caller names the output
       return Error::MemoryAllocationFailed;
     }
     return static_cast<void*>(scratch_.back().get());

@@ -19,7 +19,10 @@
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
 
+#include <atomic>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 using executorch::aten::ScalarType;
@@ -35,6 +38,21 @@ using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::FreeableBuffer;
 using executorch::runtime::Span;
+
+// aligned_alloc with an injectable failure (the reference engine's arenas come from it): while
+// g_fail_aligned_alloc_at is n > 0, the n-th call after arming returns nullptr.
+#if !defined(__SANITIZE_ADDRESS__)
+extern "C" void* __libc_memalign(size_t, size_t);
+namespace {
+std::atomic<int> g_fail_aligned_alloc_at{0};
+std::atomic<int> g_aligned_alloc_calls{0};
+}  // namespace
+extern "C" void* aligned_alloc(size_t alignment, size_t size) noexcept {
+  const int n = g_fail_aligned_alloc_at.load();
+  if (n > 0 && ++g_aligned_alloc_calls == n) return nullptr;
+  return __libc_memalign(alignment, size);
+}
+#endif
 
 namespace {
 
@@ -347,6 +365,279 @@ TEST(delegated_program_runs_through_executorch_method) {
   CHECK_EQ(tte_runtime_copy_bytes("step"), uint64_t(24));
   CHECK_EQ(tte_runtime_copy_bytes("layers.0.attn.k_cache"), uint64_t(0));
   CHECK_EQ(tte_runtime_execute_count(), uint64_t(3));
+}
+
+TEST(reference_engine_allocation_failures_are_refused_naming_what) {
+#if !defined(__SANITIZE_ADDRESS__)
+  // ring.blob's init makes three aligned allocations: one memory-planned buffer, the temp
+  // arena, the copy-back scratch. Failing each must refuse init, naming what it was for.
+  const std::string blob = payload_file("ring.blob");
+  const char* const why[] = {
+      "cannot allocate 64 bytes for memory-planned buffer 0 of the reference payload's "
+      "'forward' (bindings 'x', 'ring' -> 'y', 'ring_out')",
+      "cannot allocate the 1048576-byte temp arena of the reference payload's 'forward' "
+      "(bindings 'x', 'ring' -> 'y', 'ring_out')",
+      "copy-back output 'ring_out': cannot allocate 48 scratch bytes"};
+  for (int n = 1; n <= 4; ++n) {
+    tte_test::clear_logs();
+    g_aligned_alloc_calls = 0;
+    g_fail_aligned_alloc_at = n;
+    Error e;
+    {
+      Delegate d(blob);
+      e = d.init_error;
+    }
+    g_fail_aligned_alloc_at = 0;
+    if (n == 4) {
+      CHECK(e == Error::Ok);  // no fourth allocation: nothing failed
+      CHECK_EQ(g_aligned_alloc_calls.load(), 3);
+    } else {
+      CHECK(e == Error::MemoryAllocationFailed);
+      CHECK(tte_test::logged(std::string("TensorRTBackend: init refused the delegate blob: ") +
+                             why[n - 1]));
+    }
+  }
+#endif
+}
+
+TEST(execute_refuses_a_tensor_in_another_dim_order) {
+  Delegate d(payload_file("ring.blob"));
+  REQUIRE(d.init_error == Error::Ok);
+  std::vector<float> x(3), ring(12), y(3);
+  auto tx = make_tensor_ptr({3}, x.data(), ScalarType::Float);
+  // ring [4,3] stored column-major: dim order {1,0}, strides {1,4}
+  auto tring = make_tensor_ptr({4, 3}, ring.data(), {1, 0}, {1, 4}, ScalarType::Float);
+  auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
+  std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
+  CHECK(d.execute(args) == Error::InvalidArgument);
+  CHECK(tte_test::logged("TensorRTBackend: delegate input 1 (binding 'ring') has dim order "
+                         "[1,0]; the engine reads its bindings as contiguous tensors in dim "
+                         "order 0..n-1"));
+}
+
+namespace {
+
+// An engine whose run/copy/finish results are chosen by the test, counting the calls.
+struct FakeEngine final : tte::Engine {
+  Error run_result = Error::Ok, copy_result = Error::Ok, finish_result = Error::Ok;
+  int runs = 0, copies = 0, finishes = 0;
+  size_t copied = 0;
+  // What binding_type reports: (is_input, index) -> dtype, shape.
+  std::vector<std::tuple<bool, size_t, tte::DType, std::vector<int64_t>>> types;
+  const char* kind() const override { return "fake"; }
+  bool binding_type(bool is_input, size_t index, tte::DType& dtype,
+                    std::vector<int64_t>& shape) const override {
+    for (const auto& [in, i, d, s] : types) {
+      if (in == is_input && i == index) {
+        dtype = d;
+        shape = s;
+        return true;
+      }
+    }
+    return false;
+  }
+  executorch::runtime::Result<void*> allocate_scratch(size_t, std::string&) override {
+    return Error::NotSupported;
+  }
+  Error bind_input(size_t, void*, size_t) override { return Error::Ok; }
+  Error bind_output(size_t, void*, size_t) override { return Error::Ok; }
+  Error run() override {
+    ++runs;
+    return run_result;
+  }
+  Error copy(void*, const void*, size_t n) override {
+    ++copies;
+    copied += n;
+    return copy_result;
+  }
+  Error finish() override {
+    ++finishes;
+    return finish_result;
+  }
+};
+
+struct PlannedBlob {
+  std::string blob;
+  tte::BlobInfo info;
+  tte::BindingPlan plan;
+  tte::CallState state;
+};
+
+std::unique_ptr<PlannedBlob> planned(std::string blob) {
+  auto p = std::make_unique<PlannedBlob>();
+  p->blob = std::move(blob);
+  std::string why;
+  auto info = tte::parse_blob(p->blob.data(), p->blob.size(), why);
+  if (!info.ok()) return nullptr;
+  p->info = std::move(info.get());
+  auto plan = tte::plan_bindings(p->info, why);
+  if (!plan.ok()) return nullptr;
+  p->plan = std::move(plan.get());
+  auto& st = p->state;
+  st.scratch.assign(p->plan.scratch_nbytes.size(), nullptr);
+  for (const auto& c : p->plan.copies) st.counters.push_back(tte::copy_counter(c.counter_key));
+  st.input_addr.assign(p->info.inputs.size(), nullptr);
+  st.input_nbytes.assign(p->info.inputs.size(), 0);
+  st.delegate_out_addr.assign(p->info.delegate_outputs.size(), nullptr);
+  st.delegate_out_nbytes.assign(p->info.delegate_outputs.size(), 0);
+  return p;
+}
+
+}  // namespace
+
+TEST(engine_is_finished_on_every_path_once_it_ran) {
+  auto p = planned(payload_file("ring.blob"));
+  REQUIRE(p != nullptr);
+  REQUIRE(p->plan.copies.size() == 1);
+  tte_runtime_reset_counters();
+  {
+    FakeEngine e;
+    e.copy_result = Error::Internal;
+    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
+    CHECK_EQ(e.finishes, 1);  // the run may still be writing the caller's buffers
+    CHECK(tte_test::logged("TensorRTBackend: copying output 'ring_out' into 'ring.buf' failed"));
+    CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(0));
+  }
+  {
+    FakeEngine e;
+    e.run_result = Error::Internal;
+    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
+    CHECK_EQ(e.finishes, 1);
+    CHECK_EQ(e.copies, 0);
+  }
+  {
+    FakeEngine e;
+    e.finish_result = Error::Internal;
+    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
+    CHECK_EQ(e.finishes, 1);
+  }
+  tte_runtime_reset_counters();  // the failed finish above came after a counted copy
+  {
+    FakeEngine e;
+    size_t allocations;
+    Error r;
+    {
+      tte_test::AllocCounter counter;
+      r = tte::run_and_copy(e, p->info, p->plan, p->state);
+      allocations = counter.count();
+    }
+    CHECK(r == Error::Ok);
+    if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
+    CHECK_EQ(e.runs, 1);
+    CHECK_EQ(e.finishes, 1);
+    CHECK_EQ(e.copied, size_t(48));
+    CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48));
+  }
+}
+
+TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
+  // Upstream TR02 with unknown bindings: the aliased delegate output's copy is its tensor's size.
+  using tte_test::upstream_binding;
+  tte_test::BlobFields f;
+  f.magic = "TR02";
+  f.engine = "E";
+  f.metadata = tte_test::upstream_metadata(
+      {upstream_binding("cache_in", true), upstream_binding("cache_out", false)},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  auto p = planned(tte_test::build(f));
+  REQUIRE(p != nullptr);
+  p->state.delegate_out_nbytes[0] = 256;
+  FakeEngine e;
+  CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Ok);
+  CHECK_EQ(e.copied, size_t(256));
+
+  // A known pair with a dynamic dimension is compared on its tensors like an unknown one.
+  f.metadata = tte_test::upstream_metadata(
+      {R"({"name":"cache_in","dtype":"float32","shape":[1,-1,4],"is_input":true})",
+       R"({"name":"cache_out","dtype":"float32","shape":[1,-1,4],"is_input":false})"},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  auto d = planned(tte_test::build(f));
+  REQUIRE(d != nullptr);
+  std::vector<float> a(32), b(16);
+  auto ta = make_tensor_ptr({1, 8, 4}, a.data(), ScalarType::Float);
+  auto tb = make_tensor_ptr({1, 4, 4}, b.data(), ScalarType::Float);
+  std::vector<EValue> values = {EValue(*ta), EValue(*tb)};
+  std::vector<EValue*> args = {&values[0], &values[1]};
+  tte_test::clear_logs();
+  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) ==
+        Error::InvalidArgument);
+  CHECK(tte_test::logged("aliased pair 'cache_out' -> 'cache_in' differs at execute: output "
+                         "tensor is Float (64 bytes), input tensor is Float (128 bytes); the "
+                         "blob leaves their dynamic dimensions to the tensors"));
+  values[1] = EValue(*ta);
+  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) ==
+        Error::Ok);
+}
+
+TEST(unknown_bindings_take_the_engines_types_at_init) {
+  // What upstream's preprocess writes: no dtype or shape for any binding.
+  using tte_test::upstream_binding;
+  tte_test::BlobFields f;
+  f.magic = "TR02";
+  f.engine = "E";
+  f.metadata = tte_test::upstream_metadata(
+      {upstream_binding("cache_in", true), upstream_binding("tokens", true),
+       upstream_binding("logits", false), upstream_binding("cache_out", false)},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  const std::string blob = tte_test::build(f);
+  std::string why;
+  auto info = tte::parse_blob(blob.data(), blob.size(), why);
+  REQUIRE(info.ok());
+  using tte::DType;
+  FakeEngine e;
+  e.types = {{true, 0, DType::Float32, {1, 2, 8, 4}}, {true, 1, DType::Float32, {1, 2, 1, 4}},
+             {false, 0, DType::Float32, {1, 2}}, {false, 1, DType::Float32, {1, 2, 8, 4}}};
+  tte::BlobInfo resolved = info.get();
+  REQUIRE(tte::resolve_unknown_bindings(resolved, e, why) == Error::Ok);
+  CHECK(resolved.inputs[0].known);
+  CHECK_EQ(resolved.inputs[0].describe(), std::string("float32 [1,2,8,4]"));
+  CHECK_EQ(resolved.outputs[0].describe(), std::string("float32 [1,2]"));
+  auto plan = tte::plan_bindings(resolved, why);
+  REQUIRE(plan.ok());
+  CHECK(plan->alias_checks.empty());  // compared here, not at every execute
+  REQUIRE(plan->copies.size() == 1);
+  CHECK(!plan->copies[0].sized_by_tensor);
+  CHECK_EQ(plan->copies[0].nbytes, size_t(256));
+
+  // The engine runs the aliased pair with different types: refused at init, naming both.
+  std::get<2>(e.types[3]) = DType::Float16;
+  resolved = info.get();
+  CHECK(tte::resolve_unknown_bindings(resolved, e, why) == Error::InvalidProgram);
+  CHECK_EQ(why, std::string("with the dtypes and shapes the fake engine gives the bindings the "
+                            "blob leaves unknown: aliased pair 'cache_out' -> 'cache_in' differs: "
+                            "output is float16 [1,2,8,4], input is float32 [1,2,8,4]"));
+
+  // An engine that cannot tell leaves them unknown (sized by the tensors at execute).
+  FakeEngine silent;
+  resolved = info.get();
+  CHECK(tte::resolve_unknown_bindings(resolved, silent, why) == Error::Ok);
+  CHECK(!resolved.inputs[0].known && !resolved.outputs[1].known);
+}
+
+TEST(c_api_never_allocates_locks_or_throws) {
+  static_assert(noexcept(tte_runtime_copy_bytes("x")));
+  static_assert(noexcept(tte_runtime_execute_count()));
+  static_assert(noexcept(tte_runtime_reset_counters()));
+  static_assert(noexcept(tte_runtime_version()));
+  Delegate d(payload_file("kv_step.blob"));  // creates the counter slots of its buffers
+  REQUIRE(d.init_error == Error::Ok);
+  const std::string unknown(200, 'k');  // keys past any small-string buffer
+  size_t allocations;
+  uint64_t sum = 0;
+  {
+    tte_test::AllocCounter counter;
+    sum += tte_runtime_copy_bytes("layers.0.attn.k_cache");
+    sum += tte_runtime_copy_bytes(unknown.c_str());
+    sum += tte_runtime_copy_bytes(nullptr);
+    sum += tte_runtime_execute_count();
+    tte_runtime_reset_counters();
+    sum += tte_runtime_version()[0];
+    allocations = counter.count();
+  }
+  CHECK(sum > 0);
+  if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
+  CHECK_EQ(std::string(tte_runtime_version()), std::string("tte-runtime 0.1 (engines: ") +
+                                                   tte::compiled_engines() + ")");
 }
 
 TEST_MAIN()

@@ -378,6 +378,89 @@ TEST(json_reader_handles_escapes_numbers_and_depth) {
   CHECK_EQ(why, std::string("expecting ':' delimiter at byte 5"));
 }
 
+// tests/test_blob.py's "JSON the C++ reader refuses" section: the same texts, the same messages.
+Parsed kv_with(const std::string& from, const std::string& to) {
+  if (kKvMeta.find(from) == std::string::npos) FAIL_AT("kKvMeta has no " + from);
+  std::string md = kKvMeta;
+  md.replace(md.find(from), from.size(), to);
+  return parse_meta(md);
+}
+
+TEST(json_defects_refused_like_python) {
+  REFUSED(kv_with(R"("device_id":0)", R"("device_id":0,"device_id":1)"), InvalidProgram,
+          "metadata JSON has the key 'device_id' twice in one object");
+  REFUSED(kv_with(R"("name":"pos")", R"("name":"pos","name":"pos2")"), InvalidProgram,
+          "metadata JSON has the key 'name' twice in one object");
+  for (std::string text : {"NaN", "Infinity", "-Infinity", "1e999", "-1.5e400"}) {
+    REFUSED(kv_with(R"("device_id":0)", R"("device_id":)" + text), InvalidProgram,
+            "metadata JSON holds the non-finite number " + text + "; numbers must be finite");
+  }
+  const std::string ones(400, '1');
+  REFUSED(kv_with(R"("device_id":0)", R"("device_id":)" + ones), InvalidProgram,
+          "metadata JSON holds the non-finite number " + ones + "; numbers must be finite");
+  REFUSED(kv_with(R"("device_id":0)", R"("device_id":100000000000000000000)"), InvalidProgram,
+          "metadata: 'device_id' must be int, got 1e+20");
+  REFUSED(kv_with(R"("shape":[1])", R"("shape":[9223372036854775808])"), InvalidProgram,
+          "io_bindings[2] 'pos': shape [9.223372036854776e+18] must hold integers >= -1");
+  REFUSED(kv_with(R"("shape":[1])", R"("shape":[1,2.5,"a\n\u00e9"])"), InvalidProgram,
+          R"(io_bindings[2] 'pos': shape [1, 2.5, "a\n\u00e9"] must hold integers >= -1)");
+  auto max = kv_with(R"("device_id":0)", R"("device_id":9223372036854775807)");
+  CHECK(max.code == Error::Ok);
+  CHECK_EQ(max.info.device_id, int64_t(9223372036854775807LL));
+  for (std::string v : {"3.0", "3e0", "true", "\"3\"", "null"}) {
+    REFUSED(kv_with(R"("tte_version":3)", R"("tte_version":)" + v),
+            DelegateInvalidCompatibility,
+            "TR03 blob has tte_version " + std::string(v == "3e0" ? "3.0" : v) +
+                "; this reader understands version 3 only");
+  }
+}
+
+TEST(metadata_must_be_utf8_at_the_byte_python_names) {
+  const std::string slot = R"("target_platform":"@@")";
+  const std::string md = replace_all(kKvMeta, R"("target_platform":"")", slot);
+  const size_t start = md.find("@@");
+  const std::pair<std::string, size_t> cases[] = {
+      {"\xff", 0}, {"\xc0\xaf", 0}, {"\xed\xa0\x80", 0}, {"\xf4\x90\x80\x80", 0},
+      {"ab\xe2\x82", 2}, {"a\xe2\x28\xa1", 1}, {"\xc3\xa9\x80", 2}, {"\xf0\x9f\x98", 0}};
+  for (const auto& [bad, at] : cases) {
+    REFUSED(parse_meta(replace_all(md, "@@", bad)), InvalidProgram,
+            "metadata is not UTF-8 at byte " + std::to_string(start + at));
+  }
+  auto good = parse_meta(replace_all(md, "@@", "\\u00e9\xc3\xa9\\ud83d\\ude00"));
+  CHECK(good.code == Error::Ok);
+  CHECK_EQ(good.info.target_platform, std::string("\xc3\xa9\xc3\xa9\xf0\x9f\x98\x80"));
+  const std::pair<std::string, std::string> surrogates[] = {
+      {"\\ud800", "\\ud800"}, {"\\udc00", "\\udc00"}, {"x\\ud800\\u0041", "\\ud800"},
+      {"\\ud800\\ud800\\udc00", "\\ud800"}};
+  for (const auto& [escape, named] : surrogates) {
+    REFUSED(parse_meta(replace_all(md, "@@", escape)), InvalidProgram,
+            "metadata JSON holds the unpaired surrogate escape " + named +
+                "; strings must be valid Unicode");
+  }
+  // A JSON syntax error is placed by byte, not by character.
+  const std::string two = replace_all(md, "\"@@\"", "\"\xc3\xa9\xc3\xa9\",,");
+  REFUSED(parse_meta(two), InvalidProgram,
+          "metadata JSON is truncated or malformed at byte " +
+              std::to_string(two.find(",,") + 1) +
+              ": expecting a property name in double quotes");
+}
+
+TEST(json_dump_is_pythons_json_dumps) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"[1,2.5,-0.0,0.1,1e16,1e15,1e-5,0.0001,123456789.125,-7]",
+       "[1, 2.5, -0.0, 0.1, 1e+16, 1000000000000000.0, 1e-05, 0.0001, 123456789.125, -7]"},
+      {R"({"a":{"b":[true,false,null]},"c":"\"\\\/\b\f\n\r\t\u0001\u007f\u00e9\ud83d\ude00"})",
+       R"({"a": {"b": [true, false, null]}, "c": "\"\\/\b\f\n\r\t\u0001\u007f\u00e9\ud83d\ude00"})"},
+      {"[5e-324,1.7976931348623157e308,9007199254740993]",
+       "[5e-324, 1.7976931348623157e+308, 9007199254740993]"}};
+  for (const auto& [text, dumped] : cases) {
+    std::string why;
+    auto j = tte::parse_json(text.data(), text.size(), why);
+    REQUIRE(j.ok());
+    CHECK_EQ(j->dump(), dumped);
+  }
+}
+
 TEST(mutated_blobs_never_crash_and_always_explain) {
   // Deterministic byte flips and truncations of a valid blob: each parse either succeeds or
   // fails with a reason (run under ASan in development; here it must simply not crash).

@@ -137,4 +137,68 @@ TEST(hand_built_info_with_untargeted_output_is_refused) {
                             "aliased nor copy-back)"));
 }
 
+TEST(alias_checks_and_tensor_sizes_are_planned_at_init) {
+  // Upstream TR02 (preprocess): every binding unknown, the aliased output a delegate output.
+  using tte_test::upstream_binding;
+  tte_test::BlobFields f;
+  f.magic = "TR02";
+  f.engine = "E";
+  f.metadata = tte_test::upstream_metadata(
+      {upstream_binding("tokens", true), upstream_binding("cache_in", true),
+       upstream_binding("logits", false), upstream_binding("cache_out", false)},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  Planned p = plan_for(tte_test::build(f));
+  REQUIRE(p.ok);
+  REQUIRE(p.plan.alias_checks.size() == 1);
+  const tte::AliasCheck& c = p.plan.alias_checks[0];
+  CHECK_EQ(c.pair, 0u);
+  CHECK_EQ(c.input_arg, 1u);        // cache_in is delegate argument 1
+  CHECK_EQ(c.delegate_output, 1u);  // cache_out is delegate output 1
+  CHECK(!c.output_known && !c.input_known);
+  CHECK(p.plan.outputs[0].sized_by_tensor && p.plan.outputs[1].sized_by_tensor);
+  REQUIRE(p.plan.copies.size() == 1);
+  CHECK(p.plan.copies[0].sized_by_tensor);
+
+  // Known but dynamic (-1): sized by the tensors too, and the pair compared at execute.
+  f.metadata = tte_test::upstream_metadata(
+      {R"({"name":"cache_in","dtype":"float32","shape":[1,-1,4],"is_input":true})",
+       R"({"name":"cache_out","dtype":"float32","shape":[1,-1,4],"is_input":false})",
+       R"({"name":"y","dtype":"float32","shape":[2],"is_input":false})"},
+      R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
+  Planned d = plan_for(tte_test::build(f));
+  REQUIRE(d.ok);
+  REQUIRE(d.plan.alias_checks.size() == 1);
+  CHECK(d.plan.alias_checks[0].output_known && d.plan.alias_checks[0].input_known);
+  CHECK(d.plan.outputs[0].sized_by_tensor);
+  CHECK_EQ(d.plan.outputs[0].nbytes, size_t(0));
+  CHECK(!d.plan.outputs[1].sized_by_tensor);
+  CHECK_EQ(d.plan.outputs[1].nbytes, size_t(8));
+  REQUIRE(d.plan.copies.size() == 1);
+  CHECK(d.plan.copies[0].sized_by_tensor);
+
+  // Static known pairs need no execute-time comparison.
+  Planned s = plan_for(tte_test::read_file(kFixtures + "/upstream_tr02_kv.blob"));
+  REQUIRE(s.ok);
+  CHECK(s.plan.alias_checks.empty());
+  CHECK(!s.plan.copies[0].sized_by_tensor);
+}
+
+TEST(hand_built_dynamic_copy_back_scratch_is_refused) {
+  tte::BlobInfo info;
+  tte::Binding in, out;
+  in.name = "state";
+  in.shape = {-1};
+  out = in;
+  out.name = "state_out";
+  out.is_input = false;
+  info.inputs.push_back(in);
+  info.outputs.push_back(out);
+  info.delegate_inputs = {"state"};
+  info.copy_back.push_back({"state_out", "state"});
+  std::string why;
+  CHECK(!tte::plan_bindings(info, why).ok());
+  CHECK_EQ(why, std::string("copy-back output 'state_out' is float32 [-1]; the runtime needs a "
+                            "static shape for its scratch"));
+}
+
 TEST_MAIN()

@@ -2,16 +2,19 @@
 //
 // Invariant: a `BlobInfo` returned by `parse_blob` is fully validated — the same checks, and as
 // far as possible the same messages, as python's `torch_tensorrt_ext.executorch.blob.parse`:
-// offsets inside the blob, complete JSON, unique binding names, every referenced name an
+// offsets inside the blob, metadata valid UTF-8, complete JSON without duplicate keys,
+// non-finite numbers or unpaired surrogate escapes, unique binding names, every referenced name an
 // existing binding of the right direction, aliased and copy-back pairs of equal dtype and shape,
 // every output binding a delegate output, aliased or copy-back. TR01/TR02 are given upstream's
 // meaning (TensorRT engine, all inputs/outputs are delegate args in binding order). A magic other
 // than TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
 // Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram.
 // A TR01/TR02 binding with dtype "" and shape [] (what upstream's preprocess writes) is unknown
-// (`Binding::known` false): its dtype, shape and byte size are the delegate tensor's at execute,
-// and an aliased pair with an unknown side is compared there (tte::check_unknown_aliases), not
-// here; a TR03 blob must give every binding's dtype and shape.
+// (`Binding::known` false): the backend fills it in from the engine at init
+// (tte::resolve_unknown_bindings), else its dtype, shape and byte size are the delegate tensor's
+// at execute and an aliased pair with an unknown side is compared there
+// (tte::check_unknown_aliases), not here; a TR03 blob must give every binding's dtype and shape.
+// A known binding's -1 dimension is sized by its delegate tensor at execute (CONTRACTS.md §1).
 // `engine` points into the parsed bytes: the caller keeps them alive as long as it uses it.
 #pragma once
 
@@ -30,7 +33,6 @@ constexpr uint32_t kEngineAlignment = 16;
 constexpr int kTteVersion = 3;
 
 enum class EngineKind : uint8_t { TensorRT, Reference };
-const char* engine_kind_name(EngineKind k);
 
 struct Binding {
   std::string name;

@@ -4,7 +4,9 @@
 // Invariant: a counter slot is created at init (`copy_counter`, which allocates) and never freed
 // or moved, so `execute` only does relaxed atomic adds on a pointer it already holds. Slots are
 // keyed by buffer FQN (or input binding name when a blob names no buffer) and shared by every
-// delegate of the process.
+// delegate of the process. Nothing here throws; only `copy_counter` allocates or locks (it
+// serialises creators); the readers and `reset_counters` walk an append-only list lock-free,
+// comparing keys with strcmp, so the C API behind them never allocates, blocks or fails.
 #pragma once
 
 #include <atomic>
@@ -17,13 +19,14 @@ struct CopyCounter {
   std::atomic<uint64_t> bytes{0};
 };
 
-CopyCounter* copy_counter(const std::string& key);       // init time
-inline void count_copy(CopyCounter* c, uint64_t n) {     // execute time
+// Init time; nullptr when the slot cannot be allocated.
+CopyCounter* copy_counter(const std::string& key) noexcept;
+inline void count_copy(CopyCounter* c, uint64_t n) noexcept {  // execute time
   c->bytes.fetch_add(n, std::memory_order_relaxed);
 }
-void count_execute();
-uint64_t copied_bytes(const char* key);  // 0 for an unknown key
-uint64_t execute_count();
-void reset_counters();
+void count_execute() noexcept;
+uint64_t copied_bytes(const char* key) noexcept;  // 0 for an unknown key or nullptr
+uint64_t execute_count() noexcept;
+void reset_counters() noexcept;
 
 }  // namespace tte

@@ -11,8 +11,10 @@
 #include <tte/blob.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tte {
 
@@ -20,6 +22,13 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual const char* kind() const = 0;
+  // Init time, for a binding the blob leaves unknown (TR01/TR02 dtype "" and shape []): the dtype
+  // and static shape the engine runs input (or output) binding `index` with; false when the
+  // engine cannot tell (then the binding stays unknown, sized by its delegate tensor).
+  virtual bool binding_type(bool is_input, size_t index, DType& dtype,
+                            std::vector<int64_t>& shape) const {
+    return false;
+  }
   // Init time: memory the engine can write an output to and `copy` can read (host or device).
   virtual Result<void*> allocate_scratch(size_t nbytes, std::string& why) = 0;
   virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;

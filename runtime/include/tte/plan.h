@@ -10,6 +10,12 @@
 // output (input -> delegate output: upstream TR02 blobs, where ExecuTorch expects the value).
 // Each copy is counted under `counter_key`: the buffer FQN of its input, or the input binding's
 // name when the blob names no buffer for it.
+// A binding the blob does not size (unknown, or a dynamic -1 dimension) is sized by its delegate
+// tensor at execute (`sized_by_tensor`): a delegate output by its tensor, an aliased output by its
+// input's tensor; a scratch target needs a static binding (refused otherwise). Every aliased
+// pair whose sides the blob cannot compare (an unknown side; or dynamic, when the output is also a
+// delegate output and so copied from its input) is listed in `alias_checks`, with the argument
+// positions execute compares, so execute does no name lookup.
 #pragma once
 
 #include <tte/blob.h>
@@ -29,7 +35,8 @@ struct OutputSlot {
   bool also_delegate_output = false;
   uint32_t input = 0;            // AliasedInput / Scratch: the input binding written
   uint32_t scratch = 0;          // Scratch: index into scratch_nbytes
-  size_t nbytes = 0;
+  size_t nbytes = 0;             // the binding's; 0 when sized_by_tensor
+  bool sized_by_tensor = false;  // its target tensor's nbytes at execute
 };
 
 enum class CopyKind : uint8_t { ScratchToInput, InputToDelegateOutput };
@@ -41,7 +48,16 @@ struct CopyStep {
   uint32_t delegate_output = 0;  // InputToDelegateOutput: destination
   uint32_t output = 0;           // the output binding this copy serves
   size_t nbytes = 0;
+  bool sized_by_tensor = false;  // InputToDelegateOutput: the delegate output tensor's nbytes
   std::string counter_key;
+};
+
+// An aliased pair compared on its delegate tensors at every execute (scalar type, byte size).
+struct AliasCheck {
+  uint32_t pair = 0;             // index into BlobInfo::aliased_io (names for the message)
+  uint32_t input_arg = 0;        // delegate argument of the input
+  uint32_t delegate_output = 0;  // delegate output of the output (argument n_inputs + this)
+  bool output_known = true, input_known = true;
 };
 
 struct BindingPlan {
@@ -50,6 +66,7 @@ struct BindingPlan {
   std::vector<OutputSlot> outputs;        // per output binding
   std::vector<size_t> scratch_nbytes;
   std::vector<CopyStep> copies;           // in order, after the engine ran
+  std::vector<AliasCheck> alias_checks;   // before anything is bound
 };
 
 Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why);
