@@ -140,7 +140,7 @@ def _keep_one_output(e: _Engine, call: Node, returned: set) -> None:
     if e.copy_back:
         e.copy_back.pop(0)
     elif e.aliased:
-        out, _ = e.aliased.pop(0)
+        e.aliased.pop(0)
         e.kv_nodes.pop(0)
 
 
