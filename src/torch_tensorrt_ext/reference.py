@@ -47,8 +47,13 @@ def export_program(model: torch.nn.Module, example_args: Sequence[torch.Tensor],
     """(declared ExportedProgram of the compiled module, CompiledModule). `shared_state`: buffers
     other methods write (see `compile`)."""
     _check_state_expressible(model, example_args)
-    compiled = compile(_exported(model, example_args), torch_executed_ops=torch_executed_ops,
-                       shared_state=shared_state)
+    return _compile_and_declare(_exported(model, example_args), example_args,
+                                torch_executed_ops, shared_state)
+
+
+def _compile_and_declare(program: torch.export.ExportedProgram, example_args,
+                         torch_executed_ops: Iterable[object], shared_state: Iterable[str]):
+    compiled = compile(program, torch_executed_ops=torch_executed_ops, shared_state=shared_state)
     # torch 2.14 keeps the graph-level copy_ of writes made outside engines in place:
     # functionalize so they become BUFFER_MUTATIONs (ExecuTorch's write-back), then declare the rest
     ep = functional_program(torch.export.export(compiled.gm, tuple(example_args)))
@@ -57,13 +62,16 @@ def export_program(model: torch.nn.Module, example_args: Sequence[torch.Tensor],
 
 def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = ()):
     """`{method: (module, args)}` -> `{method: declared ExportedProgram}`; a buffer any method
-    writes is live state in every method that reads it."""
-    written = set()
+    writes is live state in every method that reads it. Each method is exported once."""
     for m, a in methods.values():
-        written |= set(plan_mutations(_exported(m, a)).fqns)
-    return {name: export_program(m, a, torch_executed_ops=torch_executed_ops,
-                                  shared_state=written)[0]
-            for name, (m, a) in methods.items()}
+        _check_state_expressible(m, a)
+    exported = {name: _exported(m, a) for name, (m, a) in methods.items()}
+    written = set()
+    for program in exported.values():
+        written |= set(plan_mutations(program).fqns)
+    return {name: _compile_and_declare(exported[name], methods[name][1], torch_executed_ops,
+                                       written)[0]
+            for name in methods}
 
 
 def export(model: Union[torch.nn.Module, Mapping[str, tuple]], example_args=None, path=None, *,

@@ -27,9 +27,8 @@ from ..executorch import blob as blobfmt
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
 _lib.define("execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]")
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-           "int64": torch.int64, "int32": torch.int32, "int8": torch.int8, "uint8": torch.uint8,
-           "bool": torch.bool, "float64": torch.float64}
+# the blob's dtype names are torch's own (torch.float32, torch.bfloat16, torch.bool, ...)
+_DTYPES = {name: getattr(torch, name) for name in blobfmt.DTYPES}
 DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
 
 

@@ -65,8 +65,7 @@ def _inline_constants(parent: GraphModule, call: Node, keep: frozenset) -> None:
     keep_args = []
     for arg, ph in zip(call.args, phs):
         if isinstance(arg, Node) and arg.op == "get_attr" and str(arg.target) not in keep:
-            value = parent.get_parameter(arg.target) if _is_param(parent, arg.target) \
-                else _get_attr(parent, arg.target)
+            value = _get_attr(parent, arg.target)
             attr = "c_" + str(arg.target).replace(".", "_")
             if isinstance(value, torch.nn.Parameter):
                 sub.register_parameter(attr, torch.nn.Parameter(value.detach().clone(),
@@ -86,14 +85,6 @@ def _inline_constants(parent: GraphModule, call: Node, keep: frozenset) -> None:
     for n in list(parent.graph.nodes):
         if n.op == "get_attr" and not n.users:
             parent.graph.erase_node(n)
-
-
-def _is_param(gm: torch.nn.Module, target: str) -> bool:
-    try:
-        gm.get_parameter(target)
-        return True
-    except AttributeError:
-        return False
 
 
 def _get_attr(gm: torch.nn.Module, target: str):

@@ -9,28 +9,23 @@ ExecuTorch's own portable/optimized kernels.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Sequence
 
 import torch
 from torch.fx import GraphModule, Node
 
+from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 
 
-def example_inputs(gm: GraphModule) -> Tuple[torch.Tensor, ...]:
-    out = []
+def _require_static(gm: GraphModule) -> None:
     for n in gm.graph.nodes:
-        if n.op == "placeholder":
-            val = n.meta.get("val")
-            if not isinstance(val, torch.Tensor):
-                raise ValueError(f"engine input {n.name!r} has no tensor meta['val']")
-            if not all(isinstance(s, int) for s in val.shape):
-                raise NotImplementedError(
-                    f"engine input {n.name!r} has dynamic shape {list(val.shape)}; the reference "
-                    "engine builds static-shape payloads")
-            out.append(torch.zeros(val.shape, dtype=val.dtype))
-    return tuple(out)
+        val = n.meta.get("val") if n.op == "placeholder" else None
+        if isinstance(val, torch.Tensor) and not all(isinstance(s, int) for s in val.shape):
+            raise NotImplementedError(
+                f"engine input {n.name!r} has dynamic shape {list(val.shape)}; the reference "
+                "engine builds static-shape payloads")
 
 
 def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
@@ -67,7 +62,8 @@ def to_executorch_program(gm: GraphModule) -> bytes:
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
     from executorch.exir.passes import MemoryPlanningPass
 
-    ep = torch.export.export(gm, example_inputs(gm), strict=False)
+    _require_static(gm)
+    ep = torch.export.export(gm, example_args(gm), strict=False)
     edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
     et = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False),

@@ -40,6 +40,13 @@ _UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype a
                     "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
 
 
+def _record_writer(writer_of: Dict[str, str], inp: str, out: str) -> None:
+    """An input binding is written by at most one output (aliased or copy-back)."""
+    if inp in writer_of:
+        raise BlobError(f"input binding '{inp}' is written by both '{writer_of[inp]}' and '{out}'")
+    writer_of[inp] = out
+
+
 def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
     """Raise `BlobError` unless `meta` is self-consistent (CONTRACTS.md §1, "Validation") as a
     blob with `magic` (TR03, what `serialize` writes, refuses unknown bindings)."""
@@ -77,10 +84,7 @@ def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
         if a.output in aliased:
             raise BlobError(f"output binding '{a.output}' is aliased twice in aliased_io")
         aliased.add(a.output)
-        if a.input in writer_of:
-            raise BlobError(f"input binding '{a.input}' is written by both '{writer_of[a.input]}'"
-                            f" and '{a.output}'")
-        writer_of[a.input] = a.output
+        _record_writer(writer_of, a.input, a.output)
 
     if meta.engine_kind not in ENGINE_KINDS:
         raise BlobError(f"engine_kind '{meta.engine_kind}' is not one of {list(ENGINE_KINDS)}")
@@ -126,10 +130,7 @@ def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
         if c.output in copied:
             raise BlobError(f"copy_back lists output binding '{c.output}' twice")
         copied.add(c.output)
-        if c.input in writer_of:
-            raise BlobError(f"input binding '{c.input}' is written by both '{writer_of[c.input]}'"
-                            f" and '{c.output}'")
-        writer_of[c.input] = c.output
+        _record_writer(writer_of, c.input, c.output)
         if c.output not in delegate_outs and any(s < 0 for s in out.shape):
             raise BlobError(f"copy-back output '{c.output}' has a dynamic shape "
                             f"{_shape_text(out.shape)}; the runtime needs a static one for its "

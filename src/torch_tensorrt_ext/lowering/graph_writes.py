@@ -141,7 +141,8 @@ def _gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
     return list(writes.values()), other
 
 
-def _example_args(gm: GraphModule) -> tuple:
+def example_args(gm: GraphModule) -> tuple:
+    """Zero tensors shaped like the GraphModule's inputs (symbolic dims at their hints)."""
     args = []
     for node in gm.graph.nodes:
         if node.op != "placeholder":
@@ -170,7 +171,7 @@ def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
         return program, writes
     # In-place writes into buffers other than a trailing whole copy_: re-export to functional.
     try:
-        ep = torch.export.export(program, _example_args(program), strict=False)
+        ep = torch.export.export(program, example_args(program), strict=False)
     except PlanError:
         raise
     except Exception as e:
