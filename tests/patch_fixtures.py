@@ -62,8 +62,12 @@ def write_series(root: Path, targets: Dict[str, dict],
     toml = []
     for name, t in targets.items():
         toml.append(f"[targets.{name}]")
+        if "distributions" in t:
+            toml.append("distributions = [" + ", ".join(f'"{d}"' for d in t["distributions"])
+                        + "]")
         for key in ("distribution", "version", "repo_prefix", "site_prefix"):
-            toml.append(f'{key} = "{t[key]}"')
+            if key in t:
+                toml.append(f'{key} = "{t[key]}"')
         toml.append(f"[targets.{name}.baseline]")
         toml += [f'"{p}" = "{d}"' for p, d in t["baseline"].items()]
         toml.append("")

@@ -227,7 +227,8 @@ def test_read_only_site_packages_fails_cleanly(read_only):
         for p in [locked, *locked.rglob("*")]:
             os.chmod(p, 0o555 if p.is_dir() else 0o444)
         before = snapshot(site)
-        blocked = (site / "torch_tensorrt_ext_patches.json" if read_only == "site"
+        # A read-only site-packages fails at the lock file, the first file every command writes.
+        blocked = (site / "torch_tensorrt_ext_patches.lock" if read_only == "site"
                    else site / "fake_pkg/alpha.py")
         drop = "os.setgroups([]); os.setgid(65534); os.setuid(65534); " if os.geteuid() == 0 else ""
         code = ("import os, sys; import torch_tensorrt_ext.patching.cli as c; " + drop +

@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from . import contributor, site
 from .errors import PatchError
+from .lock import DEFAULT_TIMEOUT, TIMEOUT_ENV, LockOptions
 from .manifest import load_manifest
 from .series import load_series
 
@@ -32,6 +33,9 @@ def register(subparsers) -> None:
                        help="site-packages to work on (default: this interpreter's)")
         p.add_argument("--patches", type=Path, default=DEFAULT_PATCHES,
                        help=f"the series: folder with upstream.toml (default: {DEFAULT_PATCHES})")
+        p.add_argument("--lock-timeout", type=float, default=None, metavar="SECONDS",
+                       help=f"how long to wait for another patch run on the same site-packages "
+                            f"(default: ${TIMEOUT_ENV}, else {DEFAULT_TIMEOUT:g})")
         return p
 
     installed("apply", "apply the whole series to the installed packages (all or nothing)"
@@ -87,17 +91,24 @@ def _site(args: argparse.Namespace) -> Path:
     return args.site_packages or site.default_site_packages()
 
 
+def _lock(args: argparse.Namespace) -> LockOptions:
+    def waiting(message: str) -> None:
+        print(f"torch-tensorrt-ext patch {args.patch_command}: {message}", file=sys.stderr,
+              flush=True)
+    return LockOptions(args.lock_timeout, waiting)
+
+
 def _run_site(fn):
     @_guard
     def run(args: argparse.Namespace) -> int:
-        _print(fn(_site(args), args.patches))
+        _print(fn(_site(args), args.patches, _lock(args)))
         return 0
     return run
 
 
 @_guard
 def _run_revert(args: argparse.Namespace) -> int:
-    _print(site.revert(_site(args), force=args.force))
+    _print(site.revert(_site(args), force=args.force, lock=_lock(args), patches_dir=args.patches))
     return 0
 
 

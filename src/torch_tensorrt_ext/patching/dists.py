@@ -2,7 +2,8 @@
 
 Invariant: versions and file hashes come only from the dist-info METADATA and RECORD inside the
 site-packages directory being patched — never from the running interpreter's import machinery —
-so `--site-packages DIR` inspects exactly DIR. Names compare in PEP 503 normalised form.
+so `--site-packages DIR` inspects exactly DIR. Names compare in PEP 503 normalised form. Of a set
+of alternative distributions that install the same files, at most one may be installed.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from .errors import PatchError
 
@@ -45,6 +46,20 @@ def find_distribution(site: Path, name: str) -> Optional[Distribution]:
         listed = ", ".join(d.dist_info.name for d in found)
         raise PatchError(f"{name} is installed more than once in {site} ({listed}); uninstall "
                          f"the extra copies (pip uninstall {name}, then reinstall the pinned one)")
+    return found[0] if found else None
+
+
+def find_one_of(site: Path, names: Sequence[str]) -> Optional[Distribution]:
+    """The one installed distribution among `names` (alternatives that install the same files),
+    or None; more than one of them installed is an error naming each."""
+    found = [d for d in (find_distribution(site, n) for n in names) if d is not None]
+    if len(found) > 1:
+        listed = " and ".join(f"{d.name} {d.version} ({d.dist_info.name})" for d in found)
+        both = "both " if len(found) == 2 else ""
+        raise PatchError(f"{site} has {both}{listed} installed; they ship the same files, so "
+                         f"uninstalling one also deletes files of the other: pip uninstall "
+                         f"{' '.join(d.name for d in found)}, then install the one this machine "
+                         f"needs with pip install --no-deps NAME==VERSION")
     return found[0] if found else None
 
 

@@ -1,8 +1,10 @@
 """`patches/upstream.toml`: which upstream releases the series targets, and their pristine files.
 
-Invariant: a loaded `Manifest` is fully validated — every target has a distribution, a pinned
-version, path prefixes that are relative and end in "/" (or are empty), and a baseline mapping
-upstream *repository* paths (under `repo_prefix`) to lower-case sha256 hex digests. Mapping a
+Invariant: a loaded `Manifest` is fully validated — every target has one or more accepted
+distributions (`distributions = [...]`, or the older single `distribution = "..."`: pip names
+that install the same files, e.g. torch-tensorrt and torch-tensorrt-rtx), a pinned version, path
+prefixes that are relative and end in "/" (or are empty), and a baseline mapping upstream
+*repository* paths (under `repo_prefix`) to lower-case sha256 hex digests. Mapping a
 repository path to its site-packages path (strip `repo_prefix`, prepend `site_prefix`) happens
 only here.
 """
@@ -14,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Tuple
 
+from .dists import normalise
 from .errors import PatchError
 
 MANIFEST_NAME = "upstream.toml"
-_TARGET_KEYS = {"distribution", "version", "repo_prefix", "site_prefix", "baseline"}
+_TARGET_KEYS = {"distribution", "distributions", "version", "repo_prefix", "site_prefix",
+                "baseline"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -27,12 +31,21 @@ class Target:
     """One upstream release the series patches."""
 
     name: str                      # folder under patches/, e.g. "executorch"
-    distribution: str              # pip distribution name, e.g. "torch-tensorrt"
+    distributions: Tuple[str, ...]  # accepted pip names (they install the same files)
     version: str                   # the pinned release
     repo_prefix: str               # stripped from repository paths ...
     site_prefix: str               # ... and this prepended, to find the file in site-packages
     baseline: Mapping[str, str] = field(default_factory=dict)  # repo path -> sha256 (pristine)
     manifest_path: Path = Path(MANIFEST_NAME)
+
+    @property
+    def distribution(self) -> str:
+        """The accepted distribution names for messages: "a", or "a or b"."""
+        return " or ".join(self.distributions)
+
+    def pins(self) -> str:
+        """pip requirement(s) of the pinned release: "a==V", or "a==V or b==V"."""
+        return " or ".join(f"{d}=={self.version}" for d in self.distributions)
 
     def site_path(self, repo_path: str) -> str:
         """The path, relative to site-packages, of the installed copy of `repo_path`."""
@@ -94,14 +107,15 @@ def _target(path: Path, name: str, table: object) -> Target:
     if unknown:
         raise PatchError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: "
                          f"{sorted(_TARGET_KEYS)}")
+    distributions = _distributions(where, table)
     values = {}
-    for key in ("distribution", "version", "repo_prefix", "site_prefix"):
+    for key in ("version", "repo_prefix", "site_prefix"):
         value = table.get(key)
         if not isinstance(value, str):
             raise PatchError(f"{where}: {key} must be a string (got {value!r})")
         values[key] = value
-    if not values["distribution"] or not values["version"]:
-        raise PatchError(f"{where}: distribution and version must not be empty")
+    if not values["version"]:
+        raise PatchError(f"{where}: version must not be empty")
     for key in ("repo_prefix", "site_prefix"):
         prefix = values[key]
         if prefix and (not prefix.endswith("/") or not _relative(prefix.rstrip("/"))):
@@ -119,7 +133,33 @@ def _target(path: Path, name: str, table: object) -> Target:
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise PatchError(f"{where}.baseline: the hash of {repo_path} must be 64 lower-case "
                              f"hex digits (sha256 of the pristine file), got {digest!r}")
-    return Target(name=name, baseline=dict(baseline), manifest_path=path, **values)
+    return Target(name=name, distributions=distributions, baseline=dict(baseline),
+                  manifest_path=path, **values)
+
+
+def _distributions(where: str, table: dict) -> Tuple[str, ...]:
+    """`distributions = ["a", "b"]`, or the single-name form `distribution = "a"` (not both)."""
+    if "distribution" in table and "distributions" in table:
+        raise PatchError(f"{where}: give either distribution = \"NAME\" or distributions = "
+                         f"[\"NAME\", ...], not both")
+    if "distributions" in table:
+        names = table["distributions"]
+        if not isinstance(names, list) or not names or not all(
+                isinstance(n, str) and n for n in names):
+            raise PatchError(f"{where}: distributions must be a non-empty list of pip "
+                             f"distribution names (got {names!r})")
+    else:
+        name = table.get("distribution")
+        if not isinstance(name, str) or not name:
+            raise PatchError(f"{where}: distribution must be a non-empty string, or give "
+                             f"distributions = [\"NAME\", ...] (got {name!r})")
+        names = [name]
+    seen = set()
+    for n in names:
+        if normalise(n) in seen:
+            raise PatchError(f"{where}: distributions lists {n!r} twice; keep one")
+        seen.add(normalise(n))
+    return tuple(names)
 
 
 def _relative(p: str) -> bool:

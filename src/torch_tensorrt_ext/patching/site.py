@@ -4,22 +4,27 @@ Invariant: site-packages is only written by `apply` and `revert`, and only after
 passed for every target (installed version == pinned version, each file either the pristine
 release file by sha256 or exactly what the last apply left, the whole series applied by git in a
 temporary tree); then all files and the state record change together or not at all. `apply` of an
-already applied, unchanged series writes nothing. `check` and `status` never write.
+already applied, unchanged series writes nothing. `check` and `status` never write patch state.
+Each command holds the site lock (`lock`) from before it reads the record until after its last
+write, and first removes the staging files a killed run left (saying so). A target accepts any one
+of its distributions; messages name the one installed, and the baseline hashes decide the files.
 """
 from __future__ import annotations
 
 import sysconfig
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import gitapply
-from .dists import Distribution, find_distribution
+from .dists import Distribution, find_one_of
 from .errors import PatchError
+from .lock import LockOptions, SiteLock
 from .manifest import Target, load_manifest
 from .series import Series, load_series
 from .state import (FileRecord, PatchRecord, State, TargetRecord, commit_files, drop_bytecode,
-                    read_state, sha256, state_path)
+                    read_state, sha256, state_path, sweep_staging)
 
 NOTHING_CHANGED = "Nothing was changed."
 
@@ -69,43 +74,83 @@ def _files(site: Path, target: Target, repo_paths, record: Optional[TargetRecord
     return out
 
 
+@contextmanager
+def _session(site: Path, command: str, lock: LockOptions, site_paths: Sequence[str],
+             *, writes: bool) -> Iterator[List[str]]:
+    """Hold the site lock; yields the lines reporting staging files a killed run left."""
+    with SiteLock(site, command, writes=writes, options=lock) as held:
+        lines: List[str] = []
+        if held.held:
+            try:
+                recorded = _recorded_paths(read_state(site))
+            except PatchError:
+                recorded = []          # the command itself reports the damaged record
+            removed, failed = sweep_staging(site, [*site_paths, *recorded])
+            if removed:
+                lines.append(f"removed {len(removed)} staging file(s) left by an interrupted "
+                             f"patch run: {', '.join(str(p.relative_to(site)) for p in removed)}")
+            if failed:
+                lines.append(f"cannot remove {len(failed)} staging file(s) left by an "
+                             f"interrupted patch run: {', '.join(failed)}; run `torch-tensorrt-ext "
+                             f"patch apply` as the owner of {site}")
+        yield lines
+
+
+def _series_paths(all_series: Sequence[Series]) -> List[str]:
+    return [s.target.site_path(rp) for s in all_series for rp in s.target.baseline]
+
+
+def _recorded_paths(state: Optional[State]) -> List[str]:
+    targets = state.targets.values() if state else ()
+    return [f.site_path for t in targets for f in t.files.values()]
+
+
 def _distribution(site: Path, series: Series, errors: List[str]) -> Optional[Distribution]:
     """The installed distribution of a target that has patches; version mismatches are errors."""
     t = series.target
-    dist = find_distribution(site, t.distribution)
+    try:
+        dist = find_one_of(site, t.distributions)
+    except PatchError as exc:
+        errors.append(f"{t.name}: {exc}")
+        return None
     names = ", ".join(p.name for p in series.patches)
     if dist is None:
+        if len(t.distributions) == 1:
+            how = f"install {t.pins()} there (pip install --no-deps {t.pins()})"
+        else:
+            how = (f"install one of them there (pip install --no-deps "
+                   f"{', or '.join(f'{d}=={t.version}' for d in t.distributions)})")
         errors.append(f"{t.distribution}: the series has {len(series.patches)} patch(es) for it "
                       f"({names}) but no {t.distribution} dist-info is installed in {site}; "
-                      f"install {t.distribution}=={t.version} there (pip install --no-deps "
-                      f"{t.distribution}=={t.version}) or pass --site-packages DIR")
+                      f"{how} or pass --site-packages DIR")
     elif dist.version != t.version:
-        errors.append(f"{t.distribution}: the series is pinned to version {t.version} "
+        errors.append(f"{dist.name}: the series is pinned to version {t.version} "
                       f"({t.manifest_path}) but {site} has {dist.version} "
                       f"({dist.dist_info.name}); install the pinned release (pip install "
-                      f"--no-deps {t.distribution}=={t.version}), or port the series to "
+                      f"--no-deps {dist.name}=={t.version}), or port the series to "
                       f"{dist.version} (see `torch-tensorrt-ext patch drift`)")
         return None
     return dist
 
 
-def _unusable(t: Target, f: _File, site: Path) -> str:
+def _unusable(t: Target, f: _File, site: Path, dist: str) -> str:
+    """Why `f` cannot be patched; `dist` is the distribution installed (or recorded)."""
     where = f"{f.repo_path} ({site / f.site_path})"
     reinstall = (f"reinstall it (pip install --force-reinstall --no-deps "
-                 f"{t.distribution}=={t.version}) and run `torch-tensorrt-ext patch apply` again")
+                 f"{dist}=={t.version}) and run `torch-tensorrt-ext patch apply` again")
     if f.current is None:
-        return f"{t.distribution} {t.version}: {where} does not exist; {reinstall}"
+        return f"{dist} {t.version}: {where} does not exist; {reinstall}"
     found = sha256(f.current)
     if f.record is not None:
-        return (f"{t.distribution} {t.version}: {where} changed since `patch apply` (sha256 "
+        return (f"{dist} {t.version}: {where} changed since `patch apply` (sha256 "
                 f"{found}; apply left {f.record.patched_sha256}, the pristine file is "
                 f"{f.baseline}); if the edit is unwanted, {reinstall}")
-    return (f"{t.distribution} {t.version}: {where} has sha256 {found}, expected {f.baseline} "
+    return (f"{dist} {t.version}: {where} has sha256 {found}, expected {f.baseline} "
             f"(the pristine file of the pinned release, {t.manifest_path}); something other than "
             f"this patch series modified it: {reinstall}")
 
 
-def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord],
+def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord], dist: str,
                    errors: List[str], *, writing: bool) -> Optional[Dict[str, bytes]]:
     """The pristine bytes of every file the series touches; when `writing`, every installed file
     must also be either pristine or exactly as the last apply left it."""
@@ -113,36 +158,41 @@ def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord],
     for f in _files(site, series.target, series.files, record):
         data = f.pristine()
         if data is None or (writing and f.state in ("changed", "missing")):
-            errors.append(_unusable(series.target, f, site))
+            errors.append(_unusable(series.target, f, site, dist))
         else:
             tree[f.repo_path] = data
     return tree if len(tree) == len(series.files) else None
 
 
-def _apply_in_temp(series: Series, tree: Dict[str, bytes], errors: List[str]
+def _apply_in_temp(series: Series, tree: Dict[str, bytes], dist: str, errors: List[str]
                    ) -> Optional[Tuple[Dict[str, bytes], List[gitapply.Result]]]:
     patched, results = gitapply.apply_series(tree, series.patches)
     failed = [r for r in results if not r.applied]
     if failed:
         r = failed[0]
         errors.append(f"patch {r.patch.label} does not apply to the pristine "
-                      f"{series.target.distribution} {series.target.version} files "
+                      f"{dist} {series.target.version} files "
                       f"({', '.join(r.patch.files)}): {'; '.join(r.notes)}; fix the patch on a "
                       f"checkout (patch import / edit / patch export)")
         return None
     return patched, results
 
 
-def apply(site: Path, patches_dir: Path) -> List[str]:
+def apply(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
     """Apply the whole series to `site`, or change nothing and raise PatchError."""
     site = Path(site)
+    all_series = _all_series(patches_dir)
+    with _session(site, "apply", lock, _series_paths(all_series), writes=True) as swept:
+        return swept + _apply(site, all_series)
+
+
+def _apply(site: Path, all_series: List[Series]) -> List[str]:
     state = read_state(site) or State()
     errors: List[str] = []
     lines: List[str] = []
     changes: List[Tuple[Path, bytes]] = []
     records: Dict[str, TargetRecord] = {}
     touched: List[str] = []
-    all_series = _all_series(patches_dir)
     known = {s.target.name for s in all_series}
     for series in all_series:
         t = series.target
@@ -150,12 +200,14 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
         if not series.patches and old is None:
             lines.append(f"{t.name} {t.version}: no patches")
             continue
-        if series.patches and _distribution(site, series, errors) is None:
+        dist = _distribution(site, series, errors) if series.patches else None
+        if series.patches and dist is None:
             continue
-        tree = _pristine_tree(site, series, old, errors, writing=True)
+        dist_name = dist.name if dist else old.distribution
+        tree = _pristine_tree(site, series, old, dist_name, errors, writing=True)
         if tree is None:
             continue
-        applied = _apply_in_temp(series, tree, errors)
+        applied = _apply_in_temp(series, tree, dist_name, errors)
         if applied is None:
             continue
         patched, results = applied
@@ -166,7 +218,7 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
             if f.state == "patched":
                 desired[f.repo_path] = f.record.pristine
             elif f.state == "changed":
-                errors.append(_unusable(t, f, site))
+                errors.append(_unusable(t, f, site, dist_name))
         sites = {f.repo_path: f.site_path for f in _files(site, t, series.files, old) + leftovers}
         for rp, data in desired.items():
             path = site / sites[rp]
@@ -175,7 +227,7 @@ def apply(site: Path, patches_dir: Path) -> List[str]:
                 touched.append(sites[rp])
         if series.patches:
             records[t.name] = TargetRecord(
-                t.distribution, t.version,
+                dist_name, t.version,
                 tuple(PatchRecord(p.name, p.sha256, p.files) for p in series.patches),
                 {rp: FileRecord(sites[rp], tree[rp], sha256(tree[rp]), sha256(patched[rp]))
                  for rp in series.files})
@@ -216,9 +268,21 @@ def _applied_line(series: Series, results: List[gitapply.Result]) -> str:
     return line + (f" (note: {'; '.join(offsets)})" if offsets else "")
 
 
-def revert(site: Path, force: bool = False) -> List[str]:
-    """Restore every file the last apply changed; refuse files changed since unless `force`."""
+def revert(site: Path, force: bool = False, lock: LockOptions = LockOptions(),
+           patches_dir: Optional[Path] = None) -> List[str]:
+    """Restore every file the last apply changed; refuse files changed since unless `force`.
+
+    `patches_dir`, when its manifest loads, only widens the search for leftover staging files."""
     site = Path(site)
+    try:
+        paths = _series_paths(_all_series(patches_dir)) if patches_dir is not None else []
+    except PatchError:
+        paths = []
+    with _session(site, "revert", lock, paths, writes=True) as swept:
+        return swept + _revert(site, force)
+
+
+def _revert(site: Path, force: bool) -> List[str]:
     state = read_state(site)
     if state is None:
         return [f"no patches are recorded in {site}; nothing to revert"]
@@ -247,12 +311,18 @@ def revert(site: Path, force: bool = False) -> List[str]:
     return [f"restored {len(changes)} file(s) in {site} to the pristine release"]
 
 
-def status(site: Path, patches_dir: Path) -> List[str]:
+def status(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
     """One line per patch: applied / not applied / stale, with the reason."""
     site = Path(site)
+    all_series = _all_series(patches_dir)
+    with _session(site, "status", lock, _series_paths(all_series), writes=False) as swept:
+        return swept + _status(site, all_series)
+
+
+def _status(site: Path, all_series: List[Series]) -> List[str]:
     state = read_state(site) or State()
     lines: List[str] = []
-    for series in _all_series(patches_dir):
+    for series in all_series:
         t = series.target
         rec = state.targets.get(t.name)
         if not series.patches:
@@ -260,11 +330,11 @@ def status(site: Path, patches_dir: Path) -> List[str]:
                 if rec and rec.files else ""
             lines.append(f"{t.name} {t.version}: no patches{extra}")
             continue
-        dist = find_distribution(site, t.distribution)
+        dist = find_one_of(site, t.distributions)
         if dist is None:
             lines.append(f"{t.name} {t.version}: {t.distribution} is not installed in {site}")
             continue
-        lines.append(f"{t.name} {t.version}: {t.distribution} {dist.version} in {site}")
+        lines.append(f"{t.name} {t.version}: {dist.name} {dist.version} in {site}")
         files = {f.repo_path: f for f in _files(site, t, series.files, rec)}
         recorded = {p.name: p for p in rec.patches} if rec else {}
         for p in series.patches:
@@ -291,13 +361,19 @@ def _patch_status(patch, files: Dict[str, _File], rec: Optional[PatchRecord]) ->
     return f"stale        {patch.name}: only partly applied; run `torch-tensorrt-ext patch apply`"
 
 
-def check(site: Path, patches_dir: Path) -> List[str]:
+def check(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
     """Prove the series applies to the pinned pristine files, in temporary copies only."""
     site = Path(site)
+    all_series = _all_series(patches_dir)
+    with _session(site, "check", lock, _series_paths(all_series), writes=False) as swept:
+        return swept + _check(site, all_series)
+
+
+def _check(site: Path, all_series: List[Series]) -> List[str]:
     state = read_state(site) or State()
     errors: List[str] = []
     lines: List[str] = []
-    for series in _all_series(patches_dir):
+    for series in all_series:
         t = series.target
         if not series.patches:
             lines.append(f"{t.name} {t.version}: no patches")
@@ -307,8 +383,8 @@ def check(site: Path, patches_dir: Path) -> List[str]:
             continue
         _check_record(t, dist, errors)
         rec = state.targets.get(t.name)
-        tree = _pristine_tree(site, series, rec, errors, writing=False)
-        applied = _apply_in_temp(series, tree, errors) if tree is not None else None
+        tree = _pristine_tree(site, series, rec, dist.name, errors, writing=False)
+        applied = _apply_in_temp(series, tree, dist.name, errors) if tree is not None else None
         if applied is None:
             continue
         source = "recorded pristine copies" if rec else "installed files"
@@ -328,5 +404,5 @@ def _check_record(t: Target, dist: Distribution, errors: List[str]) -> None:
         recorded = dist.record.get(t.site_path(rp))
         if recorded is not None and recorded != digest:
             errors.append(f"{t.manifest_path}: the baseline of {rp} says {digest}, but the RECORD "
-                          f"of {t.distribution} {dist.version} ({dist.dist_info}) says "
+                          f"of {dist.name} {dist.version} ({dist.dist_info}) says "
                           f"{recorded}; fix the hash in [targets.{t.name}.baseline]")

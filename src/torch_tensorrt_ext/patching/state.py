@@ -6,7 +6,8 @@ name and hash of every applied patch — enough to revert byte for byte and to t
 stale without the series at hand. `commit_files` writes a set of files so that either all of them
 change or none does: every new content is first staged beside its destination (which is where a
 read-only directory fails, before anything changed), then renamed into place, and undone in
-reverse if a rename fails.
+reverse if a rename fails. Staging files are named `.<name>.<random>.tte-tmp`; one that exists
+while no run holds the site lock was left by a killed run, and `sweep_staging` removes it.
 """
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import testhook
 from .errors import PatchError
 
 STATE_NAME = "torch_tensorrt_ext_patches.json"
 FORMAT = 1
+STAGING_SUFFIX = ".tte-tmp"
 
 
 def sha256(data: bytes) -> str:
@@ -77,22 +80,37 @@ def read_state(site: Path) -> Optional[State]:
     """The recorded state, None if the series was never applied here; damaged files are errors."""
     path = state_path(site)
     try:
-        doc = json.loads(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (ValueError, OSError) as exc:
-        raise PatchError(f"{path} is unreadable ({exc}); it was not written by this tool or is "
-                         f"damaged: reinstall the patched packages with `pip install "
-                         f"--force-reinstall --no-deps`, delete it, and run `patch apply`") from None
+    except OSError as exc:
+        raise PatchError(f"cannot read the patch record {path}: {exc.strerror or exc}; nothing "
+                         f"was changed. Run as a user who can read it (the owner of the "
+                         f"environment), or make it readable (chmod a+r {path})") from None
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise PatchError(f"the patch record {path} is not valid JSON ({exc}); nothing was "
+                         f"changed. {_DAMAGED.format(path=path)}") from None
     try:
         if doc.get("format") != FORMAT:
             raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT}")
         targets = {name: _target_record(t) for name, t in doc["targets"].items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PatchError(f"{path} is not a state file this version understands ({exc}); "
-                         f"reinstall the patched packages with `pip install --force-reinstall "
-                         f"--no-deps`, delete it, and run `patch apply`") from None
+        raise PatchError(f"the patch record {path} is not one this version of torch-tensorrt-ext "
+                         f"understands ({type(exc).__name__}: {exc}); nothing was changed. If "
+                         f"another version wrote it, run that version's `patch revert`. "
+                         f"Otherwise: {_DAMAGED.format(path=path)}") from None
     return State(targets)
+
+
+# What to do with a record that cannot be parsed: its pristine copies are lost, but the manifest's
+# baseline hashes still tell which installed files are pristine.
+_DAMAGED = ("Move it aside (mv {path} {path}.damaged) and run `torch-tensorrt-ext patch status`: "
+            "patches it lists as `not applied` sit on pristine files and `patch apply` will "
+            "work; files it lists as differing from the pinned release were patched and must be "
+            "restored by reinstalling their package (pip install --force-reinstall --no-deps "
+            "NAME==VERSION)")
 
 
 def _target_record(t: dict) -> TargetRecord:
@@ -112,6 +130,7 @@ def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
     try:
         for path, data in changes:
             staged.append((path, _stage(path, data)))
+        testhook.pause("after-stage")
     except OSError as exc:
         _discard(staged)
         raise PatchError(f"cannot write {path}: {exc.strerror or exc}; nothing "
@@ -128,6 +147,8 @@ def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
             else:
                 os.replace(tmp, path)
             done.append((path, before))
+            if len(done) == 1:
+                testhook.pause("after-first-rename")
     except OSError as exc:
         for path, before in reversed(done):
             _restore(path, before)
@@ -137,7 +158,7 @@ def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
 
 
 def _stage(path: Path, data: Optional[bytes]) -> Optional[Path]:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tte-tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=STAGING_SUFFIX, dir=path.parent)
     tmp = Path(name)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data or b"")
@@ -149,6 +170,26 @@ def _stage(path: Path, data: Optional[bytes]) -> Optional[Path]:
     else:
         os.chmod(tmp, 0o644)
     return tmp
+
+
+def sweep_staging(site: Path, site_paths: Sequence[str]) -> Tuple[List[Path], List[str]]:
+    """Remove the staging files a killed run left beside the record and beside `site_paths`.
+
+    Call only while holding the site lock (then no live run has staging files). Returns the
+    removed paths and, for each one that could not be removed, "path (reason)"."""
+    folders = {Path(site)} | {(Path(site) / sp).parent for sp in site_paths}
+    removed: List[Path] = []
+    failed: List[str] = []
+    for folder in sorted(folders):
+        for tmp in sorted(folder.glob(f".*{STAGING_SUFFIX}")):
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failed.append(f"{tmp} ({exc.strerror or exc})")
+    return removed, failed
 
 
 def _discard(staged: Sequence[Tuple[Path, Optional[Path]]]) -> None:

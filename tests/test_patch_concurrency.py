@@ -1,0 +1,259 @@
+"""Patch commands as real, concurrent and killed processes on one fake site-packages.
+
+Every run here is a `python -m torch_tensorrt_ext.patching.cli patch ...` child process; the
+`TTE_PATCH_TEST_PAUSE` hook (patching/testhook.py) stops a child at a named point so the test can
+race it or SIGKILL it there, deterministically.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from patch_fixtures import (A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
+                            sha, snapshot, target, three_patches, write_series, write_site)
+
+from torch_tensorrt_ext.patching import cli  # noqa: E402
+from torch_tensorrt_ext.patching.state import read_state  # noqa: E402
+
+LOCK = "torch_tensorrt_ext_patches.lock"
+RECORD = "torch_tensorrt_ext_patches.json"
+PATCHED = {"alpha.py": A2, "beta.py": B2, "gamma.py": G3}
+PRISTINE = {"alpha.py": ALPHA, "beta.py": BETA, "gamma.py": GAMMA}
+
+
+@pytest.fixture
+def env(tmp_path):
+    site = write_site(tmp_path / "site", "fake-pkg", "1.0", {
+        "fake_pkg/alpha.py": ALPHA, "fake_pkg/beta.py": BETA, "fake_pkg/gamma.py": GAMMA})
+    patches = write_series(tmp_path / "patches", {"fakepkg": target(), "other": OTHER},
+                           {"fakepkg": three_patches()})
+    return site, patches, tmp_path
+
+
+class Run:
+    """One CLI child process; stderr is read on a thread so a pause marker can be awaited."""
+
+    def __init__(self, command: str, site: Path, patches: Path, *extra: str, pause: str = "",
+                 resume: Path = None, timeout: str = "60"):
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TTE_PATCH_LOCK_TIMEOUT=timeout)
+        env.pop("TTE_PATCH_TEST_PAUSE", None)
+        if pause:
+            env["TTE_PATCH_TEST_PAUSE"] = pause
+        if resume is not None:
+            env["TTE_PATCH_TEST_RESUME"] = str(resume)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "torch_tensorrt_ext.patching.cli", "patch", command,
+             "--site-packages", str(site), "--patches", str(patches), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.err_lines: List[str] = []
+        self.out = ""
+        self._paused = threading.Event()
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._err.start()
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.err_lines.append(line)
+            if line.startswith("tte-test: paused at "):
+                self._paused.set()
+
+    def wait_paused(self, seconds: float = 60.0) -> None:
+        assert self._paused.wait(seconds), (
+            f"pid {self.proc.pid} never reached its pause point; stderr: {self.err_lines}")
+
+    def finish(self, seconds: float = 120.0) -> int:
+        self.out = self.proc.stdout.read()
+        rc = self.proc.wait(seconds)
+        self._err.join(10)
+        return rc
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.finish() == -signal.SIGKILL
+
+    @property
+    def err(self) -> str:
+        return "".join(self.err_lines)
+
+
+def marker(run: Run, point: str) -> str:
+    return f"tte-test: paused at {point} (pid {run.proc.pid})\n"
+
+
+def waiting_line(command: str, site: Path, seconds: str = "60") -> re.Pattern:
+    return re.compile(re.escape(f"torch-tensorrt-ext patch {command}: waiting up to {seconds} s "
+                                f"for another torch-tensorrt-ext patch run")
+                      + r"( \(pid \d+, `patch (apply|revert)`\))?"
+                      + re.escape(f", which holds {site / LOCK}\n"))
+
+
+def installed(site: Path):
+    return {n: (site / "fake_pkg" / n).read_bytes() for n in PRISTINE}
+
+
+def staging(site: Path) -> List[str]:
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*.tte-tmp"))
+
+
+def cli_run(capsys, command, site, patches, *extra):
+    rc = cli.main(["patch", command, "--site-packages", str(site), "--patches", str(patches),
+                   *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def start_together(runs: List[Run], go: Path) -> None:
+    """Every run paused at `before-lock`; then all are let go at once."""
+    for r in runs:
+        r.wait_paused()
+    go.touch()
+
+
+def test_concurrent_applies_all_succeed_and_one_writes(env):
+    site, patches, tmp = env
+    go = tmp / "go"
+    runs = [Run("apply", site, patches, pause="before-lock", resume=go) for _ in range(6)]
+    start_together(runs, go)
+    assert [r.finish() for r in runs] == [0] * 6, [r.err for r in runs]
+    wrote = (f"fakepkg 1.0: applied {', '.join(NAMES)}\nother 2.0: no patches\n"
+             f"3 file(s) written in {site}; record: {RECORD}\n")
+    noop = f"the patch series is already applied in {site}; nothing to do\n"
+    assert sorted(r.out for r in runs) == sorted([wrote] + [noop] * 5)
+    for r in runs:
+        rest = r.err.replace(marker(r, "before-lock"), "", 1)
+        assert rest == "" or waiting_line("apply", site).fullmatch(rest), rest
+    assert installed(site) == PATCHED
+    state = read_state(site)
+    assert [p.name for p in state.targets["fakepkg"].patches] == NAMES
+    assert not (site / LOCK).exists() and staging(site) == []
+
+
+def test_apply_racing_revert_ends_in_a_recorded_state(env):
+    site, patches, tmp = env
+    go = tmp / "go"
+    runs = [Run(cmd, site, patches, pause="before-lock", resume=go)
+            for cmd in ("apply", "revert") * 3]
+    start_together(runs, go)
+    assert [r.finish() for r in runs] == [0] * 6, [r.err for r in runs]
+    state = read_state(site)
+    if state is None:
+        assert installed(site) == PRISTINE
+    else:
+        assert installed(site) == PATCHED
+        assert {rp: f.patched_sha256 for rp, f in state.targets["fakepkg"].files.items()} == {
+            f"src/{n}": sha(d) for n, d in PATCHED.items()}
+    assert not (site / LOCK).exists() and staging(site) == []
+
+
+def test_revert_waits_for_an_apply_that_holds_the_lock(env, capsys):
+    """Before the lock, this revert found no record yet, said 'nothing to revert' and left the
+    files patched once the apply finished."""
+    site, patches, tmp = env
+    go = tmp / "go"
+    apply = Run("apply", site, patches, pause="after-stage", resume=go)
+    apply.wait_paused()
+    revert = Run("revert", site, patches)
+    time.sleep(3)
+    assert revert.proc.poll() is None, revert.err     # blocked on the lock
+    go.touch()
+    assert apply.finish() == 0
+    assert revert.finish() == 0
+    assert revert.out == f"restored 3 file(s) in {site} to the pristine release\n"
+    assert waiting_line("revert", site).fullmatch(revert.err)
+    assert "(pid " + str(apply.proc.pid) + ", `patch apply`)" in revert.err
+    assert installed(site) == PRISTINE and read_state(site) is None
+    assert not (site / LOCK).exists() and staging(site) == []
+
+
+def test_a_busy_lock_times_out_naming_the_holder_then_a_kill_frees_it(env, capsys, monkeypatch):
+    site, patches, _ = env
+    holder = Run("apply", site, patches, pause="locked")
+    holder.wait_paused()
+    before = snapshot(site)
+    lock = site / LOCK
+    monkeypatch.setenv("TTE_PATCH_LOCK_TIMEOUT", "0.5")
+    rc, out, err = cli_run(capsys, "status", site, patches)
+    who = f"another torch-tensorrt-ext patch run (pid {holder.proc.pid}, `patch apply`)"
+    assert (rc, out) == (1, "")
+    assert err == (f"torch-tensorrt-ext patch status: waiting up to 0.5 s for {who}, which "
+                   f"holds {lock}\n"
+                   f"torch-tensorrt-ext patch status: error: {who} holds the lock {lock}; gave "
+                   f"up after waiting 0.5 s. Nothing was changed. Let that run finish and "
+                   f"retry, or wait longer with --lock-timeout SECONDS (or "
+                   f"TTE_PATCH_LOCK_TIMEOUT=SECONDS). The lock is released when that process "
+                   f"exits, even if it is killed; do not delete the file\n")
+    rc, _, err = cli_run(capsys, "apply", site, patches, "--lock-timeout", "0")
+    assert rc == 1 and err.startswith(f"torch-tensorrt-ext patch apply: waiting up to 0 s for "
+                                      f"{who}, which holds {lock}\n")
+    assert snapshot(site) == before
+
+    holder.kill()                      # the kernel drops its lock; its lock file stays behind
+    assert lock.exists()
+    rc, out, err = cli_run(capsys, "apply", site, patches)
+    assert (rc, err) == (0, "")
+    assert out.endswith(f"3 file(s) written in {site}; record: {RECORD}\n")
+    assert installed(site) == PATCHED and not lock.exists()
+
+
+def test_a_run_killed_after_staging_is_cleaned_up_by_the_next_one(env, capsys):
+    site, patches, _ = env
+    before = snapshot(site)
+    run = Run("apply", site, patches, pause="after-stage")
+    run.wait_paused()
+    left = staging(site)
+    assert [re.sub(r"\.[^./]+\.tte-tmp$", ".*.tte-tmp", p) for p in left] == [
+        ".torch_tensorrt_ext_patches.json.*.tte-tmp", "fake_pkg/.alpha.py.*.tte-tmp",
+        "fake_pkg/.beta.py.*.tte-tmp", "fake_pkg/.gamma.py.*.tte-tmp"]
+    run.kill()
+    assert {k: v for k, v in snapshot(site).items() if k not in left + [LOCK]} == before
+
+    rc, out, err = cli_run(capsys, "status", site, patches)
+    assert (rc, err) == (0, "")
+    assert out == (f"removed 4 staging file(s) left by an interrupted patch run: "
+                   f"{', '.join(left)}\nfakepkg 1.0: fake-pkg 1.0 in {site}\n"
+                   + "".join(f"  not applied  {n}\n" for n in NAMES) + "other 2.0: no patches\n")
+    assert snapshot(site) == before
+    rc, out, _ = cli_run(capsys, "apply", site, patches)
+    assert rc == 0 and out.endswith(f"3 file(s) written in {site}; record: {RECORD}\n")
+    assert installed(site) == PATCHED and staging(site) == []
+
+
+def test_an_apply_killed_between_renames_leaves_a_state_the_next_apply_completes(env, capsys):
+    """The record is renamed into place first: a kill after it leaves recorded, pristine files."""
+    site, patches, _ = env
+    run = Run("apply", site, patches, pause="after-first-rename")
+    run.wait_paused()
+    left = staging(site)
+    run.kill()
+    assert installed(site) == PRISTINE and read_state(site) is not None
+    rc, out, _ = cli_run(capsys, "apply", site, patches)
+    assert rc == 0
+    assert out == (f"removed 3 staging file(s) left by an interrupted patch run: "
+                   f"{', '.join(left)}\nfakepkg 1.0: applied {', '.join(NAMES)}\n"
+                   f"other 2.0: no patches\n3 file(s) written in {site}; record: {RECORD}\n")
+    assert installed(site) == PATCHED and staging(site) == []
+
+
+def test_a_revert_killed_between_renames_is_finished_by_the_next_revert(env, capsys):
+    site, patches, _ = env
+    assert cli_run(capsys, "apply", site, patches)[0] == 0
+    run = Run("revert", site, patches, pause="after-first-rename")
+    run.wait_paused()
+    left = staging(site)
+    run.kill()
+    assert installed(site) == {"alpha.py": ALPHA, "beta.py": B2, "gamma.py": G3}
+    rc, out, err = cli_run(capsys, "revert", site, patches)
+    assert (rc, err) == (0, "")
+    assert out == (f"removed 2 staging file(s) left by an interrupted patch run: "
+                   f"{', '.join(left)}\nrestored 2 file(s) in {site} to the pristine release\n")
+    assert installed(site) == PRISTINE and read_state(site) is None and staging(site) == []
