@@ -12,17 +12,34 @@ from typing import Dict, List, Optional, Union
 
 import torch
 
-from . import runtime_lib
+from . import log_sink, runtime_lib
+from .pte_check import PteError, read_pte
 from .traffic import program_copy_bytes
+
+
+class NoSuchMethodError(KeyError):
+    """A method name the `.pte` does not have; the message names the file and its methods."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
 
 
 class Program:
     def __init__(self, path: Union[str, Path], method: str = "forward"):
         runtime_lib.load()
+        log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
         from executorch.runtime import Runtime
         self.path = str(path)
-        self._bytes = Path(path).read_bytes()
-        self._program = Runtime.get().load_program(self.path)
+        self._bytes = read_pte(path)
+        try:
+            self._program = Runtime.get().load_program(self.path)
+        except RuntimeError as e:
+            raise PteError(f"{self.path}: ExecuTorch refused the program ({e}); its log line "
+                           f"on stderr says why. The file is corrupt or was not written by "
+                           f"this ExecuTorch; re-export it") from None
+        if method not in self._program.method_names:
+            raise NoSuchMethodError(f"{self.path} has no method {method!r}; it has "
+                                    f"{sorted(self._program.method_names)}")
         # Load every method before any runs: loading a method writes the initial values of its
         # mutable buffers, which must not wipe state another method already advanced.
         self._methods = {name: self._program.load_method(name)
@@ -38,7 +55,8 @@ class Program:
 
     def _method(self, name: str):
         if name not in self._methods:
-            raise KeyError(f"{self.path} has no method {name!r}; it has {sorted(self._methods)}")
+            raise NoSuchMethodError(
+                f"{self.path} has no method {name!r}; it has {sorted(self._methods)}")
         return self._methods[name]
 
     def run(self, *args: torch.Tensor, method: Optional[str] = None) -> List[torch.Tensor]:
