@@ -1,7 +1,8 @@
 """The patch tooling on real upstream files: the project's own series, and the pinned wheels.
 
 Never writes to the project's .venv: the real series is only `check`ed there (read-only), and the
-apply/revert round trip runs on files extracted from the torch-tensorrt 2.14.0 wheel.
+apply/revert round trip runs on files extracted from the torch-tensorrt 2.14.0 wheel, or copied from
+an installed torch-tensorrt or torch-tensorrt-rtx 2.14.0 (its .py files are the same bytes).
 """
 from __future__ import annotations
 
@@ -29,14 +30,15 @@ PATCHES = Path(__file__).resolve().parents[1] / "patches"
 SITE = Path(sysconfig.get_paths()["purelib"])
 COMPILE = "torch_tensorrt/_compile.py"
 INFO = "torch_tensorrt-2.14.0.dist-info"
+EITHER = ("torch-tensorrt", "torch-tensorrt-rtx")
 
 
 def test_the_project_series_is_well_formed():
     manifest = load_manifest(PATCHES)
-    assert [(t.name, t.distribution, t.version, t.repo_prefix, t.site_prefix)
+    assert [(t.name, t.distributions, t.version, t.repo_prefix, t.site_prefix)
             for t in manifest.targets] == [
-        ("executorch", "executorch", "1.5.1", "", "executorch/"),
-        ("torch_tensorrt", "torch-tensorrt", "2.14.0", "py/", "")]
+        ("executorch", ("executorch",), "1.5.1", "", "executorch/"),
+        ("torch_tensorrt", EITHER, "2.14.0", "py/", "")]
     for t in manifest.targets:
         series = load_series(manifest, t.name)
         for patch in series.patches:
@@ -62,29 +64,31 @@ def test_the_project_series_checks_against_the_installed_packages_without_writin
 
 
 def _torch_tensorrt_files():
-    """(METADATA, RECORD, _compile.py) of the pinned wheel: from the wheel file when one is on
-    disk, else from the installed copy when its RECORD proves it pristine."""
+    """(dist-info name, METADATA, RECORD, _compile.py) of the pinned release: from the
+    torch-tensorrt wheel file when one is on disk, else from the installed torch-tensorrt or
+    torch-tensorrt-rtx when its RECORD proves it pristine."""
     wheels = [os.environ.get("TTE_TORCH_TENSORRT_WHEEL", "")] + glob.glob(
         "/tmp/ttw/torch_tensorrt-2.14.0-*.whl")
     for wheel in filter(os.path.isfile, wheels):
         with zipfile.ZipFile(wheel) as zf:
-            return tuple(zf.read(n) for n in (f"{INFO}/METADATA", f"{INFO}/RECORD", COMPILE))
-    dist = find_distribution(SITE, "torch-tensorrt")
-    if dist is not None and dist.version == "2.14.0" and (SITE / COMPILE).is_file():
-        data = (SITE / COMPILE).read_bytes()
-        if hashlib.sha256(data).hexdigest() == dist.record.get(COMPILE):
-            return ((dist.dist_info / "METADATA").read_bytes(),
-                    (dist.dist_info / "RECORD").read_bytes(), data)
+            return (INFO, *(zf.read(n) for n in (f"{INFO}/METADATA", f"{INFO}/RECORD", COMPILE)))
+    for name in EITHER:
+        dist = find_distribution(SITE, name)
+        if dist is not None and dist.version == "2.14.0" and (SITE / COMPILE).is_file():
+            data = (SITE / COMPILE).read_bytes()
+            if hashlib.sha256(data).hexdigest() == dist.record.get(COMPILE):
+                return (dist.dist_info.name, (dist.dist_info / "METADATA").read_bytes(),
+                        (dist.dist_info / "RECORD").read_bytes(), data)
     pytest.skip("no torch-tensorrt 2.14.0 wheel (set TTE_TORCH_TENSORRT_WHEEL) and no pristine "
-                "installed copy")
+                "installed torch-tensorrt or torch-tensorrt-rtx 2.14.0")
 
 
 def test_apply_check_revert_on_the_real_torch_tensorrt_wheel(tmp_path, capsys):
-    metadata, record, compile_py = _torch_tensorrt_files()
+    info, metadata, record, compile_py = _torch_tensorrt_files()
     site = tmp_path / "site"
-    (site / INFO).mkdir(parents=True)
-    (site / INFO / "METADATA").write_bytes(metadata)
-    (site / INFO / "RECORD").write_bytes(record)
+    (site / info).mkdir(parents=True)
+    (site / info / "METADATA").write_bytes(metadata)
+    (site / info / "RECORD").write_bytes(record)
     (site / "torch_tensorrt").mkdir()
     (site / COMPILE).write_bytes(compile_py)
     lines = compile_py.decode().splitlines(keepends=True)
@@ -92,7 +96,7 @@ def test_apply_check_revert_on_the_real_torch_tensorrt_wheel(tmp_path, capsys):
     patched = "".join(lines[:at] + ["# torch-tensorrt-ext: the save() seam goes here\n"]
                       + lines[at:]).encode()
     patches = write_series(tmp_path / "patches", {"torch_tensorrt": {
-        "distribution": "torch-tensorrt", "version": "2.14.0", "repo_prefix": "py/",
+        "distributions": list(EITHER), "version": "2.14.0", "repo_prefix": "py/",
         "site_prefix": "", "baseline": {f"py/{COMPILE}": sha(compile_py)}}},
         {"torch_tensorrt": [("0001-Mark-the-save-seam.patch", patch_text(
             "Mark the save seam", "Why: a fixture. Upstream: never.",
