@@ -3,6 +3,7 @@
 Invariant: every mutable buffer of the emitted program carries its registered initial value (so
 the first call starts from it, KV and copy-back alike) and its fully qualified name (so traffic
 can be attributed per buffer); buffers shared by several methods share one allocation when asked.
+`save_pte` never leaves a partly written `.pte` at its destination.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from executorch.exir.passes import MemoryPlanningPass
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
 from .device_state import StateOnDevicePass
 from .partitioner import EnginePartitioner
+from .pte_write import write_atomic
 
 Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
 
@@ -62,7 +64,8 @@ def to_executorch(programs: Programs, *, device: str = "cpu", share_mutable_buff
 
 
 def save_pte(programs: Programs, path: str, **kw) -> str:
+    """Lower `programs` and write the `.pte` to `path` all or nothing (`pte_write`): a failure
+    while writing (a full disk, an error in serialisation) leaves `path` as it was."""
     et = to_executorch(programs, **kw)
-    with open(path, "wb") as f:
-        et.write_to_file(f)
+    write_atomic(path, et.write_to_file)
     return path
