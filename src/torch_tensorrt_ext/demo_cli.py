@@ -2,17 +2,20 @@
 
 Invariant: exit status 0 only when every step matched eager; `--json` prints exactly one object
 `{"steps", "parity", "max_abs_diff", "buffers": [{"fqn", "kind", "nbytes",
-"bytes_moved_per_step"}]}`.
+"bytes_moved_per_step"}]}`. Arguments refused before exporting (`--steps` outside 1..cache
+positions, `--layers` < 1, an unwritable `--pte`) exit 2 with one line on stderr.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="export the embedded decoder to .pte and run it against eager")
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--steps", type=int, default=8,
+                   help="decode steps to compare against eager, 1..the KV cache positions")
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--pte", default="", help="where to write the .pte (default: a temp dir)")
     p.add_argument("--json", action="store_true")
@@ -20,8 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .demo.run import run_demo
-    r = run_demo(steps=args.steps, layers=args.layers, pte=args.pte)
+    from .demo.run import DemoArgumentError, run_demo
+    try:
+        r = run_demo(steps=args.steps, layers=args.layers, pte=args.pte)
+    except DemoArgumentError as e:
+        print(f"torch-tensorrt-ext demo: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"steps": r["steps"], "parity": r["parity"],
                           "max_abs_diff": r["max_abs_diff"],
@@ -30,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                                       for b in r["buffers"]]}))
         return 0 if r["parity"] else 1
     print(r["plan"])
-    print(f"\n.pte: {r['pte']}\n")
+    print(f"\n.pte: {r['pte'] or 'in a temporary directory, removed (--pte PATH keeps it)'}\n")
     for s in r["per_step"]:
         print(f"step {s['step']}: {'parity' if s['parity'] else 'MISMATCH'} with eager "
               f"(max abs diff {s['max_abs_diff']:.2e})")

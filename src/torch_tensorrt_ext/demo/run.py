@@ -2,11 +2,16 @@
 
 Invariant: every figure printed comes from the run itself — parity from comparing the `.pte`'s
 outputs and eager's at each step, bytes moved from `Program.state_traffic()` (runtime counters
-plus the emitted program's copy ops).
+plus the emitted program's copy ops). Arguments that cannot give a meaningful run (no steps,
+more steps than the KV cache has positions, no layers, a `.pte` destination that cannot be
+written) are refused with `DemoArgumentError` before anything is exported. Without `pte` the
+`.pte` goes to a temporary directory that is removed when the run ends, however it ends (and
+the result's "pte" is "").
 """
 from __future__ import annotations
 
 import copy
+import inspect
 import tempfile
 from pathlib import Path
 from typing import Dict, List
@@ -15,8 +20,41 @@ import torch
 
 from .models import Decoder
 
+CACHE_POSITIONS = inspect.signature(Decoder).parameters["s_max"].default
+
+
+class DemoArgumentError(ValueError):
+    """Demo arguments refused before exporting; the message names the argument and the fix."""
+
+
+def check_demo_args(steps: int, layers: int, pte: str) -> None:
+    if steps < 1:
+        raise DemoArgumentError(f"--steps {steps}: must be at least 1 (each step is one decode "
+                                f"step compared against eager)")
+    if steps > CACHE_POSITIONS:
+        raise DemoArgumentError(f"--steps {steps}: the decoder's KV cache holds "
+                                f"{CACHE_POSITIONS} positions; use 1..{CACHE_POSITIONS}")
+    if layers < 1:
+        raise DemoArgumentError(f"--layers {layers}: must be at least 1")
+    if pte:
+        from ..executorch.pte_write import DestinationError, check_destination
+        try:
+            check_destination(pte)
+        except DestinationError as e:
+            raise DemoArgumentError(f"--pte {e}") from None
+
 
 def run_demo(steps: int = 8, layers: int = 3, pte: str = "") -> Dict:
+    check_demo_args(steps, layers, pte)
+    if pte:
+        return _run(steps, layers, pte)
+    with tempfile.TemporaryDirectory(prefix="tte-demo-") as tmp:
+        result = _run(steps, layers, str(Path(tmp) / "decoder.pte"))
+    result["pte"] = ""  # written to the temporary directory, now removed
+    return result
+
+
+def _run(steps: int, layers: int, path: str) -> Dict:
     from .. import reference
     from ..executorch.program import load
 
@@ -24,7 +62,6 @@ def run_demo(steps: int = 8, layers: int = 3, pte: str = "") -> Dict:
     eager = copy.deepcopy(model)
     args = model.example_args()
     ep, compiled = reference.export_program(model, args)
-    path = pte or str(Path(tempfile.mkdtemp(prefix="tte-demo-")) / "decoder.pte")
     from ..executorch.lower import save_pte
     save_pte(ep, path)
     prog = load(path)
