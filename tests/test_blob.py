@@ -1,4 +1,5 @@
 """The delegate blob (CONTRACTS.md §1): upstream fixtures read, TR03 written, malformed refused."""
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -11,17 +12,38 @@ FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
 
 
-def raw(magic=b"TR03", md=None, engine=b"E" * 20, md_off=32, md_size=None, eng_off=None,
-        eng_size=None, pad=True):
-    """Hand-assemble a blob; any header field can be overridden to a wrong value."""
+def sealed(md, engine):
+    """`md` with the engine digest a TR03 writer adds (a dict gets the key; JSON text ending in
+    '}' gets it appended, as runtime/tests/blob_builder.h does)."""
+    digest = hashlib.sha256(engine).hexdigest()
+    if isinstance(md, dict):
+        return md if "engine_sha256" in md else {**md, "engine_sha256": digest}
+    text = md.rstrip()
+    if not text.endswith(b"}") or b'"engine_sha256"' in text:
+        return md
+    empty = text[:-1].rstrip().endswith(b"{")
+    return text[:-1] + (b"" if empty else b",") + b'"engine_sha256":"' + digest.encode() + b'"}'
+
+
+def raw(magic=b"TR03", md=None, engine=b"E" * 20, md_off=None, md_size=None, eng_off=None,
+        eng_size=None, pad=True, seal=True):
+    """Hand-assemble a blob; any header field can be overridden to a wrong value. A TR03 blob is
+    sealed (engine digest in the metadata, metadata digest in the header) unless `seal` is
+    False."""
+    seal = seal and magic == b"TR03"
+    md = sealed(md, engine) if seal else md
     md_bytes = md if isinstance(md, bytes) else json.dumps(md).encode()
+    if md_off is None:
+        md_off = 64 if magic == b"TR03" else 32
     end = md_off + len(md_bytes)
     aligned = (end + 15) // 16 * 16
     eo = aligned if eng_off is None else eng_off
     header = struct.pack(B.HEADER_FORMAT, magic, md_off,
                          len(md_bytes) if md_size is None else md_size, eo,
                          len(engine) if eng_size is None else eng_size, b"\x01" + b"\0" * 7)
-    body = header + b"\0" * (md_off - 32) + md_bytes
+    if seal and md_off >= 64:
+        header += hashlib.sha256(md_bytes).digest()
+    body = header + b"\0" * (md_off - len(header)) + md_bytes
     body += b"\0" * (max(aligned, eo) - len(body))
     return body + engine
 
@@ -172,10 +194,12 @@ def test_tr03_layout_is_the_contract_header():
     meta = B.parse(raw(md=kv_meta())).metadata
     data = B.serialize(meta, b"PAYLOAD")
     magic, md_off, md_size, eng_off, eng_size, reserved = struct.unpack(B.HEADER_FORMAT, data[:32])
-    assert (magic, md_off, eng_size, reserved) == (b"TR03", 32, 7, b"\x01" + b"\0" * 7)
-    assert eng_off % 16 == 0 and eng_off >= 32 + md_size
-    assert data[eng_off:] == b"PAYLOAD" and set(data[32 + md_size:eng_off]) <= {0}
-    md = json.loads(data[32:32 + md_size])
+    assert (magic, md_off, eng_size, reserved) == (b"TR03", 64, 7, b"\x01" + b"\0" * 7)
+    assert eng_off % 16 == 0 and eng_off >= 64 + md_size
+    assert data[eng_off:] == b"PAYLOAD" and set(data[64 + md_size:eng_off]) <= {0}
+    # integrity: [32, 64) is the metadata's SHA-256; the metadata records the payload's
+    assert data[32:64] == hashlib.sha256(data[64:64 + md_size]).digest()
+    md = json.loads(data[64:64 + md_size])
     # upstream's keys keep their place and meaning; the extensions follow
     assert list(md)[:6] == ["io_bindings", "aliased_io", "hardware_compatible", "device_id",
                             "serialized_metadata", "target_platform"]
@@ -185,6 +209,8 @@ def test_tr03_layout_is_the_contract_header():
     assert md["buffers"] == [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
                              {"input": "step_in", "fqn": "step"}]
     assert md["copy_back"] == [{"output": "step_out", "input": "step_in"}]
+    assert list(md)[-1] == "engine_sha256"
+    assert md["engine_sha256"] == hashlib.sha256(b"PAYLOAD").hexdigest()
     assert B.parse(data).metadata == meta
 
 
@@ -212,7 +238,7 @@ def test_refuses_metadata_past_end():
     n = len(data)
     md_size = struct.unpack_from("<I", data, 8)[0]
     bad = data[:8] + struct.pack("<I", n) + data[12:]
-    refused(bad, f"metadata [32, {32 + n}) runs past the end of the {n}-byte blob")
+    refused(bad, f"metadata [64, {64 + n}) runs past the end of the {n}-byte blob")
     assert md_size < n
 
 
@@ -230,8 +256,12 @@ def test_refuses_unaligned_engine_and_overlap_and_header_overlap():
     data = raw(md=md)
     md_size = struct.unpack_from("<I", data, 8)[0]
     refused(raw(md=md, eng_off=48, eng_size=0),
-            f"metadata [32, {32 + md_size}) overlaps the engine at offset 48")
-    refused(raw(md=md, md_off=16), "metadata offset 16 lies inside the 32-byte header")
+            f"metadata [64, {64 + md_size}) overlaps the engine at offset 48")
+    refused(raw(md=md, md_off=16), "metadata offset 16 lies inside the 64-byte header")
+    # a TR03 header holds the metadata digest at [32, 64)
+    refused(raw(md=md, md_off=32), "metadata offset 32 lies inside the 64-byte header")
+    refused(raw(magic=b"TR02", md=upstream_kv_meta(), md_off=16),
+            "metadata offset 16 lies inside the 32-byte header")
 
 
 def test_refuses_truncated_json():
@@ -313,12 +343,16 @@ def test_tr01_with_aliased_io_is_refused():
             "TR01 blob carries aliased_io; upstream writes such blobs as TR02")
 
 
-def test_tr02_ignores_extension_keys():
+def test_tr02_ignores_extension_keys_but_refuses_tte_version():
     md = kv_meta(copy_back=[], delegate_outputs=["logits"])
+    del md["tte_version"]
     m = B.parse(raw(magic=b"TR02", md=md)).metadata
     assert m.engine_kind == "tensorrt" and m.delegate_outputs == ("logits", "cache_out",
                                                                   "step_out")
     assert m.buffers == () and m.copy_back == ()
+    # tte_version is what a TR03 writer puts there: a TR02 magic on it is a damaged TR03 magic
+    refused(raw(magic=b"TR02", md={**md, "tte_version": 3}),
+            "TR02 blob carries the TR03 key 'tte_version': its magic is damaged; re-export the .pte")
 
 
 # ------------------------------------------------- JSON the C++ reader refuses: refused here too
@@ -409,7 +443,7 @@ def test_tte_version_must_be_the_integer_3(version):
 def test_blob_module_keeps_its_names_and_validation_lives_apart():
     from torch_tensorrt_ext.executorch import blob_validate as V
     m = B.parse(raw(md=kv_meta())).metadata
-    assert B._parse_metadata(B.MAGIC_TR03, json.dumps(kv_meta()).encode()) == m
+    assert B._parse_metadata(B.MAGIC_TR03, json.dumps(sealed(kv_meta(), b"E" * 20)).encode()) == m
     twice = B.BlobMetadata(**{**m.__dict__, "io_bindings": m.io_bindings * 2})
     for validate in (B.validate, V.validate):
         with pytest.raises(B.BlobError, match="binding name 'cache_in' appears twice"):

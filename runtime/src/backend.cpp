@@ -4,11 +4,13 @@
 #include <tte/counters.h>
 #include <tte/engine.h>
 #include <tte/plan.h>
+#include <tte/refusal.h>
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/platform/log.h>
 
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <new>
 #include <string>
@@ -51,7 +53,7 @@ const char* dims_text(const Dims& d, char* buf, size_t n) {
 // tensor's); any dtype and shape for an unknown binding (it defines them). Logs what is wrong.
 bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t arg) {
   if (v == nullptr || !v->isTensor()) {
-    ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') is not a tensor", role, arg,
+    refuse("TensorRTBackend: delegate %s %zu (binding '%s') is not a tensor", role, arg,
            b.name.c_str());
     return false;
   }
@@ -60,20 +62,20 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
   for (size_t k = 0; k < dim_order.size(); ++k) {
     if (dim_order[k] != k) {
       char buf[96];
-      ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the "
+      refuse("TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the "
              "engine reads its bindings as contiguous tensors in dim order 0..n-1", role, arg,
              b.name.c_str(), dims_text(dim_order, buf, sizeof buf));
       return false;
     }
   }
   if (b.known && t.scalar_type() != dtype_scalar_type(b.dtype)) {
-    ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
+    refuse("TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
            "binding is %s", role, arg, b.name.c_str(),
            executorch::runtime::toString(t.scalar_type()), dtype_name(b.dtype));
     return false;
   }
   if (b.is_static() && t.nbytes() != b.nbytes()) {
-    ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') holds %zu bytes, the binding "
+    refuse("TensorRTBackend: delegate %s %zu (binding '%s') holds %zu bytes, the binding "
            "%s needs %zu", role, arg, b.name.c_str(), t.nbytes(), b.describe().c_str(),
            b.nbytes());
     return false;
@@ -86,7 +88,7 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     }
     if (!same) {
       char buf[160];
-      ET_LOG(Error, "TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding "
+      refuse("TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding "
              "is %s", role, arg, b.name.c_str(), dims_text(sizes, buf, sizeof buf),
              b.describe().c_str());
       return false;
@@ -95,8 +97,24 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
   return true;
 }
 
-Error fail_init(Error e, const std::string& why) {
-  ET_LOG(Error, "TensorRTBackend: init refused the delegate blob: %s", why.c_str());
+// Which delegate a refusal is about: its method, size and (once read) its bindings.
+std::string delegate_label(const BackendInitContext& context, size_t size, const BlobInfo* info) {
+  const char* method = context.get_method_name();
+  std::string s = format("delegate of method '%s': %zu-byte blob", method ? method : "?", size);
+  if (info == nullptr) return s;
+  s += format(" %s, bindings", info->magic);
+  for (size_t i = 0; i < info->inputs.size(); ++i) {
+    s += (i ? ", '" : " '") + info->inputs[i].name + "'";
+  }
+  s += " ->";
+  for (size_t i = 0; i < info->outputs.size(); ++i) {
+    s += (i ? ", '" : " '") + info->outputs[i].name + "'";
+  }
+  return s;
+}
+
+Error fail_init(Error e, const std::string& why, const std::string& label) {
+  refuse("TensorRTBackend: init refused the delegate blob: %s (%s)", why.c_str(), label.c_str());
   return e;
 }
 
@@ -132,7 +150,7 @@ Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<
     const EValue* vo = out_arg < args.size() ? args[out_arg] : nullptr;
     const EValue* vi = c.input_arg < args.size() ? args[c.input_arg] : nullptr;
     if (vo == nullptr || !vo->isTensor() || vi == nullptr || !vi->isTensor()) {
-      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
+      refuse("TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
              "tensor", a.output.c_str(), a.input.c_str());
       return Error::InvalidArgument;
     }
@@ -143,7 +161,7 @@ Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<
                          : !c.input_known                  ? "the input's dtype/shape"
                          : !c.output_known                 ? "the output's dtype/shape"
                                                            : "their dynamic dimensions";
-      ET_LOG(Error, "TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
+      refuse("TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
              "tensor is %s (%zu bytes), input tensor is %s (%zu bytes); the blob leaves %s "
              "to the tensors", a.output.c_str(), a.input.c_str(),
              executorch::runtime::toString(to.scalar_type()), to.nbytes(),
@@ -158,7 +176,7 @@ Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan
                    const CallState& st) {
   Error e = engine.run();
   if (e != Error::Ok) {
-    ET_LOG(Error, "TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
+    refuse("TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
            static_cast<unsigned>(e));
     (void)engine.finish();  // whatever it enqueued before failing must not outlive the call
     return e;
@@ -173,7 +191,7 @@ Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan
     const size_t nbytes = c.sized_by_tensor ? st.delegate_out_nbytes[c.delegate_output] : c.nbytes;
     e = engine.copy(dst, src, nbytes);
     if (e != Error::Ok) {
-      ET_LOG(Error, "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
+      refuse("TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
              info.outputs[c.output].name.c_str(), c.counter_key.c_str(),
              static_cast<unsigned>(e));
       (void)engine.finish();  // the run (and earlier copies) may still be writing
@@ -183,7 +201,7 @@ Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan
   }
   e = engine.finish();
   if (e != Error::Ok) {
-    ET_LOG(Error, "TensorRTBackend: %s engine did not finish (error 0x%x)", engine.kind(),
+    refuse("TensorRTBackend: %s engine did not finish (error 0x%x)", engine.kind(),
            static_cast<unsigned>(e));
     return e;
   }
@@ -195,22 +213,39 @@ bool TensorRTBackend::is_available() const { return true; }
 Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
                                               FreeableBuffer* processed,
                                               ArrayRef<CompileSpec> compile_specs) const {
+  (void)last_refusal();  // the thread's refusal buffer exists before any execute writes it
   if (processed == nullptr || processed->data() == nullptr) {
-    return fail_init(Error::InvalidArgument, "no processed bytes");
+    return fail_init(Error::InvalidArgument, "no processed bytes",
+                     delegate_label(context, 0, nullptr));
   }
+  try {  // init allocates (strings, vectors, the engine): no exception may reach ExecuTorch
+    return init_delegate(context, *processed);
+  } catch (const std::exception& e) {
+    return fail_init(Error::MemoryAllocationFailed, std::string("out of memory (") + e.what() + ")",
+                     "?");
+  }
+}
+
+Result<DelegateHandle*> TensorRTBackend::init_delegate(BackendInitContext& context,
+                                                       FreeableBuffer& processed) const {
   std::string why;
-  auto info = parse_blob(processed->data(), processed->size(), why);
-  if (!info.ok()) return fail_init(info.error(), why);
+  auto info = parse_blob(processed.data(), processed.size(), why);
+  if (!info.ok()) {
+    return fail_init(info.error(), why, delegate_label(context, processed.size(), nullptr));
+  }
+  const std::string label = delegate_label(context, processed.size(), &info.get());
   auto engine = create_engine(info.get(), why);
-  if (!engine.ok()) return fail_init(engine.error(), why);
+  if (!engine.ok()) return fail_init(engine.error(), why, label);
   if (Error e = resolve_unknown_bindings(info.get(), *engine.get(), why); e != Error::Ok) {
-    return fail_init(e, why);
+    return fail_init(e, why, label);
   }
   auto plan = plan_bindings(info.get(), why);  // with the engine's types for unknown bindings
-  if (!plan.ok()) return fail_init(plan.error(), why);
+  if (!plan.ok()) return fail_init(plan.error(), why, label);
 
   std::unique_ptr<Delegate> d(new (std::nothrow) Delegate());
-  if (!d) return fail_init(Error::MemoryAllocationFailed, "cannot allocate the delegate state");
+  if (!d) {
+    return fail_init(Error::MemoryAllocationFailed, "cannot allocate the delegate state", label);
+  }
   d->info = std::move(info.get());
   d->plan = std::move(plan.get());
   d->engine = std::move(engine.get());
@@ -223,7 +258,7 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
           why = "copy-back output '" + d->info.outputs[c.output].name + "': " + why;
         }
       }
-      return fail_init(p.error(), why);
+      return fail_init(p.error(), why, label);
     }
     st.scratch.push_back(p.get());
   }
@@ -231,7 +266,7 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
     CopyCounter* counter = copy_counter(c.counter_key);
     if (counter == nullptr) {
       return fail_init(Error::MemoryAllocationFailed,
-                       "cannot allocate the copy counter for '" + c.counter_key + "'");
+                       "cannot allocate the copy counter for '" + c.counter_key + "'", label);
     }
     st.counters.push_back(counter);
   }
@@ -251,7 +286,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
   const BindingPlan& plan = d->plan;
   const size_t n_in = plan.arg_input.size(), n_out = plan.delegate_output.size();
   if (args.size() != n_in + n_out) {
-    ET_LOG(Error, "TensorRTBackend: the delegate call has %zu arguments, the blob declares %zu "
+    refuse("TensorRTBackend: the delegate call has %zu arguments, the blob declares %zu "
            "inputs + %zu outputs", args.size(), n_in, n_out);
     return Error::InvalidArgument;
   }
@@ -266,7 +301,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     st.input_nbytes[b.index] = t.nbytes();
     Error e = engine.bind_input(b.index, addr, t.nbytes());
     if (e != Error::Ok) {
-      ET_LOG(Error, "TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
+      refuse("TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
              engine.kind(), b.name.c_str(), static_cast<unsigned>(e));
       return e;
     }
@@ -295,7 +330,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     }
     Error e = engine.bind_output(o, addr, nbytes);
     if (e != Error::Ok) {
-      ET_LOG(Error, "TensorRTBackend: %s engine refused output binding '%s' (%s, error 0x%x)",
+      refuse("TensorRTBackend: %s engine refused output binding '%s' (%s, error 0x%x)",
              engine.kind(), d->info.outputs[o].name.c_str(), output_target_name(s.target),
              static_cast<unsigned>(e));
       return e;
@@ -320,7 +355,7 @@ TensorRTBackend& backend_instance() {
 const bool registered = [] {
   Error e = executorch::runtime::register_backend({kBackendId, &backend_instance()});
   if (e != Error::Ok) {
-    ET_LOG(Error, "TensorRTBackend: register_backend failed (error 0x%x): is another "
+    refuse("TensorRTBackend: register_backend failed (error 0x%x): is another "
            "TensorRTBackend already loaded in this process?", static_cast<unsigned>(e));
   }
   return e == Error::Ok;

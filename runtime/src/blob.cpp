@@ -2,6 +2,7 @@
 // check and, where the languages allow, message for message.
 #include <tte/blob.h>
 #include <tte/json.h>
+#include <tte/sha256.h>
 
 #include <cstring>
 
@@ -17,12 +18,27 @@ bool Binding::is_static() const {
 
 size_t Binding::numel() const {
   if (!is_static()) return 0;
-  size_t n = 1;
-  for (int64_t s : shape) n *= static_cast<size_t>(s);
-  return n;
+  uint64_t n = 1;
+  for (int64_t s : shape) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(s), &n)) return SIZE_MAX;
+  }
+  return n > kMaxBindingBytes ? SIZE_MAX : static_cast<size_t>(n);
 }
 
-size_t Binding::nbytes() const { return numel() * dtype_size(dtype); }
+size_t Binding::nbytes() const {
+  const size_t n = numel();
+  return n == SIZE_MAX || n > kMaxBindingBytes / dtype_size(dtype) ? SIZE_MAX
+                                                                   : n * dtype_size(dtype);
+}
+
+bool Binding::fits() const {
+  if (!known) return true;
+  uint64_t n = dtype_size(dtype);
+  for (int64_t s : shape) {
+    if (s >= 0 && __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n)) return false;
+  }
+  return n <= kMaxBindingBytes;
+}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -167,6 +183,14 @@ struct Reader {
   }
 };
 
+bool is_hex_digest(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
   const Json* lst = r.get(md, "io_bindings", Json::Type::Array, "metadata", true);
   if (!lst) return false;
@@ -181,7 +205,7 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
     where += " '" + b.name + "'";
     std::string dtype = r.str(e, "dtype", where, true);
     if (!r.ok) return false;
-    if (!dtype.empty() && !dtype_from_name(dtype.c_str(), b.dtype)) {
+    if (!dtype.empty() && !dtype_from_name(dtype, b.dtype)) {
       return r.fail(where + ": unknown dtype '" + dtype + "' (known: " + dtype_known_names() +
                     ")");
     }
@@ -244,6 +268,10 @@ Error read_metadata(const Json& md, BlobInfo& info, std::string& why) {
   if (!r.ok) return bad;
 
   if (info.format != 3) {
+    if (md.find("tte_version") != nullptr) {  // a TR03 blob whose magic lost its '3'
+      return r.refuse(format("TR0%d blob carries the TR03 key 'tte_version': its magic is "
+                             "damaged; re-export the .pte", info.format));
+    }
     info.engine_kind = EngineKind::TensorRT;
     for (const auto& b : info.inputs) info.delegate_inputs.push_back(b.name);
     for (const auto& b : info.outputs) info.delegate_outputs.push_back(b.name);
@@ -288,6 +316,13 @@ Error read_metadata(const Json& md, BlobInfo& info, std::string& why) {
       info.copy_back.push_back(std::move(c));
     }
   }
+  if (const Json* v = r.get(md, "engine_sha256", Json::Type::String, "metadata", false)) {
+    if (!is_hex_digest(v->string)) {
+      return r.refuse("metadata: 'engine_sha256' must be 64 lowercase hex digits (the SHA-256 "
+                      "of the engine payload), got " + v->dump().substr(0, 40));
+    }
+    info.engine_sha256 = v->string;
+  }
   return r.ok ? Error::Ok : bad;
 }
 
@@ -304,8 +339,39 @@ std::string json_refusal(const JsonError& e) {
     case JsonError::Kind::Surrogate:
       return "metadata JSON holds the unpaired surrogate escape " + e.what +
              "; strings must be valid Unicode";
+    case JsonError::Kind::Nul:
+      return "metadata JSON holds a NUL character (\\u0000) in the string " +
+             e.what.substr(0, 60) + "; strings must not contain NUL";
   }
   return "metadata JSON: " + e.message();
+}
+
+// TR03 integrity (CONTRACTS.md §1): bytes [32, 64) hold the SHA-256 of the metadata bytes.
+bool metadata_digest_matches(const uint8_t* p, uint64_t md_off, uint64_t md_size,
+                             std::string& why) {
+  const Digest got = sha256(p + md_off, md_size);
+  if (std::memcmp(got.data(), p + kBlobHeaderSize, got.size()) == 0) return true;
+  Digest recorded;
+  std::memcpy(recorded.data(), p + kBlobHeaderSize, recorded.size());
+  why = format("metadata SHA-256 mismatch: the header records %s, the %llu metadata bytes hash "
+               "to %s; the blob is corrupt (or was written without checksums by an older "
+               "torch-tensorrt-ext): re-export the .pte", hex_digest(recorded).c_str(),
+               static_cast<unsigned long long>(md_size), hex_digest(got).c_str());
+  return false;
+}
+
+// ... and the metadata's engine_sha256 that of the engine payload.
+bool engine_digest_matches(const BlobInfo& info, std::string& why) {
+  if (info.engine_sha256.empty()) {
+    why = "metadata has no 'engine_sha256'";
+    return false;
+  }
+  const std::string got = hex_digest(sha256(info.engine, info.engine_size));
+  if (got == info.engine_sha256) return true;
+  why = format("engine payload SHA-256 mismatch: the metadata records %s, the %llu payload bytes "
+               "hash to %s; the blob is corrupt: re-export the .pte", info.engine_sha256.c_str(),
+               static_cast<unsigned long long>(info.engine_size), got.c_str());
+  return false;
 }
 
 }  // namespace
@@ -333,9 +399,9 @@ Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
   const uint64_t eng_size = le64(p + 16);
   const unsigned long long n = size;
   using ull = unsigned long long;
-  if (md_off < kBlobHeaderSize) {
-    why = format("metadata offset %llu lies inside the %zu-byte header", (ull)md_off,
-                 kBlobHeaderSize);
+  const size_t header = info.format == 3 ? kTr03HeaderSize : kBlobHeaderSize;
+  if (md_off < header) {
+    why = format("metadata offset %llu lies inside the %zu-byte header", (ull)md_off, header);
     return Error::InvalidProgram;
   }
   if (md_off + md_size > n) {
@@ -358,6 +424,9 @@ Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
                  (ull)(md_off + md_size), (ull)eng_off);
     return Error::InvalidProgram;
   }
+  if (info.format == 3 && !metadata_digest_matches(p, md_off, md_size, why)) {
+    return Error::InvalidProgram;
+  }
   const char* md_text = reinterpret_cast<const char*>(p + md_off);
   if (size_t bad = utf8_invalid_at(md_text, md_size); bad != md_size) {
     why = format("metadata is not UTF-8 at byte %zu", bad);
@@ -370,9 +439,10 @@ Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
     return Error::InvalidProgram;
   }
   if (Error e = read_metadata(md.get(), info, why); e != Error::Ok) return e;
-  if (!validate_blob(info, why)) return Error::InvalidProgram;
   info.engine = p + eng_off;
   info.engine_size = eng_size;
+  if (info.format == 3 && !engine_digest_matches(info, why)) return Error::InvalidProgram;
+  if (!validate_blob(info, why)) return Error::InvalidProgram;
   return info;
 }
 

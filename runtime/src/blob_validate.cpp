@@ -27,6 +27,10 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
       if (info.format == 3 && !b.known) {
         return fail("binding '" + b.name + "' has an empty dtype; " + kUnknownInTr03);
       }
+      if (!b.fits()) {
+        return fail("binding '" + b.name + "' (" + b.describe() +
+                    ") is larger than 2**63-1 bytes");
+      }
     }
   }
   // Name lookup with direction check; nullptr + why on failure.

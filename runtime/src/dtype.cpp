@@ -1,8 +1,6 @@
 // Binding dtype table; see tte/dtype.h (kept equal to python's blob.DTYPES).
 #include <tte/dtype.h>
 
-#include <cstring>
-
 namespace tte {
 namespace {
 
@@ -32,9 +30,9 @@ const Row& row(DType d) {
 
 }  // namespace
 
-bool dtype_from_name(const char* name, DType& out) {
+bool dtype_from_name(const std::string& name, DType& out) {
   for (const Row& r : kTable) {
-    if (std::strcmp(r.name, name) == 0) {
+    if (name == r.name) {
       out = r.dtype;
       return true;
     }

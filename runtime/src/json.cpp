@@ -173,6 +173,11 @@ class Parser {
       err = std::move(err_);
       return false;
     }
+    if (!nul_.empty()) {  // then the first string holding a NUL, in document order
+      refuse(JsonError::Kind::Nul, std::move(nul_), 0);
+      err = std::move(err_);
+      return false;
+    }
     return true;
   }
 
@@ -361,6 +366,12 @@ class Parser {
       unsigned char c = static_cast<unsigned char>(d_[p_]);
       if (c == '"') {
         ++p_;
+        if (nul_.empty() && out.find('\0') != std::string::npos) {
+          Json shown;
+          shown.type = Json::Type::String;
+          shown.string = out;
+          nul_ = shown.dump();
+        }
         return true;
       }
       if (c < 0x20) return fail("control character in a string");
@@ -461,6 +472,7 @@ class Parser {
   JsonError err_;
   std::string surrogate_;  // the first unpaired surrogate escape, "\\ud800"
   size_t surrogate_at_ = 0;
+  std::string nul_;  // the first string (key or value) holding a \u0000, as json.dumps writes it
 };
 
 }  // namespace
@@ -477,6 +489,7 @@ std::string JsonError::message() const {
     case Kind::DuplicateKey: return "the key '" + what + "' appears twice in one object";
     case Kind::NonFinite: return "the non-finite number " + what;
     case Kind::Surrogate: return "the unpaired surrogate escape " + what;
+    case Kind::Nul: return "a NUL character in the string " + what;
   }
   return what;
 }

@@ -1,4 +1,5 @@
 // The reference engine: an ExecuTorch program as the engine payload; see tte/reference_engine.h.
+#include <tte/payload_check.h>
 #include <tte/reference_engine.h>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
@@ -9,6 +10,8 @@
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/kernel/kernel_runtime_context.h>
+#include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/log.h>
 
 #include <cstdlib>
@@ -27,9 +30,11 @@ using executorch::extension::BufferDataLoader;
 using executorch::extension::MallocMemoryAllocator;
 using executorch::runtime::EValue;
 using executorch::runtime::HierarchicalAllocator;
+using executorch::runtime::KernelRuntimeContext;
 using executorch::runtime::MemoryAllocator;
 using executorch::runtime::MemoryManager;
 using executorch::runtime::Method;
+using executorch::runtime::OpFunction;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Program;
 using executorch::runtime::Span;
@@ -38,6 +43,33 @@ using executorch::runtime::TensorInfo;
 
 constexpr const char* kMethod = "forward";
 constexpr size_t kPayloadAlignment = 16;
+// A memory plan larger than this is refused as corrupt rather than attempted.
+constexpr int64_t kMaxPlannedBytes = int64_t(16) << 30;
+
+// ExecuTorch 1.5.1's Method::init can return Ok with a kernel left unresolved: it keeps only the
+// last KernelCall's resolve error (an earlier "Op index out of range" or "Missing operator name"
+// is overwritten by a later success) and leaves that kernel-table slot uninitialised, so execute
+// would jump through a garbage pointer. The method allocator therefore pre-fills every block it
+// hands out with the address of `unresolved_kernel`: a slot init never resolved fails the call.
+void unresolved_kernel(KernelRuntimeContext& ctx, Span<EValue*>) {
+  ET_LOG(Error, "TensorRTBackend: the reference payload runs an instruction whose kernel was "
+         "never resolved (its operator table is corrupt; see the error logged at init)");
+  ctx.fail(Error::InvalidProgram);
+}
+
+class TrapFilledAllocator final : public MallocMemoryAllocator {
+ public:
+  void* allocate(size_t size, size_t alignment) override {
+    void* p = MallocMemoryAllocator::allocate(size, alignment);
+    if (p != nullptr) {
+      const OpFunction trap = &unresolved_kernel;
+      for (size_t at = 0; at + sizeof trap <= size; at += sizeof trap) {
+        std::memcpy(static_cast<char*>(p) + at, &trap, sizeof trap);
+      }
+    }
+    return p;
+  }
+};
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
@@ -146,6 +178,7 @@ class ReferenceEngine final : public Engine {
                    static_cast<unsigned>(program.error()));
       return Error::InvalidProgram;
     }
+    if (!check_kernel_calls(data, info.engine_size, kMethod, why)) return Error::InvalidProgram;
     program_.emplace(std::move(program.get()));
     auto meta_r = program_->method_meta(kMethod);
     if (!meta_r.ok()) {
@@ -162,28 +195,34 @@ class ReferenceEngine final : public Engine {
     }
     for (const Binding& b : info.inputs) {
       auto tag = meta.input_tag(b.index);
-      if (!tag.ok() || tag.get() != Tag::Tensor) {
+      auto ti = meta.input_tensor_meta(b.index);
+      if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
         why = format("reference payload input %zu ('%s') is not a tensor", b.index,
                      b.name.c_str());
         return Error::InvalidProgram;
       }
-      if (!check_signature(meta.input_tensor_meta(b.index).get(), b, "input", why)) {
-        return Error::InvalidProgram;
-      }
+      if (!check_signature(ti.get(), b, "input", why)) return Error::InvalidProgram;
     }
     for (const Binding& b : info.outputs) {
       auto tag = meta.output_tag(b.index);
-      if (!tag.ok() || tag.get() != Tag::Tensor) {
+      auto ti = meta.output_tensor_meta(b.index);
+      if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
         why = format("reference payload output %zu ('%s') is not a tensor", b.index,
                      b.name.c_str());
         return Error::InvalidProgram;
       }
-      if (!check_signature(meta.output_tensor_meta(b.index).get(), b, "output", why)) {
-        return Error::InvalidProgram;
-      }
+      if (!check_signature(ti.get(), b, "output", why)) return Error::InvalidProgram;
     }
     for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
-      const size_t n = static_cast<size_t>(meta.memory_planned_buffer_size(i).get());
+      auto size = meta.memory_planned_buffer_size(i);
+      if (!size.ok() || size.get() < 0 || size.get() > kMaxPlannedBytes) {
+        why = format("reference payload's 'forward' declares memory-planned buffer %zu with an "
+                     "invalid size (%lld bytes; at most %lld)", i,
+                     size.ok() ? static_cast<long long>(size.get()) : -1LL,
+                     static_cast<long long>(kMaxPlannedBytes));
+        return Error::InvalidProgram;
+      }
+      const size_t n = static_cast<size_t>(size.get());
       planned_buffers_.push_back(aligned_bytes(n, 64));
       if (!planned_buffers_.back()) {
         why = format("cannot allocate %zu bytes for memory-planned buffer %zu of the reference "
@@ -245,7 +284,7 @@ class ReferenceEngine final : public Engine {
   Bytes payload_copy_;
   std::optional<BufferDataLoader> loader_;
   std::optional<Program> program_;
-  MallocMemoryAllocator method_allocator_;
+  TrapFilledAllocator method_allocator_;
   std::vector<Bytes> planned_buffers_;
   std::vector<Span<uint8_t>> planned_spans_;
   std::optional<HierarchicalAllocator> planned_;

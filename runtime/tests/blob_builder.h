@@ -2,8 +2,14 @@
 // be made as easily as valid ones.
 //
 // Invariant: with default fields, `build` lays a blob out exactly as python's blob.serialize
-// does (header `<4sIIIQ8s>`, metadata at 32, engine at the next 16-byte boundary).
+// does (header `<4sIIIQ8s>`; for TR03 the metadata's SHA-256 at 32 and the metadata at 64, else
+// the metadata at 32; engine at the next 16-byte boundary). A sealed TR03 blob (the default)
+// gets `"engine_sha256"` appended to its metadata object (unless the text names one already or
+// does not end in '}') and the metadata digest in its header, so tests write only what they
+// test; `seal = false` leaves both to the test.
 #pragma once
+
+#include <tte/sha256.h>
 
 #include <cstdint>
 #include <cstring>
@@ -16,8 +22,22 @@ struct BlobFields {
   std::string magic = "TR03";
   std::string metadata;
   std::string engine;
-  int64_t md_off = 32, md_size = -1, eng_off = -1, eng_size = -1;  // -1: computed; other values are written as is
+  int64_t md_off = -1, md_size = -1, eng_off = -1, eng_size = -1;  // -1: computed; other values are written as is
+  bool seal = true;
 };
+
+// The metadata with `"engine_sha256"` for `engine` appended, as serialize writes it.
+inline std::string sealed_metadata(const std::string& md, const std::string& engine) {
+  const size_t close = md.find_last_not_of(" \t\r\n");
+  if (close == std::string::npos || md[close] != '}' ||
+      md.find("\"engine_sha256\"") != std::string::npos) {
+    return md;
+  }
+  const size_t last = md.find_last_not_of(" \t\r\n", close - 1);
+  const bool empty = last != std::string::npos && md[last] == '{';
+  return md.substr(0, close) + (empty ? "" : ",") + "\"engine_sha256\":\"" +
+         tte::hex_digest(tte::sha256(engine.data(), engine.size())) + "\"" + md.substr(close);
+}
 
 inline void put32(std::string& s, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -27,18 +47,25 @@ inline void put64(std::string& s, size_t at, uint64_t v) {
 }
 
 inline std::string build(const BlobFields& f) {
-  const size_t md_end = static_cast<size_t>(f.md_off) + f.metadata.size();
+  const bool tr03 = f.magic == "TR03";
+  const std::string md = tr03 && f.seal ? sealed_metadata(f.metadata, f.engine) : f.metadata;
+  const int64_t md_off = f.md_off != -1 ? f.md_off : tr03 ? 64 : 32;
+  const size_t md_end = static_cast<size_t>(md_off) + md.size();
   const size_t aligned = (md_end + 15) / 16 * 16;
   const size_t eo = f.eng_off == -1 ? aligned : static_cast<size_t>(f.eng_off);
   std::string s(32, '\0');
   std::memcpy(&s[0], f.magic.data(), 4);
-  put32(s, 4, static_cast<uint32_t>(f.md_off));
-  put32(s, 8, static_cast<uint32_t>(f.md_size == -1 ? f.metadata.size() : f.md_size));
+  put32(s, 4, static_cast<uint32_t>(md_off));
+  put32(s, 8, static_cast<uint32_t>(f.md_size == -1 ? md.size() : f.md_size));
   put32(s, 12, static_cast<uint32_t>(eo));
   put64(s, 16, static_cast<uint64_t>(f.eng_size == -1 ? f.engine.size() : f.eng_size));
   s[24] = 1;
-  s.resize(static_cast<size_t>(f.md_off), '\0');
-  s += f.metadata;
+  if (tr03 && f.seal && md_off >= 64) {
+    const tte::Digest d = tte::sha256(md.data(), md.size());
+    s.append(reinterpret_cast<const char*>(d.data()), d.size());
+  }
+  s.resize(static_cast<size_t>(md_off), '\0');
+  s += md;
   size_t body = eo > aligned ? eo : aligned;
   if (s.size() > body) body = s.size();
   s.resize(body, '\0');

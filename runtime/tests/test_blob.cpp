@@ -153,7 +153,7 @@ TEST(refuses_offsets_past_the_end) {
   BlobFields md_past = f;
   md_past.md_size = static_cast<int64_t>(n);
   REFUSED(parse(build(md_past)), InvalidProgram,
-          "metadata [32, " + std::to_string(32 + n) + ") runs past the end of the " +
+          "metadata [64, " + std::to_string(64 + n) + ") runs past the end of the " +
               std::to_string(n) + "-byte blob");
   BlobFields eng_past = f;
   eng_past.eng_size = 21;
@@ -176,10 +176,16 @@ TEST(refuses_unaligned_engine_overlap_and_header_overlap) {
   REFUSED(parse(build(f)), InvalidProgram, "engine offset 40 is not 16-byte aligned");
   f.eng_off = 48;
   REFUSED(parse(build(f)), InvalidProgram,
-          "metadata [32, " + std::to_string(32 + kKvMeta.size()) +
+          "metadata [64, " + std::to_string(64 + tte_test::sealed_metadata(kKvMeta, "").size()) +
               ") overlaps the engine at offset 48");
   BlobFields h;
   h.metadata = kKvMeta;
+  h.md_off = 16;
+  REFUSED(parse(build(h)), InvalidProgram, "metadata offset 16 lies inside the 64-byte header");
+  h.md_off = 32;  // a TR03 header holds the metadata digest at [32, 64)
+  REFUSED(parse(build(h)), InvalidProgram, "metadata offset 32 lies inside the 64-byte header");
+  h.magic = "TR02";
+  h.metadata = tte_test::upstream_metadata({tte_test::upstream_binding("x", true)});
   h.md_off = 16;
   REFUSED(parse(build(h)), InvalidProgram, "metadata offset 16 lies inside the 32-byte header");
 }
@@ -262,13 +268,17 @@ TEST(refuses_other_inconsistencies_like_python) {
           "TR01 blob carries aliased_io; upstream writes such blobs as TR02");
 }
 
-TEST(tr02_ignores_extension_keys) {
-  Parsed p = parse_meta(replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
-                                    "[]"), "TR02");
+TEST(tr02_ignores_extension_keys_but_refuses_tte_version) {
+  const std::string md = replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
+                                     "[]");
+  Parsed p = parse_meta(replace_all(md, R"("tte_version":3,)", ""), "TR02");
   REQUIRE(p.code == Error::Ok);
   CHECK(p.info.engine_kind == tte::EngineKind::TensorRT);
   CHECK_EQ(p.info.delegate_outputs.size(), size_t(3));
   CHECK(p.info.buffers.empty() && p.info.copy_back.empty());
+  // tte_version is what a TR03 writer puts there: a TR02 magic on it is a damaged TR03 magic.
+  REFUSED(parse_meta(md, "TR02"), InvalidProgram,
+          "TR02 blob carries the TR03 key 'tte_version': its magic is damaged; re-export the .pte");
 }
 
 // What torch-tensorrt 2.14.0's preprocess writes for tests/test_blob.py::upstream_meta: every

@@ -6,7 +6,9 @@
 // plan, runs the engine, makes exactly the plan's copies and nothing else — no heap allocation,
 // no exception, no name lookup — and once the engine ran it returns, on error too, only after
 // the engine finished; `destroy` releases all of it. Every refusal is logged with
-// the binding/buffer name and what is wrong. Registered at load time of the library.
+// the binding/buffer name and what is wrong (an init refusal also names the delegate: its
+// method, blob size and bindings) and kept as the thread's last refusal (tte/refusal.h); no
+// exception leaves `init` (an allocation failure is refused). Registered at load time.
 #pragma once
 
 #include <tte/blob.h>
@@ -35,6 +37,11 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
       executorch::runtime::DelegateHandle* handle,
       executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
   void destroy(executorch::runtime::DelegateHandle* handle) const override;
+
+ private:
+  executorch::runtime::Result<executorch::runtime::DelegateHandle*> init_delegate(
+      executorch::runtime::BackendInitContext& context,
+      executorch::runtime::FreeableBuffer& processed) const;
 };
 
 // True when this library's registration of kBackendId succeeded at load time.

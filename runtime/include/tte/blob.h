@@ -31,6 +31,11 @@ namespace tte {
 constexpr size_t kBlobHeaderSize = 32;
 constexpr uint32_t kEngineAlignment = 16;
 constexpr int kTteVersion = 3;
+// A TR03 header is the 32-byte upstream header followed by the SHA-256 of the metadata.
+constexpr size_t kTr03HeaderSize = 64;
+// The largest binding either reader accepts: 2^63-1 bytes (its static dims times the element
+// size; python's ints do not overflow, so both readers refuse beyond this explicitly).
+constexpr uint64_t kMaxBindingBytes = (uint64_t(1) << 63) - 1;
 
 enum class EngineKind : uint8_t { TensorRT, Reference };
 
@@ -42,8 +47,11 @@ struct Binding {
   bool known = true;           // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
   size_t index = 0;            // position among the inputs (or among the outputs)
   bool is_static() const;      // false when dynamic or unknown
-  size_t numel() const;        // 0 when dynamic or unknown
+  size_t numel() const;        // 0 when dynamic or unknown; SIZE_MAX when !fits()
   size_t nbytes() const;       // 0 when dynamic or unknown: then the delegate tensor's
+  // Its static dimensions times its element size are at most kMaxBindingBytes (validate_blob
+  // refuses a binding that does not fit, so numel/nbytes of a validated one never saturate).
+  bool fits() const;
   std::string describe() const;  // "float32 [1,2,8,4]", or "unknown"
 };
 
@@ -74,6 +82,7 @@ struct BlobInfo {
   std::string target_platform;
   const uint8_t* engine = nullptr;
   uint64_t engine_size = 0;
+  std::string engine_sha256;  // TR03: 64 lowercase hex digits, checked against `engine`
 
   const Binding* input(const std::string& name) const;
   const Binding* output(const std::string& name) const;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tte {
 
@@ -15,8 +16,8 @@ enum class DType : uint8_t {
   Float32, Float16, BFloat16, Int64, Int32, Int8, UInt8, Bool, Float64
 };
 
-// false when `name` is not a known dtype.
-bool dtype_from_name(const char* name, DType& out);
+// false when `name` is not a known dtype (compared whole: a NUL inside does not end it).
+bool dtype_from_name(const std::string& name, DType& out);
 const char* dtype_name(DType d);
 size_t dtype_size(DType d);
 executorch::aten::ScalarType dtype_scalar_type(DType d);

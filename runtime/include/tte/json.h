@@ -9,7 +9,9 @@
 // twice, as python's object_pairs_hook does), a non-finite number (NaN, Infinity, -Infinity or
 // a number that overflows a double, named by its text), or an unpaired UTF-16 surrogate escape
 // (the first one, reported only once the whole text parsed: python keeps it in the string and
-// the blob reader refuses it after json.loads).
+// the blob reader refuses it after json.loads); then a string (key or value) holding a NUL
+// character (\u0000: the first such string, also reported only once the whole text parsed, after
+// any surrogate) — C++ consumers compare names as C strings in places, so no reader accepts one.
 // Nesting is limited to 64 levels so hostile metadata cannot exhaust the stack.
 #pragma once
 
@@ -48,6 +50,7 @@ struct JsonError {
     DuplicateKey,  // `what`: the key
     NonFinite,     // `what`: the number's text
     Surrogate,     // `what`: the escape, "\\udc00"
+    Nul,           // `what`: the first string holding \u0000, as json.dumps writes it
   };
   Kind kind = Kind::Syntax;
   std::string what;

@@ -19,6 +19,7 @@ side is compared there); a TR03 blob must give every binding's dtype and shape.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
@@ -28,11 +29,17 @@ from ..engines.info import AliasedIO  # one definition for the engine interface 
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
-    "parse", "serialize", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TTE_VERSION",
+    "parse", "serialize", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TR03_HEADER_SIZE",
+    "TTE_VERSION", "MAX_BINDING_BYTES",
 ]
 
 HEADER_FORMAT = "<4sIIIQ8s"
 HEADER_SIZE = struct.calcsize(HEADER_FORMAT)  # 32
+# TR03: the upstream header, then the SHA-256 of the metadata bytes (CONTRACTS.md §1 Integrity).
+TR03_HEADER_SIZE = HEADER_SIZE + 32
+# The largest binding both readers accept (static dims x element size), as the C++ reader's
+# kMaxBindingBytes.
+MAX_BINDING_BYTES = (1 << 63) - 1
 ENGINE_ALIGNMENT = 16
 MAGIC_TR01, MAGIC_TR02, MAGIC_TR03 = b"TR01", b"TR02", b"TR03"
 MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
@@ -108,6 +115,9 @@ class BlobMetadata:
     device_id: int = 0
     serialized_metadata: str = ""
     target_platform: str = ""
+    # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
+    # writes the digest of the payload it is given; not part of the metadata's identity.
+    engine_sha256: Optional[str] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "io_bindings", tuple(self.io_bindings))
@@ -201,8 +211,9 @@ def parse(data: bytes) -> Blob:
     if magic not in MAGICS:
         raise BlobError(f"unsupported blob magic {magic!r}: this reader accepts TR01, TR02 "
                         f"and TR03")
-    if md_off < HEADER_SIZE:
-        raise BlobError(f"metadata offset {md_off} lies inside the {HEADER_SIZE}-byte header")
+    header = TR03_HEADER_SIZE if magic == MAGIC_TR03 else HEADER_SIZE
+    if md_off < header:
+        raise BlobError(f"metadata offset {md_off} lies inside the {header}-byte header")
     if md_off + md_size > n:
         raise BlobError(f"metadata [{md_off}, {md_off + md_size}) runs past the end of the "
                         f"{n}-byte blob")
@@ -214,9 +225,34 @@ def parse(data: bytes) -> Blob:
     if md_off + md_size > eng_off:
         raise BlobError(f"metadata [{md_off}, {md_off + md_size}) overlaps the engine at "
                         f"offset {eng_off}")
-    meta = _parse_metadata(magic, data[md_off:md_off + md_size])
+    raw_md = data[md_off:md_off + md_size]
+    if magic == MAGIC_TR03:
+        _check_metadata_digest(data[HEADER_SIZE:TR03_HEADER_SIZE], raw_md)
+    meta = _parse_metadata(magic, raw_md)
+    engine = data[eng_off:eng_off + eng_size]
+    if magic == MAGIC_TR03:
+        _check_engine_digest(meta.engine_sha256, engine)
     validate(meta, magic)
-    return Blob(magic=magic, metadata=meta, engine=data[eng_off:eng_off + eng_size])
+    return Blob(magic=magic, metadata=meta, engine=engine)
+
+
+def _check_metadata_digest(recorded: bytes, raw_md: bytes) -> None:
+    got = hashlib.sha256(raw_md).digest()
+    if got != recorded:
+        raise BlobError(f"metadata SHA-256 mismatch: the header records {recorded.hex()}, the "
+                        f"{len(raw_md)} metadata bytes hash to {got.hex()}; the blob is corrupt "
+                        f"(or was written without checksums by an older torch-tensorrt-ext): "
+                        f"re-export the .pte")
+
+
+def _check_engine_digest(recorded: Optional[str], engine: bytes) -> None:
+    if recorded is None:
+        raise BlobError("metadata has no 'engine_sha256'")
+    got = hashlib.sha256(engine).hexdigest()
+    if got != recorded:
+        raise BlobError(f"engine payload SHA-256 mismatch: the metadata records {recorded}, the "
+                        f"{len(engine)} payload bytes hash to {got}; the blob is corrupt: "
+                        f"re-export the .pte")
 
 
 # --------------------------------------------------------------------------------------- writing
@@ -224,11 +260,14 @@ def parse(data: bytes) -> Blob:
 def serialize(metadata: BlobMetadata, engine: bytes) -> bytes:
     """Write a TR03 blob (validated first: an inconsistent plan never reaches a .pte)."""
     validate(metadata)
-    md = json.dumps(metadata.to_json_dict(), separators=(",", ":")).encode("utf-8")
+    engine = bytes(engine)
+    md_dict = metadata.to_json_dict()
+    md_dict["engine_sha256"] = hashlib.sha256(engine).hexdigest()
+    md = json.dumps(md_dict, separators=(",", ":")).encode("utf-8")
     _parse_metadata(MAGIC_TR03, md)  # read back: nothing a reader refuses (an unpaired surrogate
     #                                  in a name, a NaN device_id) is ever written
-    md_off = HEADER_SIZE
+    md_off = TR03_HEADER_SIZE
     eng_off = (md_off + len(md) + ENGINE_ALIGNMENT - 1) // ENGINE_ALIGNMENT * ENGINE_ALIGNMENT
     header = struct.pack(HEADER_FORMAT, MAGIC_TR03, md_off, len(md), eng_off, len(engine),
-                         _RESERVED)
-    return header + md + b"\x00" * (eng_off - md_off - len(md)) + bytes(engine)
+                         _RESERVED) + hashlib.sha256(md).digest()
+    return header + md + b"\x00" * (eng_off - md_off - len(md)) + engine

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, List, Sequence, Tuple
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .blob import (
-    DTYPES, ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, TTE_VERSION, AliasedIO, BlobError,
-    BlobMetadata, BufferBinding, CopyBack, IOBinding,
+    DTYPES, ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSION, AliasedIO,
+    BlobError, BlobMetadata, BufferBinding, CopyBack, IOBinding,
 )
 
 __all__ = ["validate", "parse_metadata"]
@@ -40,6 +41,20 @@ _UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype a
                     "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
 
 
+def _fits(b: IOBinding) -> bool:
+    """Its static dims times its element size are at most MAX_BINDING_BYTES (the C++ reader's
+    size_t arithmetic must not wrap)."""
+    if not b.known:
+        return True
+    n = DTYPES[b.dtype]
+    for s in b.shape:
+        if s >= 0:
+            n *= s
+            if n > MAX_BINDING_BYTES:
+                return False
+    return True
+
+
 def _record_writer(writer_of: Dict[str, str], inp: str, out: str) -> None:
     """An input binding is written by at most one output (aliased or copy-back)."""
     if inp in writer_of:
@@ -57,6 +72,8 @@ def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
         by_name[b.name] = b
         if magic == MAGIC_TR03 and not b.known:
             raise BlobError(f"binding '{b.name}' has an empty dtype; {_UNKNOWN_IN_TR03}")
+        if not _fits(b):
+            raise BlobError(f"binding '{b.name}' ({_shape_str(b)}) is larger than 2**63-1 bytes")
 
     def need(name: str, want_input: bool, where: str) -> IOBinding:
         b = by_name.get(name)
@@ -180,20 +197,122 @@ def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     return dict(pairs)
 
 
+def _syntax_error(text: str, pos: int, msg: str) -> BlobError:
+    at = len(text[:pos].encode("utf-8"))  # a byte offset, as the C++ reader counts
+    return BlobError(f"metadata JSON is truncated or malformed at byte {at}: {msg}")
+
+
 def _load_json(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BlobError(f"metadata is not UTF-8 at byte {e.start}") from None
+    # json.loads recurses per level; the C++ reader refuses a value nested deeper than
+    # MAX_NESTING levels where it starts. Parse only the text before that point, so an earlier
+    # defect is still reported first, and never recurse deeper than the limit.
+    deep = _too_deep_at(text)
     try:
-        obj = json.loads(text, object_pairs_hook=_object, parse_constant=_refuse_constant,
-                         parse_float=_float, parse_int=_int)
+        obj = json.loads(text if deep is None else text[:deep], object_pairs_hook=_object,
+                         parse_constant=_refuse_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as e:
-        at = len(text[:e.pos].encode("utf-8"))  # a byte offset, as the C++ reader counts
-        raise BlobError(f"metadata JSON is truncated or malformed at byte {at}: {e.msg}") \
-            from None
+        if deep is None or e.pos < deep:
+            raise _syntax_error(text, e.pos, e.msg) from None
+    except RecursionError:  # not reachable with the cut above; never let it escape as such
+        raise _syntax_error(text, 0, f"nesting deeper than {MAX_NESTING} levels") from None
+    if deep is not None:
+        raise _syntax_error(text, deep, f"nesting deeper than {MAX_NESTING} levels")
     _refuse_surrogates(obj)
+    _refuse_nul(obj)
     return obj
+
+
+# Nesting levels of JSON values the readers accept (the root is level 1), as json.cpp's kMaxDepth.
+MAX_NESTING = 64
+_WS = " \t\n\r"
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SCALAR_END = re.compile(r'[\s,:\[\]{}"]')
+
+
+def _too_deep_at(text: str) -> Optional[int]:
+    """The index where a value nested deeper than MAX_NESTING levels starts (after the
+    whitespace before it), where the C++ reader refuses it; None when there is none. Exact on a
+    valid JSON prefix; on malformed text it may stop early (returning None), and json.loads then
+    reports the defect, which lies before any such value."""
+    if text.count("[") + text.count("{") < MAX_NESTING:
+        return None
+    stack: List[bool] = []  # True: an object
+    state, empty_ok, i, n = "value", False, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in _WS:
+            i += 1
+        elif state == "value":
+            if c in "]}" and empty_ok and c == ("}" if stack[-1] else "]"):
+                stack.pop()
+                state, i = "after", i + 1
+            elif len(stack) >= MAX_NESTING:
+                return i
+            elif c in "[{":
+                stack.append(c == "{")
+                state, empty_ok, i = ("key" if c == "{" else "value"), True, i + 1
+            elif c == '"':
+                m = _STRING.match(text, i)
+                if m is None:
+                    return None
+                state, i = "after", m.end()
+            elif c in "]},:":
+                return None
+            else:
+                m = _SCALAR_END.search(text, i + 1)
+                state, i = "after", (m.start() if m else n)
+        elif state == "key":
+            if c == "}" and empty_ok:
+                stack.pop()
+                state, i = "after", i + 1
+                continue
+            m = _STRING.match(text, i) if c == '"' else None
+            if m is None:
+                return None
+            state, i = "colon", m.end()
+        elif state == "colon":
+            if c != ":":
+                return None
+            state, empty_ok, i = "value", False, i + 1
+        else:  # after a value
+            if not stack:
+                return None
+            if c == ",":
+                state, empty_ok, i = ("key" if stack[-1] else "value"), False, i + 1
+            elif c == ("}" if stack[-1] else "]"):
+                stack.pop()
+                i += 1
+            else:
+                return None
+    return None
+
+
+def _first_nul_string(obj: Any) -> Optional[str]:
+    """The first string (key or value, in document order) holding a NUL character."""
+    if isinstance(obj, str):
+        return obj if "\0" in obj else None
+    items: Sequence[Any] = ()
+    if isinstance(obj, dict):
+        items = [x for kv in obj.items() for x in kv]
+    elif isinstance(obj, list):
+        items = obj
+    for x in items:
+        found = _first_nul_string(x)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_nul(obj: Any) -> None:
+    """The C++ reader compares names as C strings in places: no reader accepts a NUL in one."""
+    s = _first_nul_string(obj)
+    if s is not None:
+        raise BlobError(f"metadata JSON holds a NUL character (\\u0000) in the string "
+                        f"{json.dumps(s)[:60]}; strings must not contain NUL")
 
 
 def _refuse_surrogates(obj: Any) -> None:
@@ -293,6 +412,9 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
         target_platform=_expect(obj, "target_platform", str, "metadata", ""),
     )
     if magic != MAGIC_TR03:
+        if "tte_version" in obj:  # a TR03 blob whose magic lost its '3'
+            raise BlobError(f"{magic.decode()} blob carries the TR03 key 'tte_version': its magic "
+                            f"is damaged; re-export the .pte")
         return BlobMetadata(engine_kind="tensorrt", **common)
     version = obj.get("tte_version")
     if type(version) is not int or version != TTE_VERSION:  # the integer 3: not 3.0, not True
@@ -306,4 +428,18 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
                       _entries(obj, "buffers", ("input", "fqn"))),
         copy_back=tuple(CopyBack(o, i) for o, i in
                         _entries(obj, "copy_back", ("output", "input"))),
+        engine_sha256=_engine_digest(obj),
         **common)
+
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _engine_digest(obj: Dict[str, Any]) -> Optional[str]:
+    """TR03's engine digest; optional here (a signature carries metadata without a payload),
+    required by `blob.parse` once the metadata is read."""
+    v = _expect(obj, "engine_sha256", str, "metadata")
+    if v is not None and not _HEX_DIGEST.fullmatch(v):
+        raise BlobError(f"metadata: 'engine_sha256' must be 64 lowercase hex digits (the SHA-256 "
+                        f"of the engine payload), got {json.dumps(v)[:40]}")
+    return v

@@ -42,8 +42,12 @@ class Program:
                                     f"{sorted(self._program.method_names)}")
         # Load every method before any runs: loading a method writes the initial values of its
         # mutable buffers, which must not wipe state another method already advanced.
-        self._methods = {name: self._program.load_method(name)
-                         for name in sorted(self._program.method_names)}
+        runtime_lib.clear_last_refusal()
+        try:  # a refused delegate: the runtime's reason and the delegate, not just "0x23"
+            self._methods = {name: self._program.load_method(name)
+                             for name in sorted(self._program.method_names)}
+        except RuntimeError as e:
+            raise runtime_lib.refusal_error(e) from e
         self.method_name = method
         self._calls = 0
         self._runtime_bytes: Dict[str, int] = {}
@@ -62,7 +66,11 @@ class Program:
     def run(self, *args: torch.Tensor, method: Optional[str] = None) -> List[torch.Tensor]:
         name = method or self.method_name
         before = {f: runtime_lib.copy_bytes(f) for f in self._static}
-        outs = self._method(name).execute(list(args))
+        runtime_lib.clear_last_refusal()
+        try:
+            outs = self._method(name).execute(list(args))
+        except RuntimeError as e:
+            raise runtime_lib.refusal_error(e) from e
         if name == self.method_name:
             self._calls += 1
             for f in self._static:

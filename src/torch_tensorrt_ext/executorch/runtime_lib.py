@@ -5,7 +5,9 @@ backend "TensorRTBackend" and the kernel `tte::kv_cache_update.out` to this proj
 executorch's runtime (and with it the shared libexecutorch.so registry) is imported first, then
 the library is opened once with RTLD_GLOBAL so its static registrations land in that registry.
 `load()` is idempotent; a missing library is an error naming the path and the fix. The counter
-wrappers read the process-wide counters of CONTRACTS.md §4.
+wrappers read the process-wide counters of CONTRACTS.md §4; `last_refusal()` is the calling
+thread's last delegate refusal (its reason and the delegate it names), `check_blob()` the C++
+reader's verdict on a blob (the differential tests compare it with python's blob.parse).
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import ctypes
 import os
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 __all__ = ["library_path", "load", "copy_bytes", "execute_count", "reset_counters", "version",
-           "RuntimeLibraryError"]
+           "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
+           "RuntimeLibraryError", "DelegateRefusedError"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
 _lock = threading.Lock()
@@ -25,6 +28,11 @@ _lib: Optional[ctypes.CDLL] = None
 
 class RuntimeLibraryError(RuntimeError):
     """The runtime library is missing or cannot be loaded."""
+
+
+class DelegateRefusedError(RuntimeError):
+    """A TensorRTBackend delegate refused to load or run; the message carries ExecuTorch's error,
+    then the runtime's reason and the delegate it names."""
 
 
 def _repo_root() -> Path:
@@ -76,6 +84,13 @@ def load() -> ctypes.CDLL:
         lib.tte_runtime_reset_counters.argtypes = []
         lib.tte_runtime_version.restype = ctypes.c_char_p
         lib.tte_runtime_version.argtypes = []
+        lib.tte_runtime_last_refusal.restype = ctypes.c_char_p
+        lib.tte_runtime_last_refusal.argtypes = []
+        lib.tte_runtime_clear_last_refusal.restype = None
+        lib.tte_runtime_clear_last_refusal.argtypes = []
+        lib.tte_runtime_check_blob.restype = ctypes.c_int
+        lib.tte_runtime_check_blob.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                               ctypes.c_size_t]
         _lib = lib
         return lib
 
@@ -97,3 +112,30 @@ def reset_counters() -> None:
 def version() -> str:
     """E.g. "tte-runtime 0.1 (engines: reference)"."""
     return load().tte_runtime_version().decode("utf-8")
+
+
+def last_refusal() -> str:
+    """The last TensorRTBackend refusal (init or execute) on this thread; "" when none since
+    `clear_last_refusal()`."""
+    return load().tte_runtime_last_refusal().decode("utf-8", "replace")
+
+
+def clear_last_refusal() -> None:
+    load().tte_runtime_clear_last_refusal()
+
+
+def check_blob(data: bytes) -> Tuple[int, str]:
+    """The C++ reader on a delegate blob (parse, integrity, validation, binding plan): (0, "")
+    when accepted, else (ExecuTorch error code, reason)."""
+    why = ctypes.create_string_buffer(4096)
+    code = load().tte_runtime_check_blob(bytes(data), len(data), why, len(why))
+    return int(code), why.value.decode("utf-8", "replace")
+
+
+def refusal_error(err: RuntimeError) -> RuntimeError:
+    """`err` (ExecuTorch's "Failed to load method forward, error: 0x23") with this thread's last
+    delegate refusal appended, as a DelegateRefusedError; `err` itself when there was none."""
+    reason = last_refusal()
+    if not reason:
+        return err
+    return DelegateRefusedError(f"{err}: {reason}")

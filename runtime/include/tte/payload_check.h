@@ -1,0 +1,19 @@
+// Checks of a reference payload (an ExecuTorch program, CONTRACTS.md §2) that ExecuTorch 1.5.1's
+// loader does not make reliably: every KernelCall of a method names an operator that exists and
+// has a name. (Method::init keeps only the last instruction's resolve error, so an earlier bad
+// operator index would load "successfully" and crash at execute.)
+//
+// Invariant: `check_kernel_calls` reads the flatbuffer with its own bounds checks on every offset
+// it follows (it does not trust the program to have been verified), never reads outside
+// [data, data+size), never allocates except for `why`, and returns false with `why` naming the
+// method, the instruction and the operator index on the first defect.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace tte {
+
+bool check_kernel_calls(const void* data, size_t size, const char* method, std::string& why);
+
+}  // namespace tte

@@ -1,0 +1,22 @@
+// SHA-256 (FIPS 180-4) for the blob's integrity digests (CONTRACTS.md §1, "Integrity").
+//
+// Invariant: `sha256` of a byte range equals python's hashlib.sha256 of the same bytes (checked
+// by the tests on the FIPS test vectors and on random data against Python). Nothing here
+// allocates, fails or throws; it reads [data, data+size) once.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tte {
+
+using Digest = std::array<uint8_t, 32>;
+
+Digest sha256(const void* data, size_t size) noexcept;
+
+// 64 lowercase hex digits (python's hashlib.sha256(...).hexdigest()); allocates.
+std::string hex_digest(const Digest& d);
+
+}  // namespace tte
