@@ -19,7 +19,7 @@ from typing import List
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from patch_fixtures import (A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
+from patch_fixtures import (A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
                             sha, snapshot, target, three_patches, write_series, write_site)
 
 from torch_tensorrt_ext.patching import cli  # noqa: E402
@@ -71,6 +71,14 @@ class Run:
         assert self._paused.wait(seconds), (
             f"pid {self.proc.pid} never reached its pause point; stderr: {self.err_lines}")
 
+    def wait_err(self, text: str, seconds: float = 60.0) -> None:
+        """Until a line of stderr contains `text` (fails if the process ends first)."""
+        deadline = time.monotonic() + seconds
+        while not any(text in line for line in self.err_lines):
+            assert self.proc.poll() is None, f"pid {self.proc.pid} ended: {self.err_lines}"
+            assert time.monotonic() < deadline, f"no {text!r} on stderr: {self.err_lines}"
+            time.sleep(0.05)
+
     def finish(self, seconds: float = 120.0) -> int:
         self.out = self.proc.stdout.read()
         rc = self.proc.wait(seconds)
@@ -99,6 +107,15 @@ def waiting_line(command: str, site: Path, seconds: str = "60") -> re.Pattern:
 
 def installed(site: Path):
     return {n: (site / "fake_pkg" / n).read_bytes() for n in PRISTINE}
+
+
+def consistent(site: Path) -> bool:
+    """Every file pristine, or exactly as the record in place says it was patched."""
+    state = read_state(site)
+    files = state.targets["fakepkg"].files if state else {}
+    return all(sha(data) == sha(PRISTINE[name]) or (
+        f"src/{name}" in files and sha(data) == files[f"src/{name}"].patched_sha256)
+        for name, data in installed(site).items())
 
 
 def staging(site: Path) -> List[str]:
@@ -163,8 +180,9 @@ def test_revert_waits_for_an_apply_that_holds_the_lock(env, capsys):
     apply = Run("apply", site, patches, pause="after-stage", resume=go)
     apply.wait_paused()
     revert = Run("revert", site, patches)
-    time.sleep(3)
-    assert revert.proc.poll() is None, revert.err     # blocked on the lock
+    revert.wait_err("patch revert: waiting up to 60 s for")    # blocked on the lock
+    time.sleep(0.5)
+    assert revert.proc.poll() is None and installed(site) == PRISTINE
     go.touch()
     assert apply.finish() == 0
     assert revert.finish() == 0
@@ -235,7 +253,7 @@ def test_an_apply_killed_between_renames_leaves_a_state_the_next_apply_completes
     run.wait_paused()
     left = staging(site)
     run.kill()
-    assert installed(site) == PRISTINE and read_state(site) is not None
+    assert installed(site) == PRISTINE and read_state(site) is not None and consistent(site)
     rc, out, _ = cli_run(capsys, "apply", site, patches)
     assert rc == 0
     assert out == (f"removed 3 staging file(s) left by an interrupted patch run: "
@@ -252,8 +270,32 @@ def test_a_revert_killed_between_renames_is_finished_by_the_next_revert(env, cap
     left = staging(site)
     run.kill()
     assert installed(site) == {"alpha.py": ALPHA, "beta.py": B2, "gamma.py": G3}
+    assert consistent(site)
     rc, out, err = cli_run(capsys, "revert", site, patches)
     assert (rc, err) == (0, "")
     assert out == (f"removed 2 staging file(s) left by an interrupted patch run: "
                    f"{', '.join(left)}\nrestored 2 file(s) in {site} to the pristine release\n")
     assert installed(site) == PRISTINE and read_state(site) is None and staging(site) == []
+
+
+def test_an_apply_of_a_changed_series_killed_between_renames_leaves_no_unrecorded_patch(
+        env, capsys):
+    """Three patches applied, then a series of only the first: alpha changes from one patched
+    content to another, beta and gamma leave the record. Before the ordering, the new record went
+    first and a kill left alpha matching neither record nor pristine (apply refused it) and beta
+    and gamma patched with no record at all."""
+    site, patches, tmp = env
+    assert cli_run(capsys, "apply", site, patches)[0] == 0
+    one = write_series(tmp / "one", {"fakepkg": target()}, {"fakepkg": three_patches()[:1]})
+    run = Run("apply", site, one, pause="after-first-rename")
+    run.wait_paused()
+    run.kill()
+    assert installed(site) == {"alpha.py": ALPHA, "beta.py": B2, "gamma.py": G3}
+    assert consistent(site)
+    rc, out, err = cli_run(capsys, "apply", site, one)
+    assert (rc, err) == (0, "")
+    assert out.endswith(f"fakepkg 1.0: applied {NAMES[0]}\n3 file(s) written in {site}; "
+                        f"record: {RECORD}\n")
+    assert installed(site) == {"alpha.py": A1, "beta.py": BETA, "gamma.py": GAMMA}
+    assert list(read_state(site).targets["fakepkg"].files) == ["src/alpha.py"]
+    assert consistent(site) and staging(site) == []

@@ -6,8 +6,9 @@ made to site-packages is recorded so it can be reverted byte for byte.
 
 Modules: `manifest` (patches/upstream.toml), `series` (patch files and order files), `gitapply`
 (git apply in a throw-away tree), `dists` (installed versions), `state` (the record kept in
-site-packages), `site` (apply/revert/status/check), `contributor` (import/export/drift on git
-checkouts), `cli` (the `patch` sub-command).
+site-packages), `lock` (one lock per site-packages), `session` (lock + cleanup of a killed run's
+leftovers), `site` (apply/revert/status/check), `contributor` (import/export/drift on git
+checkouts), `cli` (the `patch` sub-command), `testhook` (pause points for the tests).
 """
 from .errors import PatchError
 

@@ -136,6 +136,9 @@ class SiteLock:
             return os.open(self.path, os.O_RDONLY | flags)
         except FileNotFoundError:
             return None                # no lock file and none can be made here: nobody holds it
+        except OSError as exc:
+            raise PatchError(f"cannot open the lock file {self.path}: {exc.strerror or exc}; run "
+                             f"as a user who can read it (the owner of the environment)") from None
 
     def _holder(self) -> str:
         try:

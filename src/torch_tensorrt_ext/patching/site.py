@@ -5,26 +5,30 @@ passed for every target (installed version == pinned version, each file either t
 release file by sha256 or exactly what the last apply left, the whole series applied by git in a
 temporary tree); then all files and the state record change together or not at all. `apply` of an
 already applied, unchanged series writes nothing. `check` and `status` never write patch state.
+A kill at any point leaves every file pristine or as the record then in place says (files go
+back to pristine under the old record, then the new record, then the new contents; revert
+restores the files before deleting the record), so running the same command again finishes.
 Each command holds the site lock (`lock`) from before it reads the record until after its last
-write, and first removes the staging files a killed run left (saying so). A target accepts any one
-of its distributions; messages name the one installed, and the baseline hashes decide the files.
+write, and first removes the staging files a killed run left, saying so (`session`). A target
+accepts any one of its distributions; messages name the one installed, and the baseline hashes
+decide the files.
 """
 from __future__ import annotations
 
 import sysconfig
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import gitapply
 from .dists import Distribution, find_one_of
 from .errors import PatchError
-from .lock import LockOptions, SiteLock
+from .lock import LockOptions
 from .manifest import Target, load_manifest
 from .series import Series, load_series
-from .state import (FileRecord, PatchRecord, State, TargetRecord, commit_files, drop_bytecode,
-                    read_state, sha256, state_path, sweep_staging)
+from .session import session
+from .state import (FileRecord, PatchRecord, State, TargetRecord, around_record, commit_files,
+                    drop_bytecode, read_state, sha256, state_path)
 
 NOTHING_CHANGED = "Nothing was changed."
 
@@ -72,37 +76,6 @@ def _files(site: Path, target: Target, repo_paths, record: Optional[TargetRecord
         current = path.read_bytes() if path.is_file() else None
         out.append(_File(rp, sp, current, rec, target.baseline.get(rp) or rec.pristine_sha256))
     return out
-
-
-@contextmanager
-def _session(site: Path, command: str, lock: LockOptions, site_paths: Sequence[str],
-             *, writes: bool) -> Iterator[List[str]]:
-    """Hold the site lock; yields the lines reporting staging files a killed run left."""
-    with SiteLock(site, command, writes=writes, options=lock) as held:
-        lines: List[str] = []
-        if held.held:
-            try:
-                recorded = _recorded_paths(read_state(site))
-            except PatchError:
-                recorded = []          # the command itself reports the damaged record
-            removed, failed = sweep_staging(site, [*site_paths, *recorded])
-            if removed:
-                lines.append(f"removed {len(removed)} staging file(s) left by an interrupted "
-                             f"patch run: {', '.join(str(p.relative_to(site)) for p in removed)}")
-            if failed:
-                lines.append(f"cannot remove {len(failed)} staging file(s) left by an "
-                             f"interrupted patch run: {', '.join(failed)}; run `torch-tensorrt-ext "
-                             f"patch apply` as the owner of {site}")
-        yield lines
-
-
-def _series_paths(all_series: Sequence[Series]) -> List[str]:
-    return [s.target.site_path(rp) for s in all_series for rp in s.target.baseline]
-
-
-def _recorded_paths(state: Optional[State]) -> List[str]:
-    targets = state.targets.values() if state else ()
-    return [f.site_path for t in targets for f in t.files.values()]
 
 
 def _distribution(site: Path, series: Series, errors: List[str]) -> Optional[Distribution]:
@@ -182,7 +155,7 @@ def apply(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> L
     """Apply the whole series to `site`, or change nothing and raise PatchError."""
     site = Path(site)
     all_series = _all_series(patches_dir)
-    with _session(site, "apply", lock, _series_paths(all_series), writes=True) as swept:
+    with session(site, "apply", lock, all_series, writes=True) as swept:
         return swept + _apply(site, all_series)
 
 
@@ -255,7 +228,7 @@ def _apply(site: Path, all_series: List[Series]) -> List[str]:
         if not records:
             return lines + [f"nothing to apply in {site}"]
         return [f"the patch series is already applied in {site}; nothing to do"]
-    commit_files([(state_path(site), new_bytes)] + changes)
+    commit_files(around_record(site, state, records, changes, new_bytes))
     drop_bytecode(site, touched)
     return lines + [f"{len(changes)} file(s) written in {site}; record: {state_path(site).name}"]
 
@@ -275,10 +248,10 @@ def revert(site: Path, force: bool = False, lock: LockOptions = LockOptions(),
     `patches_dir`, when its manifest loads, only widens the search for leftover staging files."""
     site = Path(site)
     try:
-        paths = _series_paths(_all_series(patches_dir)) if patches_dir is not None else []
+        all_series = _all_series(patches_dir) if patches_dir is not None else []
     except PatchError:
-        paths = []
-    with _session(site, "revert", lock, paths, writes=True) as swept:
+        all_series = []
+    with session(site, "revert", lock, all_series, writes=True) as swept:
         return swept + _revert(site, force)
 
 
@@ -315,7 +288,7 @@ def status(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> 
     """One line per patch: applied / not applied / stale, with the reason."""
     site = Path(site)
     all_series = _all_series(patches_dir)
-    with _session(site, "status", lock, _series_paths(all_series), writes=False) as swept:
+    with session(site, "status", lock, all_series, writes=False) as swept:
         return swept + _status(site, all_series)
 
 
@@ -365,7 +338,7 @@ def check(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> L
     """Prove the series applies to the pinned pristine files, in temporary copies only."""
     site = Path(site)
     all_series = _all_series(patches_dir)
-    with _session(site, "check", lock, _series_paths(all_series), writes=False) as swept:
+    with session(site, "check", lock, all_series, writes=False) as swept:
         return swept + _check(site, all_series)
 
 

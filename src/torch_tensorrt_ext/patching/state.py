@@ -6,8 +6,10 @@ name and hash of every applied patch — enough to revert byte for byte and to t
 stale without the series at hand. `commit_files` writes a set of files so that either all of them
 change or none does: every new content is first staged beside its destination (which is where a
 read-only directory fails, before anything changed), then renamed into place, and undone in
-reverse if a rename fails. Staging files are named `.<name>.<random>.tte-tmp`; one that exists
-while no run holds the site lock was left by a killed run, and `sweep_staging` removes it.
+reverse if a rename fails. `around_record` orders an apply's writes so that a kill between two
+renames leaves every file pristine or as the record then in place says. Staging files are named
+`.<name>.<random>.tte-tmp`; one that exists while no run holds the site lock was left by a killed
+run, and `sweep_staging` removes it.
 """
 from __future__ import annotations
 
@@ -122,6 +124,28 @@ def _target_record(t: dict) -> TargetRecord:
         files[rp] = FileRecord(f["site_path"], pristine, f["pristine_sha256"], f["patched_sha256"])
     patches = tuple(PatchRecord(p["name"], p["sha256"], tuple(p["files"])) for p in t["patches"])
     return TargetRecord(t["distribution"], t["version"], patches, files)
+
+
+def around_record(site: Path, state: State, records: Dict[str, TargetRecord],
+                  changes: List[Tuple[Path, bytes]], new_bytes: Optional[bytes]
+                  ) -> List[Tuple[Path, Optional[bytes]]]:
+    """`changes` and the new record in an order that a kill at any point leaves every file either
+    pristine or as the record then in place says: first every file the old record covers goes
+    back to pristine (if it changes), then the new record, then the newly patched contents."""
+    old_cover = {site / f.site_path: f for r in state.targets.values() for f in r.files.values()}
+    new_cover = {site / f.site_path: f for r in records.values() for f in r.files.values()}
+    first: List[Tuple[Path, Optional[bytes]]] = []
+    last: List[Tuple[Path, Optional[bytes]]] = []
+    for path, data in changes:
+        new = new_cover.get(path)
+        if new is None:
+            first.append((path, data))             # leaves the record: restored to pristine
+            continue
+        old = old_cover.get(path)
+        if old is not None and path.is_file() and sha256(path.read_bytes()) == old.patched_sha256:
+            first.append((path, new.pristine))     # patched before, patched differently now
+        last.append((path, data))
+    return first + [(state_path(site), new_bytes)] + last
 
 
 def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
