@@ -17,10 +17,15 @@ want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$vpy" -m pip install -q --upgrade pip
   # torch 2.14.1 is the pin torch-tensorrt 2.14.0 needs; executorch 1.5.1 is the release we patch.
-  "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 pytest hypothesis "cmake>=3.28" ninja
-  # torch-tensorrt's [executorch] extra says executorch<1.5 and its TensorRT libs are not served
-  # here: install the pure wheel without deps (its code is what the patch series targets).
-  "$vpy" -m pip install -q --no-deps torch-tensorrt==2.14.0
+  # torch-tensorrt-rtx 2.14.0 has torch-tensorrt 2.14.0's Python files byte for byte and a real
+  # TensorRT-RTX builder that runs without a GPU: upstream's converters and ahead-of-time engine
+  # builds run here (GPU runners install torch-tensorrt + TensorRT instead: extra `gpu`).
+  # The two distributions install the same torch_tensorrt package: never both.
+  if "$vpy" -m pip show -q torch-tensorrt >/dev/null 2>&1; then
+    "$vpy" -m pip uninstall -y -q torch-tensorrt
+  fi
+  "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 torch-tensorrt-rtx==2.14.0 \
+    "transformers>=5.23,<6" pytest hypothesis "cmake>=3.28" ninja
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi

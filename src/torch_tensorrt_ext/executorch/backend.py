@@ -57,10 +57,20 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> bytes:
     return tensor.contiguous().numpy().tobytes()
 
 
+def _is_tensorrt_call(node: torch.fx.Node) -> bool:
+    from ..export.engine_calls import TRT_OPS, _schema_name
+    return _schema_name(node) in TRT_OPS
+
+
 class TensorRTBackend(BackendDetails):
     @staticmethod
     def preprocess(edge_program: torch.export.ExportedProgram,
                    compile_specs: List[CompileSpec]) -> PreprocessResult:
+        if any(_is_tensorrt_call(n) for n in edge_program.graph.nodes):
+            # a torch-tensorrt engine: ExecuTorch finds backends by class name, and this class
+            # shares upstream's, so it serves torch-tensorrt's partitions the same way
+            from ..seams.executorch import preprocess as tensorrt_preprocess
+            return tensorrt_preprocess(edge_program, compile_specs)
         call = _engine_call(edge_program)
         esig = Signature.parse(call.args[2])
         meta = esig.metadata

@@ -21,22 +21,14 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
                                           TensorArgument)
 
-from ..engines.execute_op import OP as EXECUTE_ENGINE, Signature
 from ..engines.info import EngineInfo
 from ..plan import MutationPlan, PlanError
+from .engine_calls import EngineCall, engine_calls
 
 
-def _engine_nodes(gm: torch.fx.GraphModule) -> Dict[str, torch.fx.Node]:
-    out = {}
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target is EXECUTE_ENGINE:
-            out[Signature.parse(n.args[2]).name] = n
-    return out
-
-
-def _check_engine(info: EngineInfo, sig: Signature) -> None:
+def _check_engine(info: EngineInfo, call: EngineCall) -> None:
     reported = {(a.output, a.input) for a in info.aliased_io}
-    written = {(a.output, a.input) for a in sig.metadata.aliased_io}
+    written = set(call.aliased.items())
     if reported != written:
         raise PlanError(f"engine {info.name!r}: its signature aliases {sorted(written)} but the "
                         f"engine reports {sorted(reported)}; rebuild the program")
@@ -52,7 +44,7 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
     gm = copy.deepcopy(ep.graph_module)
     nodes = {n.name: n for n in gm.graph.nodes}
     placeholder_of = {fqn: nodes[name] for name, fqn in sig.inputs_to_buffers.items()}
-    engine_nodes = _engine_nodes(gm)
+    calls = engine_calls(ep)
     infos = {e.name: e for e in engines}
     new_values, new_specs = [], []
     for w in todo:
@@ -62,20 +54,18 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
         if w.engine is None:
             raise PlanError(f"buffer {w.fqn!r} is written outside any engine ({w.reason}) but the "
                             "program does not declare it; export the compiled module again")
-        node = engine_nodes.get(w.engine)
-        if node is None:
+        call = calls.get(w.engine)
+        if call is None:
             raise PlanError(f"buffer {w.fqn!r} is written by engine {w.engine!r}, which this "
-                            f"program does not call (engines: {sorted(engine_nodes)})")
-        esig = Signature.parse(node.args[2])
+                            f"program does not call (engines: {sorted(calls)})")
         if w.engine in infos:
-            _check_engine(infos[w.engine], esig)
-        meta = esig.metadata
-        k = list(meta.output_names).index(w.output_binding)
+            _check_engine(infos[w.engine], call)
+        node = gm.graph.find_nodes(op="call_function", target=call.node.target)
+        node = next(n for n in node if n.name == call.node.name)
+        k = list(call.output_names).index(w.output_binding)
         items = [u for u in node.users  # export materialises a getitem per output, read or not
                  if u.target is operator.getitem and u.args[1] == k and u.users]
-        aliased = {a.output for a in meta.aliased_io}
-        copied = {c.output for c in meta.copy_back}
-        if w.output_binding in aliased or (w.output_binding in copied and not items):
+        if w.output_binding in call.aliased or (w.output_binding in call.copied and not items):
             value = placeholder_of[w.fqn]   # written in place: by the engine, or the runtime's copy
         elif items:
             value = items[0]                # handed out: the program's write-back copies it

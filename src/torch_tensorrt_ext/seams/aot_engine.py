@@ -1,0 +1,77 @@
+"""An engine that was never set up (built without a CUDA device), as torch-tensorrt graphs see it.
+
+Invariant: an engine built ahead of time is represented in every exported graph by
+`tensorrt::no_op_placeholder_for_execute_engine` — the engine's serialized info as strings and
+its bytes as a uint8 constant — which torch-tensorrt's ExecuTorch path and its cross-compiled
+loader already read; it is never deserialized on a machine without a device. Calling such an
+engine outside an export raises `NoDeviceError` naming it; with a device it is set up and run
+as usual.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+import torch
+from torch.fx import Graph, GraphModule, Node
+
+from .device import has_cuda, require_device
+
+ENGINE_ATTR = "_tte_aot_engine_bytes"
+
+
+def _engine_tensor(module: torch.nn.Module) -> torch.Tensor:
+    t = getattr(module, ENGINE_ATTR, None)
+    if t is None:
+        t = torch.frombuffer(bytearray(module.serialized_engine), dtype=torch.uint8)
+        object.__setattr__(module, ENGINE_ATTR, t)  # a plain attribute: exported as a constant
+    return t
+
+
+def _string_slots(module: torch.nn.Module) -> List[str]:
+    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import ENGINE_IDX
+    info = module._pack_engine_info()
+    return ["" if i == ENGINE_IDX else (v.decode() if isinstance(v, bytes) else str(v))
+            for i, v in enumerate(info)]
+
+
+def _placeholder_args(inputs: Sequence[Any], strings: List[str], engine: Any) -> tuple:
+    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import ENGINE_IDX
+    return (list(inputs), *strings[:ENGINE_IDX], engine, *strings[ENGINE_IDX + 1:])
+
+
+def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
+    """`TorchTensorRTModule.forward` for an engine that is not set up."""
+    if has_cuda():
+        module.setup_engine()
+        return module.forward(*inputs)
+    if not torch.compiler.is_exporting():
+        require_device(module.name)
+    from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
+    op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
+    outputs = op(*_placeholder_args(inputs, _string_slots(module), _engine_tensor(module)))
+    if module.aliased_io:
+        outputs = outputs[:user_output_count(module.output_binding_names, module.aliased_io)]
+    if len(outputs) == 1:
+        return outputs[0]
+    return tuple(outputs)
+
+
+def is_unset(module: torch.nn.Module) -> bool:
+    """An engine module a graph must carry as a placeholder call (no engine, no device)."""
+    return getattr(module, "engine", None) is None and not has_cuda()
+
+
+def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
+                        args: Sequence[Any]) -> Node:
+    """The legacy exporter's inlining of engine `name`: a placeholder call whose engine bytes
+    are a buffer of `gm` (read through get_attr), as torch-tensorrt's ExecuTorch path does."""
+    graph: Graph = gm.graph
+    attr = f"{name}_engine_bytes"
+    gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
+    engine = graph.get_attr(attr)
+    fake = [n.meta["val"] for n in graph.nodes if "val" in n.meta]
+    from torch._guards import detect_fake_mode
+    mode = detect_fake_mode(fake)
+    engine.meta["val"] = mode.from_tensor(getattr(gm, attr)) if mode else getattr(gm, attr)
+    op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
+    return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))

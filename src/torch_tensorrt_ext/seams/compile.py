@@ -1,0 +1,153 @@
+"""The `torch_tensorrt.dynamo.compile` seam: plan → lift → build → reconcile → module state.
+
+Invariant: the module `StatefulCompile.finish` returns updates every buffer the exported program
+writes, exactly once per call, like eager: a write an engine aliases (`IKVCacheUpdateLayer`) is
+performed in place by the engine through the buffer it is handed, every other write is an
+`aten.copy_` of its new value into the buffer at the end of the graph. Buffers are module state
+under their original fully qualified names, so every exporter downstream declares them by name.
+The reconciled plan is `module.mutation_plan`. A predicted KV write an engine did not alias
+becomes copy-back (the engine is rebuilt with the write excluded when no output carries its
+value) — never an abort, never a dropped write.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..engines.info import AliasedIO, EngineInfo
+from ..lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
+from ..plan import MutationPlan, PlanError, WriteKind
+from .module_state import set_buffer
+
+Build = Callable[[GraphModule], torch.nn.Module]
+
+
+def _engine_modules(trt_gm: torch.nn.Module) -> Dict[str, torch.nn.Module]:
+    """call_module targets that are TensorRT engines (they report binding names)."""
+    return {name: m for name, m in trt_gm.named_children()
+            if hasattr(m, "input_binding_names") and hasattr(m, "output_binding_names")}
+
+
+def _output_of(call: Node, k: int, n_outputs: int) -> Optional[Node]:
+    if n_outputs == 1:
+        return call
+    for u in call.users:
+        if u.target is operator.getitem and u.args[1] == k:
+            return u
+    return None
+
+
+def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> Tuple[EngineInfo, ...]:
+    """What each built engine reports, with its buffer bindings resolved by name."""
+    graph = trt_gm.graph
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    fqn_of_ph = {placeholders[p]: f for f, p in lifted.buffer_inputs if p in placeholders}
+    outs = list(graph.output_node().args[0])
+    fqn_of_value: Dict[Node, List[str]] = {}
+    for fqn, idx in lifted.buffer_outputs:
+        fqn_of_value.setdefault(outs[idx], []).append(fqn)
+    modules = _engine_modules(trt_gm)
+    infos = []
+    for call in graph.nodes:
+        if call.op != "call_module" or call.target not in modules:
+            continue
+        m = modules[call.target]
+        ins, outs_b = tuple(m.input_binding_names), tuple(m.output_binding_names)
+        if len(call.args) != len(ins):
+            raise PlanError(f"engine {call.target!r} takes {len(call.args)} arguments but has "
+                            f"{len(ins)} input bindings {list(ins)}")
+        in_buf = tuple((ins[i], fqn_of_ph[a]) for i, a in enumerate(call.args) if a in fqn_of_ph)
+        out_buf = []
+        for k, name in enumerate(outs_b):
+            node = _output_of(call, k, len(outs_b))
+            out_buf.extend((name, f) for f in fqn_of_value.get(node, ()))
+        aliased = tuple(AliasedIO(o, i, kind) for o, (i, kind) in (m.aliased_io or {}).items())
+        infos.append(EngineInfo(name=str(call.target), input_names=ins, output_names=outs_b,
+                                aliased_io=aliased, input_buffers=in_buf,
+                                output_buffers=tuple(out_buf), kind="tensorrt"))
+    return tuple(infos)
+
+
+class StatefulCompile:
+    """One compile of one exported program's state. `gm` is the lifted graph to lower and build
+    (user inputs, then one input per mutated buffer — `buffer_tensors` in the same order)."""
+
+    def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = ()):
+        self._source = gm
+        self._excluded = tuple(torch_executed_ops or ())
+        self.plan = plan_mutations(gm, torch_executed_ops=self._excluded)
+        self.lifted = lift_mutated_buffers(gm, self.plan)
+
+    @classmethod
+    def from_settings(cls, gm: GraphModule, settings) -> "StatefulCompile":
+        return cls(gm, torch_executed_ops=getattr(settings, "torch_executed_ops", ()) or ())
+
+    @property
+    def gm(self) -> GraphModule:
+        return self.lifted.gm
+
+    @property
+    def buffer_tensors(self) -> List[torch.Tensor]:
+        return [t for _, t in self.lifted.initial_values]
+
+    def finish(self, trt_gm: GraphModule, rebuild: Optional[Build] = None) -> GraphModule:
+        """Reconcile with the built engines (rebuilding once if asked), then module form."""
+        final = reconcile(self.plan, engine_infos(trt_gm, self.lifted))
+        if final.rebuilds and rebuild is not None:
+            excluded = {f for r in final.rebuilds for f in r.exclude_from_aliasing}
+            plan = self.plan
+            for fqn in excluded:
+                plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
+                                    reason=final[fqn].reason + " (engine rebuilt with the write "
+                                                               "excluded from aliasing)")
+            self.plan = plan
+            self.lifted = lift_mutated_buffers(self._source, plan)
+            trt_gm = rebuild(self.lifted.gm)
+            final = reconcile(plan, engine_infos(trt_gm, self.lifted))
+        final = dataclasses.replace(final, rebuilds=())
+        _to_module_form(trt_gm, self.lifted, final)
+        trt_gm.mutation_plan = final
+        return trt_gm
+
+
+def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> None:
+    """Buffers become module state read through get_attr; aliased writes stay in the engines;
+    every other write is an `aten.copy_` into its buffer before the graph returns."""
+    graph = gm.graph
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    out_node = graph.output_node()
+    outs = list(out_node.args[0])
+    getattrs: Dict[str, Node] = {}
+    for fqn, tensor in lifted.initial_values:
+        set_buffer(gm, fqn, tensor.clone())
+    for fqn, ph_name in lifted.buffer_inputs:
+        ph = placeholders.get(ph_name)
+        with graph.inserting_before(ph if ph is not None else out_node):
+            ga = graph.get_attr(fqn)
+        if ph is not None:
+            ga.meta.update(ph.meta)
+            ph.replace_all_uses_with(ga)
+            graph.erase_node(ph)
+        getattrs[fqn] = ga
+    with graph.inserting_before(out_node):
+        for fqn, idx in lifted.buffer_outputs:
+            if plan[fqn].kind is WriteKind.COPY_BACK:
+                copy_ = graph.call_function(torch.ops.aten.copy_.default,
+                                            (getattrs[fqn], outs[idx]))
+                copy_.meta["val"] = getattrs[fqn].meta.get("val")
+    out_node.args = (tuple(outs[:lifted.num_user_outputs]),)
+    graph.eliminate_dead_code()
+    graph.lint()
+    gm.recompile()
+
+
+def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:
+    """The reconciled plan a patched `torch_tensorrt.compile` attached, if any."""
+    return getattr(module, "mutation_plan", None)
+
+
+__all__ = ["StatefulCompile", "engine_infos", "plan_of"]

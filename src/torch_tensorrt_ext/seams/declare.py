@@ -1,0 +1,92 @@
+"""The `torch_tensorrt.save` seam: every exported program leaves with every mutation declared.
+
+Invariant: `declare_program(ep)` returns a program in which every buffer the compiled module
+writes has exactly one BUFFER_MUTATION spec, paired by buffer FQN: a write an engine performs in
+place (its aliased I/O) is declared on the buffer's own placeholder (no write-back copy), a
+copy-back write on the value that reaches it — whether torch.export already functionalized the
+module's `aten.copy_` or an exporter left that `copy_` in the graph (torch-tensorrt's legacy
+exporter does). Running it again changes nothing. An engine aliasing an input that is not a
+registered buffer is refused, naming the engine, binding and input.
+"""
+from __future__ import annotations
+
+import copy
+from typing import List, Tuple
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+                                          TensorArgument)
+from torch.fx import Node
+
+from ..export.declare import declare_mutations
+from ..export.engine_calls import engine_calls
+from ..plan import BufferWrite, MutationPlan, PlanError, WriteKind
+
+
+def _in_place_copies(ep: ExportedProgram, graph) -> List[Tuple[Node, str]]:
+    """`aten.copy_(buffer, value)` nodes an exporter left in the graph, with the buffer FQN."""
+    buffers = ep.graph_signature.inputs_to_buffers
+    found = []
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default \
+                and isinstance(n.args[0], Node) and n.args[0].name in buffers and not n.users:
+            found.append((n, buffers[n.args[0].name]))
+    return found
+
+
+def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
+    """Turn trailing in-place buffer copies into BUFFER_MUTATION outputs (same program)."""
+    if not _in_place_copies(ep, ep.graph):
+        return ep
+    gm = copy.deepcopy(ep.graph_module)  # the caller's program is never edited
+    copies = _in_place_copies(ep, gm.graph)
+    sig = ep.graph_signature
+    declared = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+    out = gm.graph.output_node()
+    values, specs = [], []
+    for node, fqn in copies:
+        if fqn in declared:
+            raise PlanError(f"buffer {fqn!r} is written twice: by {node.name} and by an existing "
+                            "BUFFER_MUTATION; one write per buffer per call is supported")
+        declared.add(fqn)
+        value = node.args[1]
+        gm.graph.erase_node(node)
+        values.append(value)
+        specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), fqn))
+    old = list(out.args[0])
+    n_mut = sum(1 for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT)
+    out.args = (tuple(old[:n_mut] + values + old[n_mut:]),)
+    gm.recompile()
+    new_specs = list(sig.output_specs[:n_mut]) + specs + list(sig.output_specs[n_mut:])
+    return ExportedProgram(
+        root=gm, graph=gm.graph,
+        graph_signature=ExportGraphSignature(list(sig.input_specs), new_specs),
+        state_dict=ep.state_dict, range_constraints=ep.range_constraints,
+        module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
+        constants=ep.constants, verifiers=ep.verifiers)
+
+
+def aliased_plan(ep: ExportedProgram) -> MutationPlan:
+    """One KV_ALIAS entry per buffer an engine of `ep` writes in place."""
+    buffers = ep.graph_signature.inputs_to_buffers
+    writes = []
+    for call in engine_calls(ep).values():
+        for out, inp in call.aliased.items():
+            arg = call.argument(inp)
+            fqn = buffers.get(getattr(arg, "name", None))
+            if fqn is None:
+                raise PlanError(
+                    f"engine {call.name!r} writes output {out!r} in place through input {inp!r} "
+                    f"({getattr(arg, 'name', arg)}), which is not a registered buffer: nothing "
+                    "would keep the update. Register the cache with register_buffer.")
+            writes.append(BufferWrite(
+                fqn, WriteKind.KV_ALIAS, "tensorrt.execute_engine",
+                f"engine {call.name!r} writes it in place ({out!r} aliases {inp!r})",
+                engine=call.name, input_binding=inp, output_binding=out))
+    return MutationPlan(tuple(writes))
+
+
+def declare_program(ep: ExportedProgram) -> ExportedProgram:
+    ep = functionalize_buffer_copies(ep)
+    return declare_mutations(ep, aliased_plan(ep))

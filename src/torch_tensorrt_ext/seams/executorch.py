@@ -1,0 +1,157 @@
+"""torch-tensorrt's ExecuTorch path (`TensorRTPartitioner`, `TensorRTBackend.preprocess`,
+`_save_as_executorch`) producing this project's delegate: TR03 blob, state above the delegate.
+
+Invariant: every TensorRT delegate's blob is TR03 (docs/CONTRACTS.md §1) naming, for each
+mutable buffer its engine reads, the input binding and the buffer's FQN, and the engine's own
+aliased I/O; the engine bytes are the serialized engine, untouched. Mutable buffers stay above
+the delegate (caller-owned), are serialized with their initial values, keep their FQNs in the
+program, and are never staged host→device per call for a device delegate.
+"""
+from __future__ import annotations
+
+import json
+import operator
+from typing import Dict, List, Optional, Set
+
+import torch
+from executorch.exir.backend.backend_details import PreprocessResult
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec
+from torch.export import ExportedProgram
+
+from ..engines.tensorrt_info import engine_info_from_serialized
+from ..executorch import blob as blobfmt
+from ..export.engine_calls import is_engine_call
+
+BUFFERS_SPEC = "tte_buffers"
+DEVICE_SPEC = "target_device"
+
+
+def _tagged_engine(ep: ExportedProgram, tag: str) -> Optional[torch.fx.Node]:
+    calls = [n for n in ep.graph.nodes if is_engine_call(n) and n.meta.get("delegation_tag") == tag]
+    return calls[0] if len(calls) == 1 else None
+
+
+def _engine_info(ep: ExportedProgram, node: torch.fx.Node, metadata_only: bool = True) -> list:
+    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
+    return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
+
+
+def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[str, DelegationSpec]:
+    """Each TensorRT partition's delegation spec plus the mutable buffers its engine reads
+    (input binding -> FQN), which only the whole program can name."""
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    buffers = {n: f for n, f in sig.inputs_to_buffers.items() if f in mutated}
+    out = {}
+    for tag, spec in tags.items():
+        node = _tagged_engine(ep, tag)
+        if node is None:
+            out[tag] = spec
+            continue
+        info = engine_info_from_serialized(_engine_info(ep, node))
+        pairs = [[info.input_names[i], buffers[a.name]] for i, a in enumerate(node.args[0])
+                 if getattr(a, "name", None) in buffers]
+        specs = [s for s in spec.compile_specs if s.key != BUFFERS_SPEC]
+        specs.append(CompileSpec(BUFFERS_SPEC, json.dumps(pairs).encode()))
+        out[tag] = DelegationSpec(spec.backend_id, specs)
+    return out
+
+
+def _delegate_outputs(ep: ExportedProgram, call: torch.fx.Node, names: List[str]) -> List[str]:
+    out, last = [], -1
+    for v in ep.graph.output_node().args[0]:
+        if not (isinstance(v, torch.fx.Node) and v.target is operator.getitem
+                and v.args[0] is call):
+            raise blobfmt.BlobError(f"delegate output {getattr(v, 'name', v)!r} is not an "
+                                    "output binding of its engine")
+        k = v.args[1]
+        if k <= last:
+            raise blobfmt.BlobError(f"delegate outputs are not in engine binding order: "
+                                    f"{names[k]!r} comes after {names[last]!r}")
+        last = k
+        out.append(names[k])
+    return out
+
+
+def _delegate_inputs(ep: ExportedProgram, call: torch.fx.Node, names: List[str]) -> List[str]:
+    feeds = {}
+    for i, arg in enumerate(call.args[0]):
+        if arg in feeds:
+            raise blobfmt.BlobError(f"one value feeds input bindings {feeds[arg]!r} and "
+                                    f"{names[i]!r}")
+        feeds[arg] = names[i]
+    user = set(ep.graph_signature.user_inputs)
+    out = []
+    for ph in (n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user):
+        if ph not in feeds:
+            raise blobfmt.BlobError(f"delegate input {ph.name!r} feeds no engine binding")
+        out.append(feeds[ph])
+    return out
+
+
+def _bindings(info) -> tuple:
+    """Every binding with the dtype and shape the engine's metadata records (TR03 needs both)."""
+    if len(info.input_dtypes) != len(info.input_names) or \
+            len(info.output_dtypes) != len(info.output_names):
+        raise blobfmt.BlobError(f"engine {info.name!r}: its metadata records no binding types "
+                                "(no inout_symexprs); recompile it with torch-tensorrt 2.14.0")
+    ins = [blobfmt.IOBinding(n, info.input_dtypes[i], tuple(info.input_shapes[i]), True)
+           for i, n in enumerate(info.input_names)]
+    outs = [blobfmt.IOBinding(n, info.output_dtypes[i], tuple(info.output_shapes[i]), False)
+            for i, n in enumerate(info.output_names)]
+    return tuple(ins + outs)
+
+
+def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    """One TensorRT partition → one TR03 blob carrying the serialized engine."""
+    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
+        DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
+    calls = [n for n in edge_program.graph.nodes if is_engine_call(n)]
+    if len(calls) != 1:
+        raise blobfmt.BlobError(f"a TensorRTBackend partition holds exactly one engine call, "
+                                f"found {len(calls)}")
+    call = calls[0]
+    raw = _engine_info(edge_program, call, metadata_only=False)
+    engine = raw[ENGINE_IDX]
+    if isinstance(engine, torch.Tensor):
+        engine = bytes(memoryview(engine.cpu().contiguous().view(torch.uint8).numpy()))
+    info = engine_info_from_serialized(raw)
+    specs = {s.key: s.value for s in compile_specs}
+    pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
+    device = specs.get(DEVICE_SPEC, b"cuda:0").decode()
+    text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
+    meta = blobfmt.BlobMetadata(
+        io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind="tensorrt",
+        delegate_inputs=tuple(_delegate_inputs(edge_program, call, list(info.input_names))),
+        delegate_outputs=tuple(_delegate_outputs(edge_program, call, list(info.output_names))),
+        buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
+        hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
+        device_id=int(device.split(":")[1]) if ":" in device else int(text[DEVICE_IDX].split("%")[0]),
+        serialized_metadata=text[SERIALIZED_METADATA_IDX],
+        target_platform=text[TARGET_PLATFORM_IDX])
+    blobfmt.validate(meta)
+    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(engine)))
+
+
+def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
+
+
+def backend_config(edge_manager, config=None):
+    """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
+    values of the mutable buffers serialized, their FQNs emitted, no host→device staging."""
+    from executorch.exir import ExecutorchBackendConfig
+
+    from ..executorch.device_state import StateOnDevicePass
+    from ..executorch.lower import InitialiseMutableBuffers
+    config = config if config is not None else ExecutorchBackendConfig()
+    names: Set[str] = set()
+    for method in edge_manager.methods:
+        names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
+    config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
+    config.emit_mutable_buffer_names = True
+    config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
+    return config
