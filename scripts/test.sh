@@ -13,4 +13,6 @@ fi
 if [ -f build/runtime/CTestTestfile.cmake ] || [ -f build/CTestTestfile.cmake ]; then
   (cd build && ../.venv/bin/ctest --output-on-failure) || status=$?
 fi
+# Fuzz smoke of the delegate runtime (~15 s per harness; installs clang once; TTE_FUZZ=0 skips).
+[ "${TTE_FUZZ:-1}" = 0 ] || bash scripts/fuzz.sh smoke || status=$?
 exit $status

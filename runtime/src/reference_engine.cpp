@@ -43,8 +43,12 @@ using executorch::runtime::TensorInfo;
 
 constexpr const char* kMethod = "forward";
 constexpr size_t kPayloadAlignment = 16;
-// A memory plan larger than this is refused as corrupt rather than attempted.
-constexpr int64_t kMaxPlannedBytes = int64_t(16) << 30;
+// A memory plan larger than this is refused as corrupt rather than attempted (the fuzz build
+// lowers it, runtime/fuzz/CMakeLists.txt).
+#ifndef TTE_MAX_PLANNED_BYTES
+#define TTE_MAX_PLANNED_BYTES (int64_t(16) << 30)
+#endif
+constexpr int64_t kMaxPlannedBytes = TTE_MAX_PLANNED_BYTES;
 
 // ExecuTorch 1.5.1's Method::init can return Ok with a kernel left unresolved: it keeps only the
 // last KernelCall's resolve error (an earlier "Op index out of range" or "Missing operator name"

@@ -1,0 +1,106 @@
+// libFuzzer harness: TensorRTBackend::init on whole delegate blobs, payload included (the
+// reference engine loads the payload as a nested ExecuTorch program), then one execute on
+// zero-filled tensors of the bindings' types when init accepted it.
+//
+// Invariant checked (besides ASan/UBSan's): init either refuses with a logged reason or returns
+// a delegate that executes (Ok or an error) and is destroyed; nothing crashes, hangs or leaks.
+// The input is resealed first (TR03 digests recomputed) so mutated payloads reach the program
+// loader instead of stopping at the integrity check (fuzz_blob covers that check).
+#include "../tests/blob_builder.h"
+#include "fuzz_common.h"
+
+#include <tte/backend.h>
+#include <tte/blob.h>
+#include <tte/refusal.h>
+
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/backend/interface.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using executorch::aten::SizesType;
+using executorch::extension::TensorPtr;
+using executorch::runtime::BackendExecutionContext;
+using executorch::runtime::BackendInitContext;
+using executorch::runtime::BackendInterface;
+using executorch::runtime::EValue;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::Span;
+
+constexpr size_t kMaxTensorBytes = size_t(16) << 20;  // all delegate tensors of one call
+
+// Zero-filled tensors for the delegate's arguments (inputs, then outputs); false when a binding
+// cannot be made into one (unknown, or too large for a fuzz iteration).
+bool make_args(const tte::BlobInfo& info, std::vector<std::vector<uint8_t>>& storage,
+               std::vector<TensorPtr>& tensors) {
+  size_t total = 0;
+  auto add = [&](const tte::Binding* b) {
+    if (b == nullptr || !b->known) return false;
+    std::vector<SizesType> sizes;
+    size_t n = tte::dtype_size(b->dtype);
+    for (int64_t s : b->shape) {
+      const int64_t d = s < 0 ? 1 : s;  // a dynamic dimension: one element
+      if (d > (int64_t(1) << 24) || (d && n > kMaxTensorBytes / size_t(d))) return false;
+      n *= size_t(d);
+      sizes.push_back(static_cast<SizesType>(d));
+    }
+    total += n;
+    if (total > kMaxTensorBytes) return false;
+    storage.emplace_back(n ? n : 1, 0);
+    tensors.push_back(executorch::extension::make_tensor_ptr(
+        sizes, storage.back().data(), tte::dtype_scalar_type(b->dtype)));
+    return true;
+  };
+  for (const auto& name : info.delegate_inputs) {
+    if (!add(info.input(name))) return false;
+  }
+  for (const auto& name : info.delegate_outputs) {
+    if (!add(info.output(name))) return false;
+  }
+  return true;
+}
+
+void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle* handle,
+                  const std::string& blob) {
+  std::string why;
+  auto info = tte::parse_blob(blob.data(), blob.size(), why);
+  if (!info.ok()) std::abort();  // init accepted it: the reader must too
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<TensorPtr> tensors;
+  storage.reserve(info.get().delegate_inputs.size() + info.get().delegate_outputs.size());
+  if (!make_args(info.get(), storage, tensors)) return;
+  std::vector<EValue> values;
+  for (auto& t : tensors) values.emplace_back(*t);
+  std::vector<EValue*> args;
+  for (auto& v : values) args.push_back(&v);
+  BackendExecutionContext ctx;
+  (void)backend->execute(ctx, handle, Span<EValue*>(args.data(), args.size()));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  tte_fuzz::fuzz_init_once();
+  static BackendInterface* backend = executorch::runtime::get_backend_class("TensorRTBackend");
+  if (backend == nullptr) std::abort();
+  const std::string blob =
+      tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size));
+  FreeableBuffer processed(blob.data(), blob.size(), nullptr);
+  executorch::extension::MallocMemoryAllocator allocator;
+  BackendInitContext ctx(&allocator, nullptr, "forward");
+  tte::clear_refusal();
+  auto handle = backend->init(ctx, &processed, {});
+  if (!handle.ok()) {
+    if (tte::last_refusal()[0] == '\0') std::abort();  // every refusal names its reason
+    return 0;
+  }
+  execute_once(backend, handle.get(), blob);
+  backend->destroy(handle.get());
+  return 0;
+}
