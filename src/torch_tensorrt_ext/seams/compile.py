@@ -20,6 +20,7 @@ from torch.fx import GraphModule, Node
 
 from ..engines.info import AliasedIO, EngineInfo
 from ..lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
+from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER
 from ..plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
@@ -72,6 +73,21 @@ def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> Tuple[EngineInfo, 
     return tuple(infos)
 
 
+def _lift(gm: GraphModule, plan: MutationPlan) -> LiftedGraph:
+    """Lift, and mark every cache write into a copy-back buffer's input — not only the last —
+    so no converter aliases it: an intermediate `IKVCacheUpdateLayer` would write the buffer in
+    place mid-engine while the plan copies its final value back."""
+    lifted = lift_mutated_buffers(gm, plan)
+    nodes = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
+    for fqn, ph_name in lifted.buffer_inputs:
+        if plan[fqn].kind is not WriteKind.COPY_BACK:
+            continue
+        for user in nodes[ph_name].users:
+            if user.target in (SLICE_SCATTER, INDEX_COPY) and user.args[0] is nodes[ph_name]:
+                user.meta[NO_KV_ALIAS_MARKER] = True
+    return lifted
+
+
 class StatefulCompile:
     """One compile of one exported program's state. `gm` is the lifted graph to lower and build
     (user inputs, then one input per mutated buffer — `buffer_tensors` in the same order)."""
@@ -80,7 +96,7 @@ class StatefulCompile:
         self._source = gm
         self._excluded = tuple(torch_executed_ops or ())
         self.plan = plan_mutations(gm, torch_executed_ops=self._excluded)
-        self.lifted = lift_mutated_buffers(gm, self.plan)
+        self.lifted = _lift(gm, self.plan)
 
     @classmethod
     def from_settings(cls, gm: GraphModule, settings) -> "StatefulCompile":
@@ -105,7 +121,7 @@ class StatefulCompile:
                                     reason=final[fqn].reason + " (engine rebuilt with the write "
                                                                "excluded from aliasing)")
             self.plan = plan
-            self.lifted = lift_mutated_buffers(self._source, plan)
+            self.lifted = _lift(self._source, plan)
             trt_gm = rebuild(self.lifted.gm)
             final = reconcile(plan, engine_infos(trt_gm, self.lifted))
         final = dataclasses.replace(final, rebuilds=())

@@ -1,0 +1,122 @@
+"""What a saved `.pte` holds, as a user asks it: methods, delegates, state.
+
+Invariant: every figure comes from the file's bytes alone — the flatbuffer program, its delegate
+blobs (parsed and validated like the runtime does) and its mutable-data segment — never from the
+model that wrote it. A buffer is `kv_alias` when a delegate writes it in place (its blob aliases
+an output to the buffer's input binding), `copy_back` when its new value is copied into it (a
+copy op of the program, or the delegate's own copy-back), `read_only` otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from executorch.exir import schema
+from executorch.exir._serialize._program import deserialize_pte_binary
+
+from . import blob as blobfmt
+from .traffic import _nbytes, mutable_buffers, program_copy_bytes
+
+_DTYPE = {getattr(schema.ScalarType, n): n.lower() for n in (
+    "FLOAT", "DOUBLE", "HALF", "BFLOAT16", "LONG", "INT", "SHORT", "CHAR", "BYTE", "BOOL")}
+
+
+@dataclass(frozen=True)
+class DelegateInfo:
+    index: int
+    backend: str
+    magic: str = ""
+    engine_kind: str = ""
+    engine_bytes: int = 0
+    bindings: Tuple[Tuple[str, str, Tuple[int, ...], bool], ...] = ()  # name, dtype, shape, input
+    aliased_io: Tuple[Tuple[str, str], ...] = ()     # (output, input)
+    buffers: Tuple[Tuple[str, str], ...] = ()        # (input binding, fqn)
+    copy_back: Tuple[Tuple[str, str], ...] = ()      # (output, input)
+    delegate_inputs: Tuple[str, ...] = ()
+    delegate_outputs: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    fqn: str
+    kind: str                  # kv_alias | copy_back | read_only
+    dtype: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    device: str
+    initial_value: bool
+    program_copy_bytes: int    # bytes the program's own copy ops move per call
+    delegate: Optional[int] = None
+    binding: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    delegates: Tuple[DelegateInfo, ...] = ()
+    buffers: Tuple[BufferInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class PteInfo:
+    methods: Tuple[MethodInfo, ...] = field(default_factory=tuple)
+
+    def method(self, name: str) -> MethodInfo:
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise KeyError(f"no method {name!r}; methods: {[m.name for m in self.methods]}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) -> DelegateInfo:
+    if d.id != "TensorRTBackend" or d.processed.location != schema.DataLocation.INLINE:
+        return DelegateInfo(index, d.id)
+    blob = blobfmt.parse(program.backend_delegate_data[d.processed.index].data)
+    m = blob.metadata
+    return DelegateInfo(
+        index, d.id, blob.magic.decode(), m.engine_kind, len(blob.engine),
+        tuple((b.name, b.dtype, tuple(b.shape), b.is_input) for b in m.io_bindings),
+        tuple((a.output, a.input) for a in m.aliased_io),
+        tuple((b.input, b.fqn) for b in m.buffers),
+        tuple((c.output, c.input) for c in m.copy_back),
+        tuple(m.delegate_inputs), tuple(m.delegate_outputs))
+
+
+def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], copies: int,
+            has_mutable_data: bool) -> BufferInfo:
+    kind, where, binding = "read_only", None, None
+    for d in delegates:
+        inputs = {i for i, f in d.buffers if f == fqn}
+        if not inputs:
+            continue
+        where, binding = d.index, sorted(inputs)[0]
+        if any(i in inputs for _, i in d.aliased_io):
+            kind = "kv_alias"
+        elif any(i in inputs for _, i in d.copy_back):
+            kind = "copy_back"
+    if kind == "read_only" and copies:
+        kind = "copy_back"
+    info = t.extra_tensor_info
+    device = "cpu"
+    if info is not None and info.device_type == schema.DeviceType.CUDA:
+        device = f"cuda:{info.device_index}"
+    return BufferInfo(fqn, kind, _DTYPE.get(t.scalar_type, str(t.scalar_type)), tuple(t.sizes),
+                      _nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
+                      copies, where, binding)
+
+
+def inspect_pte(data: bytes) -> PteInfo:
+    pte = deserialize_pte_binary(bytes(data))
+    program = pte.program
+    has_mutable = bool(pte.mutable_data)
+    methods = []
+    for plan in program.execution_plan:
+        delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
+        copies: Dict[str, int] = program_copy_bytes(data, plan.name)
+        buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, 0), has_mutable)
+                        for fqn, (_, t) in sorted(mutable_buffers(plan).items()))
+        methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
+    return PteInfo(tuple(methods))

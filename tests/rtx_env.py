@@ -1,0 +1,69 @@
+"""Real TensorRT-RTX conversion on this CPU machine, through the patched `torch_tensorrt`.
+
+`torch_tensorrt_or_skip()` imports the installed torch-tensorrt(-rtx) 2.14.0 with this project's
+series applied (skips, saying why, when it is absent or unpatched); `compile_rtx` is what a model
+author calls; `recorded_aliasing` reads what the converters recorded for the built engines —
+never the plan — so tests can compare the two.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+from typing import Dict, Tuple
+
+import pytest
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def _import():
+    try:
+        import torch_tensorrt
+    except Exception as e:  # noqa: BLE001 - any import failure is a reason to skip
+        return None, f"torch_tensorrt does not import here: {type(e).__name__}: {e}"
+    from torch_tensorrt.dynamo import _compiler
+    if "torch_tensorrt_ext.seams" not in open(_compiler.__file__).read():
+        return None, ("torch_tensorrt is installed without this project's series "
+                      "(run `torch-tensorrt-ext patch apply`)")
+    return torch_tensorrt, ""
+
+
+def torch_tensorrt_or_skip():
+    mod, why = _import()
+    if mod is None:
+        pytest.skip(why)
+    return mod
+
+
+def compile_rtx(program, args, **settings):
+    """`torch_tensorrt.compile` as a model author calls it (engines built ahead of time here)."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    if isinstance(program, torch.nn.Module):
+        program = torch.export.export(program.eval(), tuple(args))
+    settings.setdefault("min_block_size", 1)
+    return torch_tensorrt.compile(program, ir="dynamo", arg_inputs=list(args), **settings)
+
+
+def engine_modules(trt_gm) -> Dict[str, torch.nn.Module]:
+    return {n: m for n, m in trt_gm.named_children() if hasattr(m, "aliased_io")}
+
+
+def recorded_aliasing(trt_gm) -> Dict[str, Tuple[str, str, str]]:
+    """Buffer FQN -> (engine, output binding, input binding) for every aliased output the
+    converters recorded, resolved through the graph (the engine call's argument is a get_attr
+    of that buffer)."""
+    modules = engine_modules(trt_gm)
+    out = {}
+    for call in trt_gm.graph.nodes:
+        if call.op != "call_module" or call.target not in modules:
+            continue
+        m = modules[call.target]
+        for o, (i, _kind) in (m.aliased_io or {}).items():
+            arg = call.args[list(m.input_binding_names).index(i)]
+            assert arg.op == "get_attr", f"{call.target}: {i} is fed by {arg.op} {arg.name}"
+            out[str(arg.target)] = (str(call.target), o, i)
+    return out
+
+
+def getitem_users(node) -> Dict[int, torch.fx.Node]:
+    return {u.args[1]: u for u in node.users if u.target is operator.getitem}
