@@ -197,3 +197,13 @@ def test_unknown_method_names_the_file_and_its_methods(hostile):
     with pytest.raises(NoSuchMethodError) as e:
         prog.run(torch.zeros(1, 4), method="nosuch")
     assert str(e.value) == f"{good} has no method 'nosuch'; it has ['forward']"
+
+
+def test_log_sink_without_pal_symbols_warns_and_reports_unrouted(monkeypatch):
+    from torch_tensorrt_ext.executorch import log_sink
+    monkeypatch.setattr(log_sink, "_routed", False)
+    monkeypatch.setattr(log_sink, "_pal_table", lambda: None)
+    with pytest.warns(RuntimeWarning, match="^torch_tensorrt_ext could not find ExecuTorch's "
+                      "PAL table .* a .pte holding non-UTF-8 strings can abort this process$"):
+        assert log_sink.route_logs_to_fd2() is False
+    assert log_sink.routed() is False

@@ -14,7 +14,7 @@ pybind extension's: if it was, it is replaced by ExecuTorch's own default emitte
 (`et_pal_emit_log_message` in libexecutorch.so, `fprintf(stderr, ...)` on the C stream), so log
 lines still appear on the terminal but no byte of them passes through Python. An emitter that
 someone else registered is left alone. Idempotent; on an ExecuTorch build without these symbols
-it changes nothing and says so (`routed()` is False). Cost: in Jupyter, ExecuTorch's log lines go
+it changes nothing and warns (`routed()` is False). Cost: in Jupyter, ExecuTorch's log lines go
 to the kernel's stderr instead of the notebook.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -100,6 +101,10 @@ def route_logs_to_fd2() -> bool:
         import executorch.runtime  # noqa: F401  (loads _C, which registers its emitter)
         table = _pal_table()
         if table is None:
+            warnings.warn("torch_tensorrt_ext could not find ExecuTorch's PAL table "
+                          f"({_GET_PAL_IMPL}, {_DEFAULT_EMITTER} in libexecutorch.so); ExecuTorch "
+                          "log lines still pass through Python, and a .pte holding non-UTF-8 "
+                          "strings can abort this process", RuntimeWarning, stacklevel=2)
             return False
         pal, default = table
         if _PYBIND_EXTENSION in _library_of(pal.emit_log_message):
