@@ -142,16 +142,40 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
 
 def backend_config(edge_manager, config=None):
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
-    values of the mutable buffers serialized, their FQNs emitted, no host→device staging."""
+    values of the mutable buffers serialized, their FQNs emitted, no host→device staging, and
+    (several methods) one allocation per buffer shared by every method, as in eager.
+    Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
     from ..executorch.device_state import StateOnDevicePass
     from ..executorch.lower import InitialiseMutableBuffers
     config = config if config is not None else ExecutorchBackendConfig()
+    if isinstance(config.to_out_var_pass, StateOnDevicePass):
+        return config
     names: Set[str] = set()
     for method in edge_manager.methods:
         names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
+    methods = list(edge_manager.methods)
+    planner = config.memory_planning_pass
+    if len(methods) > 1 and getattr(planner, "alloc_mutable_buffers", False):
+        # like eager, every method of one module reads and writes the same buffers
+        planner.share_mutable_buffers = True
     config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
     config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
     return config
+
+
+def stateful_edge(edge_manager):
+    """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
+    `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
+    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does."""
+    from executorch.exir import EdgeProgramManager
+
+    class StatefulEdgeProgramManager(type(edge_manager)):
+        def to_executorch(self, config=None):
+            return super().to_executorch(backend_config(self, config))
+
+    assert isinstance(edge_manager, EdgeProgramManager)
+    edge_manager.__class__ = StatefulEdgeProgramManager
+    return edge_manager
