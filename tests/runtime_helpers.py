@@ -192,3 +192,37 @@ def ring_spec(planned_io=False) -> EngineSpec:
 
 def describe(spec: EngineSpec, delegate_inputs: Sequence[str]) -> str:
     return json.dumps(spec.metadata(delegate_inputs).to_json_dict(), indent=1)
+
+
+# ------------------------------------------------------------------------------ blob surgery
+
+def reseal(blob: bytes) -> bytes:
+    """`blob` with its TR03 digests recomputed for whatever it now holds (the engine digest only
+    where the metadata text has `"engine_sha256":"` + 64 characters) — the same surgery as
+    runtime/tests/blob_builder.h's `reseal`, so a test can change a blob and reach the checks
+    behind the integrity check. Anything else is returned unchanged."""
+    import hashlib
+    import struct
+    b = bytearray(blob)
+    if len(b) < 64 or b[:4] != b"TR03":
+        return bytes(b)
+    _, md_off, md_size, eng_off, eng_size, _ = struct.unpack(B.HEADER_FORMAT, bytes(b[:32]))
+    n = len(b)
+    if md_off < 64 or md_off + md_size > n or eng_off > n or eng_size > n - eng_off:
+        return bytes(b)
+    key = b'"engine_sha256":"'
+    at = b.find(key, md_off)
+    if at >= 0 and at + len(key) + 64 <= md_off + md_size:
+        digest = hashlib.sha256(bytes(b[eng_off:eng_off + eng_size])).hexdigest().encode()
+        b[at + len(key):at + len(key) + 64] = digest
+    b[32:64] = hashlib.sha256(bytes(b[md_off:md_off + md_size])).digest()
+    return bytes(b)
+
+
+def blob_in_pte(pte: bytes) -> slice:
+    """Where the one delegate blob lies in a delegated .pte (its header's sizes give the end)."""
+    import struct
+    at = pte.find(b"TR03")
+    assert at > 0 and pte.find(b"TR03", at + 1) == -1, "expected exactly one TR03 blob"
+    _, _, _, eng_off, eng_size, _ = struct.unpack(B.HEADER_FORMAT, pte[at:at + 32])
+    return slice(at, at + eng_off + eng_size)

@@ -342,6 +342,11 @@ class Parser {
     }
   }
 
+  bool bad_u_escape(size_t u) {
+    p_ = u;
+    return fail("invalid \\u escape");
+  }
+
   bool hex4(uint32_t& v) {
     v = 0;
     for (int i = 0; i < 4; ++i) {
@@ -358,11 +363,17 @@ class Parser {
     return true;
   }
 
+  // A syntax error inside a string is placed where python's json places it: an unterminated
+  // string at its opening quote, a bad escape at its backslash, a bad \u escape at its 'u'.
   bool string(std::string& out) {
+    const size_t quote = p_;
     ++p_;  // opening quote
     out.clear();
     while (true) {
-      if (p_ >= n_) return fail("unexpected end of input in a string");
+      if (p_ >= n_) {
+        p_ = quote;
+        return fail("unterminated string");
+      }
       unsigned char c = static_cast<unsigned char>(d_[p_]);
       if (c == '"') {
         ++p_;
@@ -381,7 +392,10 @@ class Parser {
         continue;
       }
       ++p_;
-      if (p_ >= n_) return fail("unexpected end of input in a string");
+      if (p_ >= n_) {
+        p_ = quote;
+        return fail("unterminated string");
+      }
       char e = d_[p_++];
       switch (e) {
         case '"': out += '"'; break;
@@ -395,7 +409,7 @@ class Parser {
         case 'u': {
           const size_t at = p_ - 2;
           uint32_t cp;
-          if (!hex4(cp)) return false;
+          if (!hex4(cp)) return bad_u_escape(at + 1);
           if (cp >= 0xD800 && cp < 0xDC00) {
             // A high surrogate pairs only with an immediately following \u low surrogate.
             uint32_t lo = 0;
@@ -403,7 +417,7 @@ class Parser {
             bool paired = false;
             if (p_ + 1 < n_ && d_[p_] == '\\' && d_[p_ + 1] == 'u') {
               p_ += 2;
-              if (!hex4(lo)) return false;
+              if (!hex4(lo)) return bad_u_escape(save + 1);
               paired = lo >= 0xDC00 && lo <= 0xDFFF;
             }
             if (paired) {
@@ -419,7 +433,7 @@ class Parser {
           break;
         }
         default:
-          --p_;
+          p_ -= 2;
           return fail("invalid escape");
       }
     }
@@ -429,27 +443,31 @@ class Parser {
     out.type = Json::Type::Number;
     size_t start = p_;
     bool integral = true;
+    auto digit = [&](size_t at) { return at < n_ && d_[at] >= '0' && d_[at] <= '9'; };
     if (d_[p_] == '-') ++p_;
-    if (p_ >= n_) return fail("unexpected end of input");
+    if (!digit(p_)) {  // "-" alone is no value (python places the error at the '-')
+      p_ = start;
+      return fail("expecting a value");
+    }
     if (d_[p_] == '0') {
       ++p_;
-    } else if (d_[p_] >= '1' && d_[p_] <= '9') {
-      while (p_ < n_ && d_[p_] >= '0' && d_[p_] <= '9') ++p_;
     } else {
-      return fail("expecting a digit");
+      while (digit(p_)) ++p_;
     }
-    if (p_ < n_ && d_[p_] == '.') {
+    // A fraction or exponent without digits is not part of the number (python's number pattern
+    // takes the longest valid prefix); what follows is then the syntax error.
+    if (p_ < n_ && d_[p_] == '.' && digit(p_ + 1)) {
       integral = false;
       ++p_;
-      if (p_ >= n_ || d_[p_] < '0' || d_[p_] > '9') return eof_fail("expecting a digit");
-      while (p_ < n_ && d_[p_] >= '0' && d_[p_] <= '9') ++p_;
+      while (digit(p_)) ++p_;
     }
     if (p_ < n_ && (d_[p_] == 'e' || d_[p_] == 'E')) {
-      integral = false;
-      ++p_;
-      if (p_ < n_ && (d_[p_] == '+' || d_[p_] == '-')) ++p_;
-      if (p_ >= n_ || d_[p_] < '0' || d_[p_] > '9') return eof_fail("expecting a digit");
-      while (p_ < n_ && d_[p_] >= '0' && d_[p_] <= '9') ++p_;
+      const size_t sign = p_ + 1 < n_ && (d_[p_ + 1] == '+' || d_[p_ + 1] == '-') ? 1 : 0;
+      if (digit(p_ + 1 + sign)) {
+        integral = false;
+        p_ += 1 + sign;
+        while (digit(p_)) ++p_;
+      }
     }
     std::string text(d_ + start, p_ - start);
     out.number = std::strtod(text.c_str(), nullptr);
