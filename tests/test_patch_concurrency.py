@@ -44,8 +44,9 @@ class Run:
     """One CLI child process; stderr is read on a thread so a pause marker can be awaited."""
 
     def __init__(self, command: str, site: Path, patches: Path, *extra: str, pause: str = "",
-                 resume: Path = None, timeout: str = "60"):
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TTE_PATCH_LOCK_TIMEOUT=timeout)
+                 resume: Path = None, timeout: str = "60", delay: str = ""):
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TTE_PATCH_LOCK_TIMEOUT=timeout,
+                   TTE_PATCH_TEST_DELAY=delay)
         env.pop("TTE_PATCH_TEST_PAUSE", None)
         if pause:
             env["TTE_PATCH_TEST_PAUSE"] = pause
@@ -136,10 +137,17 @@ def start_together(runs: List[Run], go: Path) -> None:
     go.touch()
 
 
+# Each racing run sleeps 0.3 s right after taking the lock, before it reads anything: without the
+# lock they would all read the same state and all write (the issue saw a false "something other
+# than this patch series modified it" in 4 of 18 unlocked races).
+HOLD = "locked:0.3"
+
+
 def test_concurrent_applies_all_succeed_and_one_writes(env):
     site, patches, tmp = env
     go = tmp / "go"
-    runs = [Run("apply", site, patches, pause="before-lock", resume=go) for _ in range(6)]
+    runs = [Run("apply", site, patches, pause="before-lock", resume=go, delay=HOLD)
+            for _ in range(6)]
     start_together(runs, go)
     assert [r.finish() for r in runs] == [0] * 6, [r.err for r in runs]
     wrote = (f"fakepkg 1.0: applied {', '.join(NAMES)}\nother 2.0: no patches\n"
@@ -158,11 +166,27 @@ def test_concurrent_applies_all_succeed_and_one_writes(env):
 def test_apply_racing_revert_ends_in_a_recorded_state(env):
     site, patches, tmp = env
     go = tmp / "go"
-    runs = [Run(cmd, site, patches, pause="before-lock", resume=go)
+    # An apply that writes sleeps between its renames (record in place, files not yet); each
+    # revert sleeps before reading: unlocked, a revert lands in the apply's gap.
+    delays = {"apply": "after-first-rename:0.6", "revert": HOLD}
+    runs = [Run(cmd, site, patches, pause="before-lock", resume=go, delay=delays[cmd])
             for cmd in ("apply", "revert") * 3]
     start_together(runs, go)
     assert [r.finish() for r in runs] == [0] * 6, [r.err for r in runs]
+    # In a serial history, writing applies and restoring reverts alternate, starting unapplied.
+    wrote = sum(r.out.endswith(f"3 file(s) written in {site}; record: {RECORD}\n") for r in runs)
+    restored = sum(r.out == f"restored 3 file(s) in {site} to the pristine release\n"
+                   for r in runs)
+    others = {r.out for r in runs} - {
+        f"fakepkg 1.0: applied {', '.join(NAMES)}\nother 2.0: no patches\n"
+        f"3 file(s) written in {site}; record: {RECORD}\n",
+        f"restored 3 file(s) in {site} to the pristine release\n",
+        f"the patch series is already applied in {site}; nothing to do\n",
+        f"no patches are recorded in {site}; nothing to revert\n"}
+    assert others == set()
     state = read_state(site)
+    assert wrote - restored == (0 if state is None else 1), [r.out for r in runs]
+    assert consistent(site)
     if state is None:
         assert installed(site) == PRISTINE
     else:
