@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from patch_fixtures import (ALPHA, BETA, GAMMA, snapshot, target,  # noqa: E402
+from patch_fixtures import (ALPHA, BETA, GAMMA, NAMES, snapshot, target,  # noqa: E402
                             three_patches, write_series, write_site)
 
 from torch_tensorrt_ext.patching import cli  # noqa: E402
@@ -67,9 +67,41 @@ def test_a_record_of_another_format_says_which_version_can_revert_it(tmp_path, c
                    f"version's `patch revert`. Otherwise: {damaged(record)}\n")
 
 
+def unprivileged(tmp: Path, command: str, site: Path, patches: Path):
+    """`patch <command>` in a child that drops to uid 65534 (tests run as root, which reads and
+    writes any file)."""
+    drop = "os.setgroups([]); os.setgid(65534); os.setuid(65534); " if os.geteuid() == 0 else ""
+    code = ("import os, sys; import torch_tensorrt_ext.patching.cli as c; " + drop +
+            f"sys.exit(c.main(['patch', {command!r}, '--site-packages', {str(site)!r}, "
+            f"'--patches', {str(patches)!r}]))")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=tmp)
+
+
+def test_status_in_a_site_packages_the_user_cannot_write_runs_unlocked():
+    """No lock file can be made there and none exists, so no run holds the lock: status reads."""
+    tmp = Path(tempfile.mkdtemp(prefix="tte-ro-status-"))
+    try:
+        os.chmod(tmp, 0o755)
+        site, patches = make(tmp)
+        assert cli.main(["patch", "apply", "--site-packages", str(site), "--patches",
+                         str(patches)]) == 0
+        before = snapshot(site)
+        proc = unprivileged(tmp, "status", site, patches)
+        assert (proc.returncode, proc.stderr) == (0, "")
+        assert proc.stdout == (f"fakepkg 1.0: fake-pkg 1.0 in {site}\n" + "".join(
+            f"  applied      {n}\n" for n in NAMES))
+        assert snapshot(site) == before
+    finally:
+        for p in [tmp, *tmp.rglob("*")]:
+            os.chmod(p, 0o755)
+        shutil.rmtree(tmp)
+
+
 def test_a_record_the_user_cannot_read_says_permission_denied_not_reinstall():
-    """Tests run as root, which reads any file: the command runs in a child that drops to uid
-    65534. That user cannot create the lock file either, so `status` (read-only) runs unlocked."""
+    """The unprivileged user cannot create the lock file either, so `status` (read-only) runs
+    unlocked and fails at the record."""
     tmp = Path(tempfile.mkdtemp(prefix="tte-rec-"))
     try:
         os.chmod(tmp, 0o755)
@@ -78,14 +110,8 @@ def test_a_record_the_user_cannot_read_says_permission_denied_not_reinstall():
                          str(patches)]) == 0
         record = site / RECORD
         os.chmod(record, 0o600)
-        drop = "os.setgroups([]); os.setgid(65534); os.setuid(65534); " if os.geteuid() == 0 else ""
-        code = ("import os, sys; import torch_tensorrt_ext.patching.cli as c; " + drop +
-                f"sys.exit(c.main(['patch', 'status', '--site-packages', {str(site)!r}, "
-                f"'--patches', {str(patches)!r}]))")
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp))
         before = snapshot(site)
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, cwd=tmp)
+        proc = unprivileged(tmp, "status", site, patches)
         assert (proc.returncode, proc.stdout) == (1, "")
         assert proc.stderr == (f"torch-tensorrt-ext patch status: error: cannot read the patch "
                                f"record {record}: Permission denied; nothing was changed. Run "
