@@ -1,0 +1,70 @@
+"""The save matrix of `torch_tensorrt.save` and what each saved artifact must say about state.
+
+A cell is (source, retrace, use_legacy_exporter, output_format): `source` "gm" saves the module
+`torch_tensorrt.compile` returned, "ep" saves an ExportedProgram of it (retrace and the exporter
+do not apply). `check_*` assert, from the artifact alone, that every buffer the reconciled plan
+names is declared exactly once by FQN — a KV write on the buffer itself, a copy-back write on
+its value — and, for `.pte`, the copy ops, initial values, blob aliasing and engine bytes.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+from typing import Dict, NamedTuple, Optional
+
+import torch
+from torch.export.graph_signature import OutputKind
+
+from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+
+FORMATS = ("exported_program", "executorch", "aot_inductor")
+
+
+class Cell(NamedTuple):
+    source: str
+    retrace: Optional[bool]
+    legacy: Optional[bool]
+    fmt: str
+
+    @property
+    def id(self) -> str:
+        if self.source == "ep":
+            return f"ep-{self.fmt}"
+        return f"gm-retrace{int(self.retrace)}-legacy{self.legacy}-{self.fmt}"
+
+
+CELLS = [Cell("gm", r, lg, f) for r, lg, f in itertools.product((True, False),
+                                                                  (None, True, False), FORMATS)]
+CELLS += [Cell("ep", None, None, f) for f in FORMATS]
+
+
+def declared(ep: torch.export.ExportedProgram) -> Dict[str, str]:
+    """FQN -> "in_place" (declared on the buffer's own placeholder) or "value", asserting each
+    buffer is declared once."""
+    sig = ep.graph_signature
+    targets = [s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION]
+    twice = [f for f, n in collections.Counter(targets).items() if n > 1]
+    assert not twice, f"declared more than once: {twice}"
+    placeholder = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
+    return {s.target: ("in_place" if s.arg.name == placeholder[s.target] else "value")
+            for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+
+
+def expected_declarations(plan) -> Dict[str, str]:
+    return {w.fqn: ("in_place" if w.is_kv else "value") for w in plan}
+
+
+def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward") -> None:
+    info = inspect_pte(data).method(method)
+    buffers = {b.fqn: b for b in info.buffers}
+    assert set(buffers) == set(plan.fqns), (sorted(buffers), plan.fqns)
+    for w in plan:
+        b = buffers[w.fqn]
+        assert b.kind == ("kv_alias" if w.is_kv else "copy_back"), (w.fqn, b)
+        assert b.program_copy_bytes == (0 if w.is_kv else nbytes[w.fqn]), (w.fqn, b)
+        assert b.initial_value, f"{w.fqn} carries no initial value"
+    trt = [d for d in info.delegates if d.backend == "TensorRTBackend"]
+    assert trt and all(d.magic == "TR03" and d.engine_kind == "tensorrt" and d.engine_bytes > 0
+                       for d in trt), trt
+    aliased = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.aliased_io}}
+    assert aliased == {w.fqn for w in plan.kv()}
