@@ -1,9 +1,12 @@
-// The delegate blob (CONTRACTS.md §1): 32-byte header `<4sIIIQ8s>`, JSON metadata, engine.
+// The delegate blob (CONTRACTS.md §1): 32-byte header `<4sIIIQ8s>` (TR03: 64 bytes, the last 32
+// the metadata's SHA-256), JSON metadata, engine.
 //
 // Invariant: a `BlobInfo` returned by `parse_blob` is fully validated — the same checks, and as
 // far as possible the same messages, as python's `torch_tensorrt_ext.executorch.blob.parse`:
-// offsets inside the blob, metadata valid UTF-8, complete JSON without duplicate keys,
-// non-finite numbers or unpaired surrogate escapes, unique binding names, every referenced name an
+// offsets inside the blob, TR03 integrity (the metadata's and the payload's SHA-256 match the
+// recorded digests), metadata valid UTF-8, complete JSON nested at most 64 levels without
+// duplicate keys, non-finite numbers, unpaired surrogate escapes or NUL characters in strings,
+// bindings of at most 2**63-1 bytes, unique binding names, every referenced name an
 // existing binding of the right direction, aliased and copy-back pairs of equal dtype and shape,
 // every output binding a delegate output, aliased or copy-back. TR01/TR02 are given upstream's
 // meaning (TensorRT engine, all inputs/outputs are delegate args in binding order). A magic other

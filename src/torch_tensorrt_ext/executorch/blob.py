@@ -2,10 +2,14 @@
 
 Invariant: `parse` returns only blobs the C++ runtime (runtime/src/blob.cpp) would accept, and
 `serialize` writes only blobs `parse` accepts — the same validation runs on both paths and on the
-C++ side, and anything else fails closed with a `BlobError` that names what is wrong (the magic
+C++ side (tests/test_blob_differential.py compares them), and anything else fails closed with a
+`BlobError` — never another exception — that names what is wrong (the magic
 found, the byte range past the end, the binding name, the two shapes that differ, ...). In
 particular every engine output is accounted for: a delegate output, an aliased output written in
-place through its input, or a copy-back output; a write is never silently dropped.
+place through its input, or a copy-back output; a write is never silently dropped. A TR03 blob is
+sealed: `serialize` records the SHA-256 of the payload in the metadata (`engine_sha256`) and the
+SHA-256 of the metadata in the header's bytes [32, 64); `parse` refuses a blob whose bytes do not
+hash to them (CONTRACTS.md §1 "Integrity").
 
 TR01/TR02 (upstream torch-tensorrt 2.14.0) carry no extension keys; parsing one fills the TR03
 view with upstream's meaning: a TensorRT engine whose delegate inputs/outputs are all input/output
