@@ -4,10 +4,13 @@
 Invariant: `parse_metadata` returns a `BlobMetadata` only for metadata the C++ runtime's reader
 (runtime/src/blob.cpp, json.cpp) reads the same way, and `validate` accepts exactly what the C++
 `validate_blob` accepts — check for check and, as far as the languages allow, message for
-message; everything else raises `BlobError` naming the key, binding or value. Beyond what
-`json.loads` refuses, the metadata must be valid UTF-8 and its JSON must hold no duplicate key in
-an object, no non-finite number (NaN, Infinity, a number that overflows a double) and no unpaired
-surrogate escape; an integer outside int64 reads as the float the C++ reader makes of it.
+message; everything else raises `BlobError` (and nothing else: no RecursionError, ValueError)
+naming the key, binding or value. Beyond what `json.loads` refuses, the metadata must be valid
+UTF-8 and its JSON must nest at most 64 levels (refused where the deeper value starts, without
+recursing past it) and hold no duplicate key in an object, no non-finite number (NaN, Infinity,
+a number that overflows a double), no unpaired surrogate escape and no NUL in a string; an
+integer outside int64 reads as the float the C++ reader makes of it; a binding larger than
+2**63-1 bytes is refused.
 This module imports `blob` (its data model); `blob` imports this module only inside its
 `validate`/`_parse_metadata` wrappers (which other code imports from `blob`), so either may be
 imported first.
