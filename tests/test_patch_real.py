@@ -24,7 +24,7 @@ from torch_tensorrt_ext.patching import cli  # noqa: E402
 from torch_tensorrt_ext.patching.dists import find_distribution  # noqa: E402
 from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
 from torch_tensorrt_ext.patching.series import load_series  # noqa: E402
-from torch_tensorrt_ext.patching.state import STATE_NAME  # noqa: E402
+from torch_tensorrt_ext.patching.state import STATE_NAME, read_state  # noqa: E402
 
 PATCHES = Path(__file__).resolve().parents[1] / "patches"
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -71,7 +71,8 @@ def test_the_project_series_checks_against_the_installed_packages_without_writin
 def _torch_tensorrt_files():
     """(dist-info name, METADATA, RECORD, _compile.py) of the pinned release: from the
     torch-tensorrt wheel file when one is on disk, else from the installed torch-tensorrt or
-    torch-tensorrt-rtx when its RECORD proves it pristine."""
+    torch-tensorrt-rtx (or the pristine copy `patch apply` recorded of it) when its RECORD proves
+    it pristine."""
     wheels = [os.environ.get("TTE_TORCH_TENSORRT_WHEEL", "")] + glob.glob(
         "/tmp/ttw/torch_tensorrt-2.14.0-*.whl")
     for wheel in filter(os.path.isfile, wheels):
@@ -79,8 +80,12 @@ def _torch_tensorrt_files():
             return (INFO, *(zf.read(n) for n in (f"{INFO}/METADATA", f"{INFO}/RECORD", COMPILE)))
     for name in EITHER:
         dist = find_distribution(SITE, name)
-        if dist is not None and dist.version == "2.14.0" and (SITE / COMPILE).is_file():
-            data = (SITE / COMPILE).read_bytes()
+        if dist is None or dist.version != "2.14.0" or not (SITE / COMPILE).is_file():
+            continue
+        state = read_state(SITE)
+        recorded = state.targets.get("torch_tensorrt") if state else None
+        copy = recorded.files.get(f"py/{COMPILE}") if recorded else None
+        for data in [(SITE / COMPILE).read_bytes()] + ([copy.pristine] if copy else []):
             if hashlib.sha256(data).hexdigest() == dist.record.get(COMPILE):
                 return (dist.dist_info.name, (dist.dist_info / "METADATA").read_bytes(),
                         (dist.dist_info / "RECORD").read_bytes(), data)
