@@ -100,3 +100,17 @@ def test_check_destination_refuses_a_read_only_directory(tmp_path):
     with pytest.raises(DestinationError) as e:
         check_destination(ro / "m.pte")
     assert str(e.value) == f"{ro / 'm.pte'}: cannot write in directory {ro} (Permission denied)"
+
+
+def test_temp_files_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".m.pte.{dead}.0a1b2c3d.tte-tmp"
+    live = tmp_path / f".m.pte.{os.getpid()}.0a1b2c3d.tte-tmp"   # a writer still running
+    other = tmp_path / f".other.pte.{dead}.0a1b2c3d.tte-tmp"     # another destination's
+    for p in (stale, live, other):
+        p.write_bytes(b"partial")
+    write_atomic(tmp_path / "m.pte", lambda f: f.write(b"new"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.pte", live.name, other.name])

@@ -6,9 +6,12 @@ the bytes go to a fresh temporary file in the destination's directory, which is 
 `os.replace`d over the destination (atomic within one file system), and the directory is fsynced.
 The new file gets the mode `open(path, "wb")` would give it (0o666 less the umask).
 `check_destination(path)` refuses, before any work is done, a destination that cannot be written.
+A writer killed mid-write leaves its temporary file (`.<name>.<pid>.<hex>.tte-tmp`); the next
+`write_atomic` to the same destination removes those whose process is gone.
 """
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 from pathlib import Path
@@ -66,10 +69,36 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temps(dest: Path, directory: Path) -> None:
+    """Temporary files for `dest` left by writers that were killed (their pid is gone)."""
+    prefix = f".{dest.name}."
+    for p in directory.glob(f".{glob.escape(dest.name)}.*{_TMP_SUFFIX}"):
+        pid = p.name[len(prefix):-len(_TMP_SUFFIX)].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
 def write_atomic(path: Union[str, Path], write: Callable[[BinaryIO], None]) -> Path:
-    """Call `write(f)` on a temporary file next to `path`, then move it over `path`."""
+    """Call `write(f)` on a temporary file next to `path`, then move it over `path`.
+
+    Temporary files for `path` left by a writer that was killed (SIGKILL, power loss) are
+    removed first."""
     dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
+    _remove_stale_temps(dest, directory)
     tmp = _temp_name(dest)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
