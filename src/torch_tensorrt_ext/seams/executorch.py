@@ -143,7 +143,8 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
 def backend_config(edge_manager, config=None):
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
     values of the mutable buffers serialized, their FQNs emitted, no host→device staging, and
-    (several methods) one allocation per buffer shared by every method, as in eager.
+    (several methods) one allocation per buffer shared by every method, as in eager, where
+    ExecuTorch can share it (`_share_state_across_methods`).
     Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
@@ -155,15 +156,48 @@ def backend_config(edge_manager, config=None):
     names: Set[str] = set()
     for method in edge_manager.methods:
         names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
-    methods = list(edge_manager.methods)
-    planner = config.memory_planning_pass
-    if len(methods) > 1 and getattr(planner, "alloc_mutable_buffers", False):
-        # like eager, every method of one module reads and writes the same buffers
-        planner.share_mutable_buffers = True
+    _share_state_across_methods(edge_manager, config.memory_planning_pass)
     config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
     config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
     return config
+
+
+def _device_delegates(edge_manager) -> bool:
+    for method in edge_manager.methods:
+        gm = edge_manager.exported_program(method).graph_module
+        for _, sub in gm.named_children():
+            for spec in getattr(sub, "compile_specs", ()) or ():
+                if spec.key == DEVICE_SPEC and spec.value.decode() != "cpu":
+                    return True
+    return False
+
+
+def _share_state_across_methods(edge_manager, planner) -> None:
+    """Several methods writing one buffer share its allocation, like eager's one module. ExecuTorch
+    1.5.1 shares mutable buffers only when every tensor lives in its default memory (mem_id 1);
+    with device delegates (state in device memory) it cannot, so each method keeps its own copy
+    — said in a warning naming the buffers, never silently."""
+    methods = list(edge_manager.methods)
+    if len(methods) < 2 or not getattr(planner, "alloc_mutable_buffers", False):
+        return
+    written: Dict[str, List[str]] = {}
+    for m in methods:
+        for fqn in set(edge_manager.exported_program(m).graph_signature.buffers_to_mutate.values()):
+            written.setdefault(fqn, []).append(m)
+    shared = {f: ms for f, ms in written.items() if len(ms) > 1}
+    if not shared:
+        return
+    if not _device_delegates(edge_manager):
+        planner.share_mutable_buffers = True
+        return
+    import warnings
+    warnings.warn(
+        f"buffers written by several methods ({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
+        "live in device memory, where ExecuTorch 1.5.1 cannot share mutable buffers between "
+        "methods (MemoryPlanningPass share_mutable_buffers needs mem_id 1): each method keeps "
+        "its own copy of them. Export them as one method, or copy the state between methods "
+        "in the application.", UserWarning, stacklevel=3)
 
 
 def stateful_edge(edge_manager):

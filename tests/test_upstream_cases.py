@@ -1,0 +1,82 @@
+"""The patched upstream API beyond the single-method matrix: writes left to PyTorch by
+`torch_executed_ops`, several methods sharing a cache, ahead-of-time engines run without a
+device, and inputs it must refuse (real TensorRT-RTX conversion, no GPU)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from plan_models import Stateful
+from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
+from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.plan import PlanError
+from upstream_matrix import check_pte
+
+
+def _kv(m, x, p):
+    m.k.index_copy_(2, p, x)
+    return (m.k * 0.5).sum(dim=2)
+
+
+def _prefill(m, x):
+    m.k[:, :, 0:4, :] = x
+    return m.k.sum(2)
+
+
+KV_ARGS = (torch.randn(1, 2, 1, 4), torch.tensor([3]))
+
+
+def test_a_write_left_to_pytorch_is_copied_back(tmp_path):
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model = Stateful(_kv, k=(1, 2, 8, 4))
+    trt = compile_rtx(model, KV_ARGS, torch_executed_ops={"torch.ops.aten.index_copy.default"})
+    w = trt.mutation_plan["k"]
+    assert (w.kind.name, recorded_aliasing(trt)) == ("COPY_BACK", {})
+    assert "torch_executed_ops" in w.reason
+    path = tmp_path / "m.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(KV_ARGS))
+    b = inspect_pte(path.read_bytes()).method("forward").buffers
+    assert [(x.fqn, x.kind, x.program_copy_bytes, x.initial_value) for x in b] == \
+        [("k", "copy_back", 2 * 8 * 4 * 4, True)]
+
+
+def test_several_methods_each_alias_the_cache_and_say_they_cannot_share_it():
+    torch_tensorrt = torch_tensorrt_or_skip()
+    import torch_tensorrt.executorch  # noqa: F401
+    pre_args = (torch.randn(1, 2, 4, 4),)
+    pre = compile_rtx(Stateful(_prefill, k=(1, 2, 8, 4)), pre_args)
+    dec = compile_rtx(Stateful(_kv, k=(1, 2, 8, 4)), KV_ARGS)
+    programs = {"prefill": torch_tensorrt.dynamo.export(pre, arg_inputs=list(pre_args)),
+                "decode": torch_tensorrt.dynamo.export(dec, arg_inputs=list(KV_ARGS))}
+    edge = torch_tensorrt.executorch.export(programs)
+    with pytest.warns(UserWarning, match=r"buffers written by several methods \('k': "
+                                         r"\['(decode|prefill)', '(decode|prefill)'\]\) live in "
+                                         r"device memory.*each method keeps its own copy"):
+        data = edge.to_executorch().buffer
+    for name, compiled in (("prefill", pre), ("decode", dec)):
+        check_pte(data, compiled.mutation_plan, {"k": 256}, method=name)
+
+
+def test_an_engine_built_ahead_of_time_refuses_to_run_without_a_device():
+    torch_tensorrt_or_skip()
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: the engine runs")
+    from torch_tensorrt_ext.seams.device import NoDeviceError
+    trt = compile_rtx(Stateful(_kv, k=(1, 2, 8, 4)), KV_ARGS)
+    with pytest.raises(NoDeviceError, match=r"TensorRT engine '_run_on_acc_0' was built ahead "
+                                            r"of time and needs a CUDA device to run"):
+        trt(*KV_ARGS)
+
+
+def test_a_caller_owned_cache_written_in_place_is_refused_naming_it():
+    torch_tensorrt_or_skip()
+
+    class UserCache(torch.nn.Module):
+        def forward(self, x, cache, p):
+            cache.index_copy_(2, p, x)
+            return cache.sum(2)
+
+    args = (torch.randn(1, 2, 1, 4), torch.zeros(1, 2, 8, 4), torch.tensor([1]))
+    with pytest.raises(PlanError, match=r"user input 'cache' is written in place .* Keep the "
+                                        r"state in a registered buffer"):
+        compile_rtx(UserCache(), args)
