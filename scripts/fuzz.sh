@@ -57,7 +57,7 @@ seeds() {
   for h in "${harnesses[@]}"; do
     mkdir -p "$out/seeds/$h" "$out/corpus/$h"
     cp -f "$pay"/*.blob "$out/seeds/$h/"
-    cp -f "$root"/../shared/fixtures/*.blob "$out/seeds/$h/" 2>/dev/null || true
+    cp -f "$root"/tests/fixtures/*.blob "$out/seeds/$h/"
   done
 }
 

@@ -8,7 +8,7 @@ import pytest
 
 from torch_tensorrt_ext.executorch import blob as B
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
 
 

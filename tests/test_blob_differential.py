@@ -15,7 +15,7 @@ import runtime_helpers as H
 from torch_tensorrt_ext.executorch import blob as B
 from torch_tensorrt_ext.executorch import runtime_lib
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def make(md, magic=b"TR03", engine=b"E" * 20, seal=True):

@@ -9,7 +9,7 @@ import torch
 import runtime_helpers as H
 from torch_tensorrt_ext.executorch import runtime_lib
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="module")

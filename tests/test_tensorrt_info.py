@@ -22,7 +22,7 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.engines import tensorrt_info as T
 from torch_tensorrt_ext.executorch import blob as B
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK
 ENGINE_BYTES = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256))
 
