@@ -4,11 +4,12 @@ Invariant: the series under `patches/` is applied all-or-nothing, only onto file
 the pinned release's (checked by sha256), and only with git's own patch machinery; every change
 made to site-packages is recorded so it can be reverted byte for byte.
 
-Modules: `manifest` (patches/upstream.toml), `series` (patch files and order files), `gitapply`
-(git apply in a throw-away tree), `dists` (installed versions), `state` (the record kept in
-site-packages), `lock` (one lock per site-packages), `session` (lock + cleanup of a killed run's
-leftovers), `site` (apply/revert/status/check), `contributor` (import/export/drift on git
-checkouts), `cli` (the `patch` sub-command), `testhook` (pause points for the tests).
+Modules: `bundled` (the series shipped in the package, via importlib.resources), `manifest`
+(patches/upstream.toml), `series` (patch files and order files), `gitapply` (git apply in a
+throw-away tree), `dists` (installed versions), `state` (the record kept in site-packages), `lock`
+(one lock per site-packages), `session` (lock + cleanup of a killed run's leftovers), `site`
+(apply/revert/status/check), `contributor` (import/export/drift on git checkouts), `cli` (the
+`patch` sub-command), `testhook` (pause points for the tests).
 """
 from .errors import PatchError
 

@@ -11,14 +11,15 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import contributor, site
+from . import bundled, contributor, site
 from .errors import PatchError
 from .lock import DEFAULT_TIMEOUT, TIMEOUT_ENV, LockOptions
 from .manifest import load_manifest
 from .series import load_series
 
-# src/torch_tensorrt_ext/patching/cli.py -> the checkout's patches/ (editable installs).
-DEFAULT_PATCHES = Path(__file__).resolve().parents[3] / "patches"
+# --patches defaults to the series shipped in the package, found when a command runs (so that
+# `--help` works even where it is missing): bundled.series_dir().
+PATCHES_HELP = f"the series: folder with upstream.toml (default: the package's {bundled.DISPLAY})"
 
 
 def register(subparsers) -> None:
@@ -31,8 +32,7 @@ def register(subparsers) -> None:
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("--site-packages", type=Path, default=None,
                        help="site-packages to work on (default: this interpreter's)")
-        p.add_argument("--patches", type=Path, default=DEFAULT_PATCHES,
-                       help=f"the series: folder with upstream.toml (default: {DEFAULT_PATCHES})")
+        p.add_argument("--patches", type=Path, default=None, help=PATCHES_HELP)
         p.add_argument("--lock-timeout", type=float, default=None, metavar="SECONDS",
                        help=f"how long to wait for another patch run on the same site-packages "
                             f"(default: ${TIMEOUT_ENV}, else {DEFAULT_TIMEOUT:g})")
@@ -53,8 +53,7 @@ def register(subparsers) -> None:
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("--repo", type=Path, required=True, help="git checkout of the upstream")
         p.add_argument("--target", required=True, help="target name in upstream.toml")
-        p.add_argument("--patches", type=Path, default=DEFAULT_PATCHES,
-                       help=f"the series: folder with upstream.toml (default: {DEFAULT_PATCHES})")
+        p.add_argument("--patches", type=Path, default=None, help=PATCHES_HELP)
         return p
 
     p = checkout("import", "commit the series onto the checkout's HEAD on a new branch (git am)")
@@ -87,6 +86,10 @@ def _guard(fn):
     return run
 
 
+def _patches(args: argparse.Namespace) -> Path:
+    return args.patches if args.patches is not None else bundled.series_dir()
+
+
 def _site(args: argparse.Namespace) -> Path:
     return args.site_packages or site.default_site_packages()
 
@@ -101,19 +104,25 @@ def _lock(args: argparse.Namespace) -> LockOptions:
 def _run_site(fn):
     @_guard
     def run(args: argparse.Namespace) -> int:
-        _print(fn(_site(args), args.patches, _lock(args)))
+        _print(fn(_site(args), _patches(args), _lock(args)))
         return 0
     return run
 
 
 @_guard
 def _run_revert(args: argparse.Namespace) -> int:
-    _print(site.revert(_site(args), force=args.force, lock=_lock(args), patches_dir=args.patches))
+    patches = args.patches
+    if patches is None:
+        try:
+            patches = bundled.series_dir()
+        except PatchError:
+            patches = None  # revert works from the record alone; the series only widens cleanup
+    _print(site.revert(_site(args), force=args.force, lock=_lock(args), patches_dir=patches))
     return 0
 
 
 def _series(args: argparse.Namespace):
-    return load_series(load_manifest(args.patches), args.target)
+    return load_series(load_manifest(_patches(args)), args.target)
 
 
 @_guard
@@ -125,7 +134,7 @@ def _run_import(args: argparse.Namespace) -> int:
 
 @_guard
 def _run_export(args: argparse.Namespace) -> int:
-    _print(contributor.export_series(args.repo, load_manifest(args.patches), args.target,
+    _print(contributor.export_series(args.repo, load_manifest(_patches(args)), args.target,
                                      base=args.base))
     return 0
 
