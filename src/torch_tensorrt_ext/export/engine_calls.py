@@ -15,10 +15,11 @@ from typing import Dict, FrozenSet, Mapping, Tuple
 import torch
 from torch.fx import Node
 
-from ..engines.execute_op import OP as TTE_EXECUTE_ENGINE, Signature
+from ..engines.execute_op import Signature
 from ..plan import PlanError
 
 TRT_OPS = ("tensorrt::execute_engine", "tensorrt::no_op_placeholder_for_execute_engine")
+TTE_OP = "tte::execute_engine"
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,12 @@ def _schema_name(node: Node) -> str:
 
 
 def is_engine_call(node: Node) -> bool:
-    return (node.op == "call_function" and node.target is TTE_EXECUTE_ENGINE) \
-        or _schema_name(node) in TRT_OPS
+    """An engine call in ATen or edge dialect (whose ops are wrappers with the same schema)."""
+    return _schema_name(node) in TRT_OPS or is_reference_call(node)
+
+
+def is_reference_call(node: Node) -> bool:
+    return _schema_name(node) == TTE_OP
 
 
 def _tte_call(node: Node) -> EngineCall:
@@ -75,7 +80,7 @@ def engine_calls(ep: torch.export.ExportedProgram) -> Dict[str, EngineCall]:
     for node in ep.graph.nodes:
         if not is_engine_call(node):
             continue
-        call = _tte_call(node) if node.target is TTE_EXECUTE_ENGINE else _trt_call(ep, node)
+        call = _tte_call(node) if is_reference_call(node) else _trt_call(ep, node)
         if call.name in calls:
             raise PlanError(f"engine {call.name!r} is called twice ({calls[call.name].node.name} "
                             f"and {node.name}); one call per engine is supported")

@@ -57,21 +57,36 @@ def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
 
 
 def is_unset(module: torch.nn.Module) -> bool:
-    """An engine module a graph must carry as a placeholder call (no engine, no device)."""
+    """An engine module the legacy exporter cannot inline as `execute_engine` on an engine
+    object: a CPU reference engine, or a TensorRT engine kept serialized (no device)."""
+    from .engines import ReferenceEngineModule
+    if isinstance(module, ReferenceEngineModule):
+        return True
     return getattr(module, "engine", None) is None and not has_cuda()
 
 
 def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
                         args: Sequence[Any]) -> Node:
-    """The legacy exporter's inlining of engine `name`: a placeholder call whose engine bytes
-    are a buffer of `gm` (read through get_attr), as torch-tensorrt's ExecuTorch path does."""
+    """The legacy exporter's inlining of engine `name`: a placeholder call (a reference engine:
+    its `tte::execute_engine` call) whose engine bytes are a buffer of `gm` (read through
+    get_attr), as torch-tensorrt's ExecuTorch path does."""
+    from .engines import ReferenceEngineModule
     graph: Graph = gm.graph
     attr = f"{name}_engine_bytes"
+    if isinstance(module, ReferenceEngineModule):
+        from ..engines.execute_op import OP
+        gm.register_buffer(attr, module.payload.clone(), persistent=True)
+        engine = graph.get_attr(attr)
+        engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
+        return graph.call_function(OP, (list(args), engine, module.signature))
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
-    fake = [n.meta["val"] for n in graph.nodes if "val" in n.meta]
-    from torch._guards import detect_fake_mode
-    mode = detect_fake_mode(fake)
-    engine.meta["val"] = mode.from_tensor(getattr(gm, attr)) if mode else getattr(gm, attr)
+    engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
+
+
+def _fake_like(graph: Graph, tensor: torch.Tensor):
+    from torch._guards import detect_fake_mode
+    mode = detect_fake_mode([n.meta["val"] for n in graph.nodes if "val" in n.meta])
+    return mode.from_tensor(tensor) if mode else tensor

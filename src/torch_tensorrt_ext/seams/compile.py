@@ -73,11 +73,31 @@ def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> Tuple[EngineInfo, 
     return tuple(infos)
 
 
-def _lift(gm: GraphModule, plan: MutationPlan) -> LiftedGraph:
+READS_OLD_CACHE = ("the program reads the cache's old value after writing it; an in-place "
+                   "write would change what that read sees")
+
+
+def _reads_after_write(lifted: LiftedGraph, fqn: str) -> bool:
+    graph = lifted.gm.graph
+    ph = next(n for n in graph.nodes if n.name == lifted.placeholder_of(fqn))
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    writes = [u for u in ph.users if u.target in (SLICE_SCATTER, INDEX_COPY) and u.args[0] is ph]
+    return any(u not in writes and order[u] > order[w] for w in writes for u in ph.users)
+
+
+def _lift(gm: GraphModule, plan: MutationPlan) -> Tuple[MutationPlan, LiftedGraph]:
     """Lift, and mark every cache write into a copy-back buffer's input — not only the last —
     so no converter aliases it: an intermediate `IKVCacheUpdateLayer` would write the buffer in
-    place mid-engine while the plan copies its final value back."""
+    place mid-engine while the plan copies its final value back. A KV write whose cache is read
+    again after the write (the old value) is copied back too: TensorRT would alias it, but an
+    in-place update under a later read is not what eager computes."""
     lifted = lift_mutated_buffers(gm, plan)
+    stale = [w.fqn for w in plan.kv() if _reads_after_write(lifted, w.fqn)]
+    for fqn in stale:
+        plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
+                            reason=f"{plan[fqn].reason}, but {READS_OLD_CACHE}; copied back")
+    if stale:
+        lifted = lift_mutated_buffers(gm, plan)
     nodes = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
     for fqn, ph_name in lifted.buffer_inputs:
         if plan[fqn].kind is not WriteKind.COPY_BACK:
@@ -85,7 +105,7 @@ def _lift(gm: GraphModule, plan: MutationPlan) -> LiftedGraph:
         for user in nodes[ph_name].users:
             if user.target in (SLICE_SCATTER, INDEX_COPY) and user.args[0] is nodes[ph_name]:
                 user.meta[NO_KV_ALIAS_MARKER] = True
-    return lifted
+    return plan, lifted
 
 
 class StatefulCompile:
@@ -95,8 +115,7 @@ class StatefulCompile:
     def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = ()):
         self._source = gm
         self._excluded = tuple(torch_executed_ops or ())
-        self.plan = plan_mutations(gm, torch_executed_ops=self._excluded)
-        self.lifted = _lift(gm, self.plan)
+        self.plan, self.lifted = _lift(gm, plan_mutations(gm, torch_executed_ops=self._excluded))
 
     @classmethod
     def from_settings(cls, gm: GraphModule, settings) -> "StatefulCompile":
@@ -120,14 +139,24 @@ class StatefulCompile:
                 plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
                                     reason=final[fqn].reason + " (engine rebuilt with the write "
                                                                "excluded from aliasing)")
-            self.plan = plan
-            self.lifted = _lift(self._source, plan)
+            self.plan, self.lifted = _lift(self._source, plan)
             trt_gm = rebuild(self.lifted.gm)
-            final = reconcile(plan, engine_infos(trt_gm, self.lifted))
+            final = reconcile(self.plan, engine_infos(trt_gm, self.lifted))
         final = dataclasses.replace(final, rebuilds=())
+        _bind_reference_buffers(trt_gm, engine_infos(trt_gm, self.lifted))
         _to_module_form(trt_gm, self.lifted, final)
         trt_gm.mutation_plan = final
         return trt_gm
+
+
+def _bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) -> None:
+    """Reference engines carry their buffers' FQNs in their own record (TensorRT engines get
+    them from the ExecuTorch partitioner)."""
+    modules = _engine_modules(trt_gm)
+    for info in infos:
+        bind = getattr(modules.get(info.name), "bind_buffers", None)
+        if bind is not None:
+            bind(info.input_buffers)
 
 
 def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> None:

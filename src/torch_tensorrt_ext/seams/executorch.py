@@ -21,14 +21,15 @@ from torch.export import ExportedProgram
 
 from ..engines.tensorrt_info import engine_info_from_serialized
 from ..executorch import blob as blobfmt
-from ..export.engine_calls import is_engine_call
+from ..export.engine_calls import is_engine_call, is_reference_call
 
 BUFFERS_SPEC = "tte_buffers"
 DEVICE_SPEC = "target_device"
 
 
 def _tagged_engine(ep: ExportedProgram, tag: str) -> Optional[torch.fx.Node]:
-    calls = [n for n in ep.graph.nodes if is_engine_call(n) and n.meta.get("delegation_tag") == tag]
+    calls = [n for n in ep.graph.nodes if is_engine_call(n) and not is_reference_call(n)
+             and n.meta.get("delegation_tag") == tag]
     return calls[0] if len(calls) == 1 else None
 
 
@@ -39,7 +40,9 @@ def _engine_info(ep: ExportedProgram, node: torch.fx.Node, metadata_only: bool =
 
 def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[str, DelegationSpec]:
     """Each TensorRT partition's delegation spec plus the mutable buffers its engine reads
-    (input binding -> FQN), which only the whole program can name."""
+    (input binding -> FQN), which only the whole program can name; reference engine calls
+    (`tte::execute_engine`) get delegates of their own (CPU: no target device)."""
+    tags = {**tags, **_tag_reference_engines(ep)}
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
     buffers = {n: f for n, f in sig.inputs_to_buffers.items() if f in mutated}
@@ -56,6 +59,29 @@ def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[s
         specs.append(CompileSpec(BUFFERS_SPEC, json.dumps(pairs).encode()))
         out[tag] = DelegationSpec(spec.backend_id, specs)
     return out
+
+
+def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
+    """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
+    state stays above the delegate (buffers are never tagged)."""
+    from ..executorch.partitioner import BACKEND_ID
+    sig = ep.graph_signature
+    tags: Dict[str, DelegationSpec] = {}
+    calls = [n for n in ep.graph.nodes if is_reference_call(n)]
+    for i, node in enumerate(calls):
+        tag = f"tte_reference_{i}"
+        tags[tag] = DelegationSpec(BACKEND_ID, [])
+        node.meta["delegation_tag"] = tag
+        for user in node.users:
+            if user.target is operator.getitem:
+                user.meta["delegation_tag"] = tag
+        payload = node.args[1]
+        lifted = set(sig.inputs_to_lifted_tensor_constants) | set(sig.inputs_to_buffers)
+        if payload.op != "placeholder" or payload.name not in lifted or len(payload.users) != 1:
+            raise blobfmt.BlobError(f"reference engine call {node.name!r}: its payload "
+                                    f"{payload.name!r} is not a constant of its own")
+        payload.meta["delegation_tag"] = tag
+    return tags
 
 
 def _delegate_outputs(ep: ExportedProgram, call: torch.fx.Node, names: List[str]) -> List[str]:
@@ -104,7 +130,11 @@ def _bindings(info) -> tuple:
 
 
 def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
-    """One TensorRT partition → one TR03 blob carrying the serialized engine."""
+    """One TensorRT partition → one TR03 blob carrying the serialized engine (a reference
+    engine's partition: this project's reference blob)."""
+    if any(is_reference_call(n) for n in edge_program.graph.nodes):
+        from ..executorch.backend import TensorRTBackend
+        return TensorRTBackend.preprocess(edge_program, compile_specs)
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
         DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
     calls = [n for n in edge_program.graph.nodes if is_engine_call(n)]

@@ -1,0 +1,131 @@
+"""Which engines the patched `torch_tensorrt.compile` builds: TensorRT (default) or CPU reference.
+
+Invariant: with `reference_engines()` active, every partition torch-tensorrt's own partitioner
+hands to `convert_module` becomes a `ReferenceEngineModule` instead of a TensorRT engine — the
+same partitions, the same binding names (inputs: the partition's placeholders; outputs:
+`output<i>`, aliased outputs the graph does not return appended, as TensorRT's interpreter
+does) and the same aliased I/O: a cache write is aliased exactly when the converters would
+alias it (`kv_rules`: a KV-eligible `slice_scatter`/`index_copy` into a partition input, not
+marked `_trt_no_kv_alias`). Outside the context nothing changes.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+from typing import Dict, Iterator, List, Sequence, Tuple
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..engines.execute_op import OP as EXECUTE_ENGINE, Signature, dtype_name
+from ..engines.info import AliasedIO
+from ..engines.payload import to_executorch_program, use_kv_update_layers
+from ..executorch import blob as blobfmt
+from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict
+
+_KIND = contextvars.ContextVar("tte_engine_kind", default="tensorrt")
+KINDS = ("tensorrt", "reference")
+
+
+@contextlib.contextmanager
+def reference_engines() -> Iterator[None]:
+    """`torch_tensorrt.compile` inside this block builds CPU reference engines."""
+    token = _KIND.set("reference")
+    try:
+        yield
+    finally:
+        _KIND.reset(token)
+
+
+def engine_kind() -> str:
+    return _KIND.get()
+
+
+def engine_builder(convert_module):
+    """torch-tensorrt's `convert_module`, or the reference builder when reference engines are on."""
+    return build_reference_engine if engine_kind() == "reference" else convert_module
+
+
+class ReferenceEngineModule(torch.nn.Module):
+    """A built reference engine, shaped like torch-tensorrt's `TorchTensorRTModule` for every
+    caller that reads one (binding names, `aliased_io`, forward's return convention)."""
+
+    def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int):
+        super().__init__()
+        self.name = name
+        self.engine = None
+        self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        self._meta = meta
+        self.n_graph_outputs = n_graph_outputs
+        self.input_binding_names = list(meta.input_names)
+        self.output_binding_names = list(meta.output_names)
+        self.aliased_io = {a.output: (a.input, a.kind) for a in meta.aliased_io}
+
+    @property
+    def signature(self) -> str:
+        return Signature(self.name, self._meta).to_json()
+
+    def bind_buffers(self, pairs: Sequence[Tuple[str, str]]) -> None:
+        """Name the caller-owned buffers its inputs carry (input binding -> FQN)."""
+        buffers = tuple(blobfmt.BufferBinding(i, f) for i, f in pairs)
+        import dataclasses
+        self._meta = dataclasses.replace(self._meta, buffers=buffers)
+
+    def set_output_tensors_as_unowned(self, enabled: bool) -> None:
+        """Nothing to tune: outputs are always fresh tensors."""
+
+    def setup_engine(self) -> None:
+        """Nothing to set up: the payload runs on ExecuTorch's CPU kernels."""
+
+    def forward(self, *inputs):
+        outs = EXECUTE_ENGINE(list(inputs), self.payload, self.signature)
+        outs = outs[:self.n_graph_outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _aliasable(sub: GraphModule, node: Node, inputs: Dict[Node, int]) -> bool:
+    if node.target not in (SLICE_SCATTER, INDEX_COPY) or node.args[0] not in inputs:
+        return False
+    if node.meta.get(NO_KV_ALIAS_MARKER):
+        return False
+    cache = node.args[0]
+    order = {n: i for i, n in enumerate(sub.graph.nodes)}
+    if any(u is not node and order[u] > order[node] for u in cache.users):
+        return False  # an in-place write would change what a later read of the cache sees
+    shape = tuple(cache.meta["val"].shape) if "val" in cache.meta else None
+    return kv_verdict(node, cache, shape, frozenset()).kv
+
+
+def _binding(node: Node, name: str, is_input: bool) -> blobfmt.IOBinding:
+    val = node.meta["val"]
+    return blobfmt.IOBinding(name, dtype_name(val.dtype), tuple(int(s) for s in val.shape),
+                             is_input)
+
+
+def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None, name: str = "",
+                           engine_cache=None) -> ReferenceEngineModule:
+    """One partition → one reference engine (an ExecuTorch program run by `tte::execute_engine`)."""
+    sub = copy.deepcopy(submodule)
+    graph = sub.graph
+    phs = [n for n in graph.nodes if n.op == "placeholder"]
+    index = {p: i for i, p in enumerate(phs)}
+    out_node = graph.output_node()
+    single = not isinstance(out_node.args[0], (tuple, list))
+    outs: List[Node] = [out_node.args[0]] if single else list(out_node.args[0])
+    n_graph = len(outs)
+    kv = [n for n in graph.nodes if _aliasable(sub, n, index)]
+    outs += [n for n in kv if n not in outs]      # aliased outputs TensorRT would append
+    out_node.args = (tuple(outs),)
+    graph.lint()
+    sub.recompile()
+    out_names = [f"output{i}" for i in range(len(outs))]
+    aliased = tuple(AliasedIO(out_names[outs.index(n)], n.args[0].name) for n in kv)
+    bindings = tuple(_binding(p, p.name, True) for p in phs) + \
+        tuple(_binding(o, out_names[i], False) for i, o in enumerate(outs))
+    use_kv_update_layers(sub, [n.name for n in kv])
+    payload = to_executorch_program(sub)
+    meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
+                                engine_kind="reference")
+    blobfmt.validate(meta)
+    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph)
