@@ -1,17 +1,20 @@
 """runtime_lib: the C++ runtime loads into the Python process and registers into ExecuTorch's
 shared registries; its C API answers through the ctypes wrappers."""
 import ctypes
+from pathlib import Path
 
 import pytest
 
 from torch_tensorrt_ext.executorch import runtime_lib
 
 
-def test_library_path_defaults_to_build_tree_and_honours_env(monkeypatch):
+def test_library_path_searches_package_then_build_tree_and_honours_env(monkeypatch):
     monkeypatch.delenv(runtime_lib.ENV_VAR, raising=False)
-    p = runtime_lib.library_path()
-    assert p.parts[-3:] == ("build", "runtime", "libtte_runtime.so")
-    assert (p.parents[2] / "runtime" / "CMakeLists.txt").is_file()
+    root = Path(__file__).resolve().parents[1]
+    assert runtime_lib.search_path() == [
+        root / "src" / "torch_tensorrt_ext" / "_lib" / "lib" / "libtte_runtime.so",
+        root / "build" / "runtime" / "libtte_runtime.so"]
+    assert runtime_lib.library_path() in runtime_lib.search_path()
     monkeypatch.setenv(runtime_lib.ENV_VAR, "/opt/x/libtte_runtime.so")
     assert str(runtime_lib.library_path()) == "/opt/x/libtte_runtime.so"
 

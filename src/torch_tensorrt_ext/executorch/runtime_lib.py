@@ -1,4 +1,12 @@
-"""Loading the C++ delegate runtime (build/runtime/libtte_runtime.so) into this process.
+"""Loading the C++ delegate runtime (libtte_runtime.so) into this process.
+
+Where it is found (`library_path()`): $TTE_RUNTIME_LIB when set (that file only); else the copy
+shipped in the package, torch_tensorrt_ext/_lib/lib/libtte_runtime.so (found with
+importlib.resources: a wheel built after `scripts/build_runtime.sh` carries it, and in a checkout
+that script installs it there), then, in a source checkout, build/runtime/libtte_runtime.so. In a
+checkout a build-tree library newer than the package's copy by a whole second wins (it was rebuilt
+without the install step; CMake's install keeps the build's time to the second); none found is an
+error listing every place searched.
 
 Invariant: after `load()` returns, ExecuTorch's Python runtime in this process resolves the
 backend "TensorRTBackend" and the kernel `tte::kv_cache_update.out` to this project's runtime:
@@ -12,16 +20,18 @@ reader's verdict on a blob (the differential tests compare it with python's blob
 from __future__ import annotations
 
 import ctypes
+import importlib.resources
 import os
 import threading
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
-__all__ = ["library_path", "load", "copy_bytes", "execute_count", "reset_counters", "version",
-           "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
+__all__ = ["library_path", "search_path", "load", "copy_bytes", "execute_count", "reset_counters",
+           "version", "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
            "RuntimeLibraryError", "DelegateRefusedError"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
+LIB_NAME = "libtte_runtime.so"
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 
@@ -35,17 +45,44 @@ class DelegateRefusedError(RuntimeError):
     then the runtime's reason and the delegate it names."""
 
 
-def _repo_root() -> Path:
-    # src/torch_tensorrt_ext/executorch/runtime_lib.py -> repository root
-    return Path(__file__).resolve().parents[3]
+def _package_copy() -> Path:
+    return Path(str(importlib.resources.files("torch_tensorrt_ext") / "_lib" / "lib" / LIB_NAME))
+
+
+def _checkout_build() -> Optional[Path]:
+    # src/torch_tensorrt_ext/executorch/runtime_lib.py -> the repository root, in a checkout only
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "runtime" / "CMakeLists.txt").is_file():
+        return None
+    return root / "build" / "runtime" / LIB_NAME
+
+
+def search_path() -> List[Path]:
+    """Where `library_path()` looks when $TTE_RUNTIME_LIB is unset, in order."""
+    build = _checkout_build()
+    return [_package_copy()] + ([build] if build is not None else [])
 
 
 def library_path() -> Path:
-    """$TTE_RUNTIME_LIB if set, else build/runtime/libtte_runtime.so under the repository."""
+    """$TTE_RUNTIME_LIB if set; else the first library of `search_path()` that exists, except that
+    a later one newer by a whole second wins (a checkout rebuilt without installing into the
+    package)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
-    return _repo_root() / "build" / "runtime" / "libtte_runtime.so"
+    places = search_path()
+    found = [p for p in places if p.is_file()]
+    if not found:
+        raise RuntimeLibraryError(
+            f"the torch-tensorrt-ext runtime library is not installed: searched "
+            f"{', '.join(str(p) for p in places)}; in a checkout run "
+            f"`bash scripts/build_runtime.sh` (it builds the library and installs it into the "
+            f"package), else set ${ENV_VAR} to a {LIB_NAME}")
+    best = found[0]
+    for later in found[1:]:
+        if int(later.stat().st_mtime) > int(best.stat().st_mtime):
+            best = later
+    return best
 
 
 def _import_executorch_runtime() -> None:
@@ -65,7 +102,7 @@ def load() -> ctypes.CDLL:
             return _lib
         path = library_path()
         if not path.is_file():
-            where = f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "the build tree"
+            where = f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "the search path"
             raise RuntimeLibraryError(
                 f"the torch-tensorrt-ext runtime library is missing at {path} (from {where}); "
                 f"run `bash scripts/setup.sh` (or `bash scripts/build_runtime.sh`) to build it")

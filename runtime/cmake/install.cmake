@@ -1,0 +1,45 @@
+# Install rules of the runtime: a prefix with lib/libtte_runtime.so, include/tte/*.h and
+# lib/cmake/tte_runtime/ (tte_runtimeConfig.cmake, its version file and the exported target
+# tte::tte_runtime), so a C++ application can
+#   find_package(tte_runtime CONFIG REQUIRED)   # CMAKE_PREFIX_PATH=<prefix>
+#   target_link_libraries(app PRIVATE tte::tte_runtime)
+# The Python package ships such a prefix as torch_tensorrt_ext/_lib (pyproject's package-data):
+#   cmake --install build --prefix src/torch_tensorrt_ext/_lib --component tte_runtime
+# With -DTTE_PACKAGE_PREFIX=<dir> (scripts/build_runtime.sh passes src/torch_tensorrt_ext/_lib)
+# every build of tte_runtime installs that component there again, so the package's copy never
+# lags the build tree's.
+include(CMakePackageConfigHelpers)
+
+set(TTE_RUNTIME_VERSION 0.1.0)
+set(TTE_PACKAGE_PREFIX "" CACHE PATH
+    "Install the tte_runtime component here after each build (the Python package's _lib)")
+set(_tte_cmake_dir lib/cmake/tte_runtime)
+
+# Installed next to the executorch wheel's libraries: site-packages/torch_tensorrt_ext/_lib/lib
+# -> site-packages/executorch/lib (the build tree keeps its absolute link-time runpath).
+set_target_properties(tte_runtime PROPERTIES INSTALL_RPATH "\$ORIGIN/../../../executorch/lib")
+
+install(TARGETS tte_runtime EXPORT tte_runtimeTargets
+        LIBRARY DESTINATION lib COMPONENT tte_runtime)
+install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION include
+        COMPONENT tte_runtime FILES_MATCHING PATTERN "*.h")
+install(EXPORT tte_runtimeTargets NAMESPACE tte:: DESTINATION ${_tte_cmake_dir}
+        COMPONENT tte_runtime)
+configure_package_config_file(
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmake/tte_runtimeConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/tte_runtimeConfig.cmake
+  INSTALL_DESTINATION ${_tte_cmake_dir})
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/tte_runtimeConfigVersion.cmake
+  VERSION ${TTE_RUNTIME_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tte_runtimeConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/tte_runtimeConfigVersion.cmake
+        DESTINATION ${_tte_cmake_dir} COMPONENT tte_runtime)
+
+if(TTE_PACKAGE_PREFIX)
+  add_custom_command(TARGET tte_runtime POST_BUILD
+    COMMAND ${CMAKE_COMMAND} --install ${CMAKE_BINARY_DIR} --prefix ${TTE_PACKAGE_PREFIX}
+            --component tte_runtime
+    COMMENT "tte_runtime: installing into ${TTE_PACKAGE_PREFIX}"
+    VERBATIM)
+endif()
