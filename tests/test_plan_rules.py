@@ -27,6 +27,14 @@ def _icopy(dim):
 
 
 S = slice(None)
+
+
+def _iput(index_of):
+    """`cache[:, :, index] = x` — ExecuTorch's default llama KV write (an index_put)."""
+    def fn(m, x, p):
+        m.cache[:, :, index_of(p)] = x
+        return m.cache.sum()
+    return fn
 # id, module, args, {fqn: (kind, reason fragment)}
 CASES = [
     ("slice_4d_dim2_one", Stateful(_slice_write((S, S, slice(2, 3), S)), cache=C4), (x1,),
@@ -75,7 +83,29 @@ CASES = [
      (torch.ones(2, 2, 1, 4), pos3), {"cache": (CB, "batch 2; the index_copy KV path")}),
     ("index_put", Stateful(lambda m, x, p: (m.cache.index_put_((p,), x), m.cache.sum())[1],
                            cache=(8, 4)), (torch.ones(1, 4), pos3),
-     {"cache": (CB, "aten.index_put.default has no IKVCacheUpdateLayer converter")}),
+     {"cache": (CB, "index_put into a cache of shape [8, 4]; the KV form needs a static 4-D")}),
+    ("index_put_4d_one_position", Stateful(_iput(lambda p: p), cache=C4), (x1, pos3),
+     {"cache": (KV, "index_put of one position rewritten to index_copy along dim 2 of "
+                    "[1, 2, 8, 4] -> IKVCacheUpdateLayer")}),
+    ("index_put_4d_broadcast_values", Stateful(_iput(lambda p: p), cache=C4),
+     (torch.ones(1, 1, 1, 4), pos3), {"cache": (KV, "index_put of one position rewritten")}),
+    ("index_put_4d_arange_run", Stateful(_iput(lambda p: torch.arange(2, 5)), cache=C4),
+     (torch.ones(1, 2, 3, 4), pos3),
+     {"cache": (KV, "index_put of positions [2:5) rewritten to slice_scatter along dim 2")}),
+    ("index_put_4d_arange_whole", Stateful(_iput(lambda p: torch.arange(8)), cache=C4),
+     (torch.ones(1, 2, 8, 4), pos3), {"cache": (CB, "a full overwrite of dim 2")}),
+    ("index_put_4d_two_positions", Stateful(_iput(lambda p: p), cache=C4),
+     (torch.ones(1, 2, 2, 4), torch.tensor([1, 2])),
+     {"cache": (CB, "index_put of 2 runtime positions; only one position")}),
+    ("index_put_4d_batch2", Stateful(_iput(lambda p: p), cache=(2, 2, 8, 4)),
+     (torch.ones(2, 2, 1, 4), pos3), {"cache": (CB, "batch 2: the index_copy KV path")}),
+    ("index_put_4d_dim1", Stateful(lambda m, x, p: (m.cache.__setitem__((S, p), x),
+                                                    m.cache.sum())[1], cache=C4),
+     (torch.ones(1, 1, 8, 4), torch.tensor([1])), {"cache": (CB, "does not index dim 2 alone")}),
+    ("index_put_4d_accumulate", Stateful(
+        lambda m, x, p: (m.cache.index_put_([torch.zeros_like(p), torch.zeros_like(p), p], x[0, 0],
+                                            accumulate=True), m.cache.sum())[1], cache=C4),
+     (x1, pos3), {"cache": (CB, "accumulate=True")}),
     ("ring_cat", Stateful(lambda m, x: (m.ring.copy_(torch.cat([m.ring[:, 1:], x], 1)),
                                         m.ring.sum())[1], ring=(4, 3)), (torch.ones(4, 1),),
      {"ring": (CB, "aten.cat.default")}),

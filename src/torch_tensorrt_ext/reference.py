@@ -8,7 +8,8 @@ same pipeline a GPU runner takes with TensorRT engines, cut at the engine interf
 from __future__ import annotations
 
 import copy
-from typing import Iterable, Mapping, Sequence, Union
+import os
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -20,8 +21,33 @@ from .lowering.graph_writes import functional_program
 __all__ = ["CompiledModule", "compile", "export", "export_methods", "export_program"]
 
 
-def _exported(model: torch.nn.Module, args: Sequence[torch.Tensor]) -> torch.export.ExportedProgram:
-    return torch.export.export(copy.deepcopy(model).eval(), tuple(args))
+Model = Union[torch.nn.Module, torch.export.ExportedProgram]
+
+
+def _exported(model: Model, args: Sequence[object], strict: bool = False
+              ) -> torch.export.ExportedProgram:
+    """An ExportedProgram as given (any export mode), or the module exported (`strict` chooses
+    torch.export's mode)."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return model
+    return torch.export.export(copy.deepcopy(model).eval(), tuple(args), strict=strict)
+
+
+def _user_args(model: Model, args) -> tuple:
+    """The flat user inputs the compiled program takes: `args` as given, or for an
+    ExportedProgram without them its recorded example inputs (positional and keyword, flattened
+    in the program's input order)."""
+    if args is not None:
+        return tuple(args)
+    if isinstance(model, torch.export.ExportedProgram) and model.example_inputs is not None:
+        return tuple(torch.utils._pytree.tree_leaves(model.example_inputs))
+    raise ValueError("example_args are needed: pass them, or an ExportedProgram that recorded "
+                     "its example inputs")
+
+
+def _check_module(model: Model, args) -> None:
+    if isinstance(model, torch.nn.Module):
+        _check_state_expressible(model, args)
 
 
 def _check_state_expressible(model: torch.nn.Module, args) -> None:
@@ -42,13 +68,17 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
                              "(preallocate it at its maximum size)")
 
 
-def export_program(model: torch.nn.Module, example_args: Sequence[torch.Tensor], *,
-                   torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = ()):
-    """(declared ExportedProgram of the compiled module, CompiledModule). `shared_state`: buffers
-    other methods write (see `compile`)."""
-    _check_state_expressible(model, example_args)
-    return _compile_and_declare(_exported(model, example_args), example_args,
-                                torch_executed_ops, shared_state)
+def export_program(model: Model, example_args: Optional[Sequence[object]] = None, *,
+                   torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
+                   strict: bool = False):
+    """(declared ExportedProgram of the compiled module, CompiledModule). `model` is a module
+    (exported here, `strict` choosing the mode) or an ExportedProgram from any export mode
+    (`example_args` then default to its recorded example inputs). `shared_state`: buffers other
+    methods write (see `compile`)."""
+    _check_module(model, example_args)
+    program = _exported(model, example_args, strict)
+    args = _user_args(program, example_args)
+    return _compile_and_declare(program, args, torch_executed_ops, shared_state)
 
 
 def _compile_and_declare(program: torch.export.ExportedProgram, example_args,
@@ -60,32 +90,50 @@ def _compile_and_declare(program: torch.export.ExportedProgram, example_args,
     return declare_mutations(ep, compiled.plan, compiled.engines), compiled
 
 
-def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = ()):
-    """`{method: (module, args)}` -> `{method: declared ExportedProgram}`; a buffer any method
-    writes is live state in every method that reads it. Each method is exported once."""
+def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = (),
+                   strict: bool = False):
+    """`{method: (module or ExportedProgram, args or None)}` -> `{method: declared
+    ExportedProgram}`; a buffer any method writes is live state in every method that reads it.
+    Each method is exported once."""
     for m, a in methods.values():
-        _check_state_expressible(m, a)
-    exported = {name: _exported(m, a) for name, (m, a) in methods.items()}
+        _check_module(m, a)
+    exported = {name: _exported(m, a, strict) for name, (m, a) in methods.items()}
     written = set()
     for program in exported.values():
         written |= set(plan_mutations(program).fqns)
-    return {name: _compile_and_declare(exported[name], methods[name][1], torch_executed_ops,
-                                       written)[0]
+    return {name: _compile_and_declare(exported[name], _user_args(exported[name], methods[name][1]),
+                                       torch_executed_ops, written)[0]
             for name in methods}
 
 
-def export(model: Union[torch.nn.Module, Mapping[str, tuple]], example_args=None, path=None, *,
-           torch_executed_ops: Iterable[object] = (), share_mutable_buffers: bool = False):
+def export(model: Union[Model, Mapping[str, tuple]], example_args=None, path=None, *,
+           torch_executed_ops: Iterable[object] = (), share_mutable_buffers: bool = False,
+           strict: bool = False):
     """export → reference compile → declare → lower → `.pte` at `path`; returns the path.
 
-    For several methods pass `model` and `example_args` as `{method: (module, args)}` in
-    `model` (with `example_args=None`); methods share buffers with `share_mutable_buffers=True`.
+    `model` is a module (exported here in `strict` mode or not) or an ExportedProgram from any
+    export mode; for an ExportedProgram `example_args` may be None (its recorded example inputs
+    are used) and the path may be passed second. For several methods pass
+    `{method: (module or ExportedProgram, args)}` as `model` (with the path second); methods
+    share buffers with `share_mutable_buffers=True`.
     """
     from .executorch.lower import save_pte
     if isinstance(model, Mapping):
         if path is None:
             path = example_args
-        programs = export_methods(model, torch_executed_ops=torch_executed_ops)
+        programs = export_methods(model, torch_executed_ops=torch_executed_ops, strict=strict)
         return save_pte(programs, str(path), share_mutable_buffers=share_mutable_buffers)
-    ep, _ = export_program(model, example_args, torch_executed_ops=torch_executed_ops)
+    if (path is None and isinstance(model, torch.export.ExportedProgram)
+            and isinstance(example_args, (str, os.PathLike))):
+        example_args, path = None, example_args
+    ep, _ = export_program(model, example_args, torch_executed_ops=torch_executed_ops,
+                           strict=strict)
     return save_pte(ep, str(path), share_mutable_buffers=share_mutable_buffers)
+
+
+def engines():
+    """Context manager: `torch_tensorrt.compile` inside it builds CPU reference engines (same
+    partitions and aliased I/O as TensorRT), and `torch_tensorrt.save(..., "executorch")` writes
+    a `.pte` this project's runtime runs on CPU. See `torch_tensorrt_ext.seams.engines`."""
+    from .seams.engines import reference_engines
+    return reference_engines()

@@ -3,7 +3,10 @@
 Invariant: after `partition`, every call_function node of the parent graph is either an engine
 call (`call_module` of a partition submodule whose outputs are always a tuple, read through
 `operator.getitem`) or an op left to PyTorch (in `torch_executed_ops`, or not an ATen op);
-constants an engine reads (weights, index tensors) live inside its submodule, so they are baked
+no engine reads or produces a symbolic scalar (SymInt/SymBool from `.item()` or a size): those
+nodes, and the ops their scalars are computed from, run in PyTorch and their tensor results
+enter engines as ordinary inputs; constants an
+engine reads (weights, index tensors) live inside its submodule, so they are baked
 into the engine rather than passed per call, as TensorRT does — except buffers named as shared
 state, which stay engine inputs so every call reads their live value.
 """
@@ -21,8 +24,9 @@ from ..lowering.kv_rules import op_name
 
 
 class _Support(OperatorSupportBase):
-    def __init__(self, excluded: frozenset):
+    def __init__(self, excluded: frozenset, host: frozenset = frozenset()):
         self.excluded = excluded
+        self.host = host
 
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
@@ -32,7 +36,45 @@ class _Support(OperatorSupportBase):
             return isinstance(src, Node) and self.is_node_supported(submodules, src)
         if not isinstance(node.target, torch._ops.OpOverload):
             return False
-        return node.target not in self.excluded and op_name(node) not in self.excluded
+        if node.target in self.excluded or op_name(node) in self.excluded or node in self.host:
+            return False
+        return _tensors_only(node)
+
+
+def _feeds_scalars(gm: GraphModule) -> frozenset:
+    """Every op a symbolic scalar (`.item()`, a size) is computed from: they run in PyTorch with
+    it, so the scalar is derived from graph inputs alone (an `.item()` of an engine output loses
+    its value range when torch.export re-traces the program)."""
+    host, stack = set(), [n for n in gm.graph.nodes if _is_scalar_val(n.meta.get("val"))
+                          and n.op == "call_function"]
+    while stack:
+        n = stack.pop()
+        if n in host or n.op != "call_function":
+            continue
+        host.add(n)
+        stack.extend(n.all_input_nodes)
+    return frozenset(host)
+
+
+def _is_scalar_val(val: object) -> bool:
+    return isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool))
+
+
+def _tensors_only(node: Node) -> bool:
+    """An engine binds tensors only: a node producing a symbolic or Python scalar (`.item()`,
+    `sym_size`, a runtime assert's None) or reading one produced by another node stays in
+    PyTorch, so no SymInt/SymBool crosses an engine boundary (as in a TensorRT partition, whose
+    bindings are tensors)."""
+    val = node.meta.get("val")
+    if "val" in node.meta and not (isinstance(val, torch.Tensor) or (
+            isinstance(val, (list, tuple)) and val
+            and all(isinstance(v, torch.Tensor) for v in val))):
+        return False
+    reads = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a)
+    scalar_in = []
+    torch.fx.node.map_arg(reads, lambda a: scalar_in.append(a)
+                          if _is_scalar_val(a.meta.get("val")) else None)
+    return not scalar_in
 
 
 def _drop_guards(gm: GraphModule) -> None:
@@ -98,7 +140,7 @@ def partition(gm: GraphModule, excluded: Iterable[object] = (),
               keep_buffers: Iterable[str] = ()) -> List[Node]:
     """Fuse supported ops of `gm` (in place) into `_engine_<i>` submodules; return the calls."""
     _drop_guards(gm)
-    support = _Support(frozenset(excluded))
+    support = _Support(frozenset(excluded), _feeds_scalars(gm))
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     fused = partitioner.fuse_partitions(partitions, prefix="_engine_")

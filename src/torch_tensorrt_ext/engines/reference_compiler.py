@@ -12,10 +12,11 @@ new value is needed outside its engine, or computed outside any engine, stays an
 """
 from __future__ import annotations
 
+import copy
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch.fx import GraphModule, Node
@@ -63,7 +64,13 @@ class CompiledModule(torch.nn.Module):
 def _binding_io(nodes: List[Node], is_input: bool) -> List[blobfmt.IOBinding]:
     out = []
     for n in nodes:
-        val = n.meta["val"]
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise PlanError(
+                f"engine {'input' if is_input else 'output'} {n.name!r} is a "
+                f"{type(val).__name__}, not a tensor; engine bindings are tensors, so the "
+                "partitioner must keep symbolic scalars (.item(), sizes) in PyTorch — report this "
+                "graph, or pass the op producing it in torch_executed_ops")
         out.append(blobfmt.IOBinding(n.name, dtype_name(val.dtype), tuple(int(s) for s in val.shape),
                                      is_input))
     return out
@@ -210,13 +217,22 @@ def _to_module_form(gm: GraphModule, lifted, engines: List[_Engine]) -> None:
     gm.recompile()
 
 
-def compile(program: torch.export.ExportedProgram, *,
+def compile(program: Union[torch.export.ExportedProgram, torch.nn.Module],
+            example_args: Optional[Sequence[object]] = None, *,
             torch_executed_ops: Iterable[object] = (),
-            shared_state: Iterable[str] = ()) -> CompiledModule:
+            shared_state: Iterable[str] = (), strict: bool = False) -> CompiledModule:
     """Plan → lift → partition → build reference engines → reconcile.
 
-    `shared_state` names buffers other methods of the same program write: read here, they stay
-    live engine inputs instead of being baked into the engine as constants."""
+    `program` is an ExportedProgram from any export mode, or a module exported here with
+    `example_args` (`strict` choosing torch.export's mode). `shared_state` names buffers other
+    methods of the same program write: read here, they stay live engine inputs instead of being
+    baked into the engine as constants."""
+    if isinstance(program, torch.nn.Module):
+        if example_args is None:
+            raise ValueError("compile(module) needs example_args to export it; or pass the "
+                             "ExportedProgram")
+        program = torch.export.export(copy.deepcopy(program).eval(), tuple(example_args),
+                                      strict=strict)
     excluded = _normalize_ops(torch_executed_ops)
     plan = plan_mutations(program, torch_executed_ops=torch_executed_ops)
     lifted = lift_mutated_buffers(functional_program(program).module(), plan)

@@ -13,7 +13,7 @@ from torch.fx import GraphModule, Node
 
 from ..plan import BufferWrite, MutationPlan, WriteKind
 from .graph_writes import Program, find_buffer_writes
-from .kv_rules import kv_verdict, op_name, static_shape
+from .kv_rules import kv_verdict, static_shape, writer_op
 
 
 def _normalize_ops(ops: Iterable[object]) -> frozenset:
@@ -53,12 +53,20 @@ def plan_mutations(program: Union[torch.export.ExportedProgram, GraphModule], *,
     writes = []
     for w in found:
         verdict = kv_verdict(w.value, w.root, _cache_shape(analysed, w.root), excluded)
-        op = op_name(w.value) if w.value.op == "call_function" else w.value.op
+        op = writer_op(w.value)
+        reason = verdict.reason
+        if w.lifted_as:
+            held = ("a tensor held outside any registered buffer" if w.lifted_as == (w.fqn,)
+                    else "the memory of this registered buffer, reached through a plain Python "
+                         "object")
+            reason = (f"module state lifted by torch.export as constant "
+                      f"{', '.join(repr(c) for c in w.lifted_as)} ({held}), planned as buffer "
+                      f"{w.fqn!r}; {reason}")
         writes.append(BufferWrite(
             fqn=w.fqn,
             kind=WriteKind.KV_ALIAS if verdict.kv else WriteKind.COPY_BACK,
             op=op,
-            reason=verdict.reason,
+            reason=reason,
             node=w.value.name,
         ))
     return MutationPlan(tuple(writes))

@@ -22,6 +22,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ..plan import PlanError
+from .mutated_inputs import Origins, inputs_as_state
 
 Program = Union[torch.export.ExportedProgram, GraphModule]
 
@@ -37,6 +38,7 @@ class FoundWrite:
     root: Node
     value: Node
     copy_node: Optional[Node] = None
+    lifted_as: Tuple[str, ...] = ()   # constants torch.export lifted this state as (see mutated_inputs)
 
 
 def written_args(node: Node) -> Tuple[int, ...]:
@@ -65,7 +67,7 @@ def view_root(node: object) -> Optional[Node]:
     return node if isinstance(node, Node) else None
 
 
-def _ep_writes(ep: torch.export.ExportedProgram) -> List[FoundWrite]:
+def _ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundWrite]:
     sig = ep.graph_signature
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     output = ep.graph.output_node()
@@ -83,7 +85,8 @@ def _ep_writes(ep: torch.export.ExportedProgram) -> List[FoundWrite]:
         value = values[i]
         if not isinstance(value, Node):
             raise PlanError(f"buffer {fqn!r} is assigned the constant {value!r}; nothing to plan")
-        writes.append(FoundWrite(fqn, placeholders[root_name], value))
+        writes.append(FoundWrite(fqn, placeholders[root_name], value,
+                                 lifted_as=origins.get(fqn, ())))
     return writes
 
 
@@ -103,7 +106,12 @@ def _ep_has_inplace_buffer_writes(ep: torch.export.ExportedProgram) -> bool:
 
 
 def functional_program(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """The program in functional form (no in-place writes into buffers)."""
+    """The program in functional form (no in-place writes into buffers), with every written
+    constant carried as a buffer (`mutated_inputs.inputs_as_state`)."""
+    return _functionalize(inputs_as_state(ep)[0])
+
+
+def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     if not _ep_has_inplace_buffer_writes(ep):
         return ep
     try:
@@ -131,6 +139,8 @@ def _gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
             root = view_root(node.args[i])
             fqn = _buffer_fqn(gm, root) if root is not None else None
             if fqn is None:
+                if root is not None and root.op in ("placeholder", "get_attr"):
+                    other.append(node)  # an input or a non-buffer tensor: never dropped
                 continue
             whole = (node.target is torch.ops.aten.copy_.default and i == 0
                      and node.args[0] is root and isinstance(node.args[1], Node))
@@ -161,8 +171,9 @@ def example_args(gm: GraphModule) -> tuple:
 def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
     """The (possibly functionalized) program and its buffer writes, first-written first."""
     if isinstance(program, torch.export.ExportedProgram):
-        ep = functional_program(program)
-        return ep, _ep_writes(ep)
+        state, origins = inputs_as_state(program)
+        ep = _functionalize(state)
+        return ep, _ep_writes(ep, origins)
     if not isinstance(program, GraphModule):
         raise PlanError(f"plan_mutations takes an ExportedProgram or a GraphModule from "
                         f"torch.export, not {type(program).__name__}")
@@ -177,5 +188,6 @@ def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
     except Exception as e:
         names = ", ".join(f"{n.name} ({n.target})" for n in other)
         raise PlanError(f"in-place buffer writes {names} could not be functionalized: {e}") from e
-    ep = functional_program(ep)
-    return ep, _ep_writes(ep)
+    state, origins = inputs_as_state(ep)
+    ep = _functionalize(state)
+    return ep, _ep_writes(ep, origins)

@@ -1,7 +1,8 @@
 """Will this buffer write become a TensorRT `IKVCacheUpdateLayer` (an aliased, in-place output)?
 
 Invariant: `kv_verdict` reproduces the eligibility rules of torch-tensorrt 2.14.0's converters
-(`slice_scatter` and `index_copy`) exactly, with two deliberate differences: a strided
+(`slice_scatter` and `index_copy`) exactly — an `index_put` is judged as the converter form
+`index_put_kv` rewrites it to — with two deliberate differences: a strided
 `slice_scatter` (step != 1), which upstream's KV path accepts and silently miscompiles, is not
 eligible here, and neither is an empty or reversed slice (end < start). Every "no" comes with a reason a person can act on; a write is only ever called
 KV when every rule is proven on static shapes.
@@ -11,8 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+import operator
+
 import torch
 from torch.fx import Node
+
+from .index_put_kv import INDEX_PUT, describe, kv_form
 
 aten = torch.ops.aten
 SLICE_SCATTER = aten.slice_scatter.default
@@ -160,10 +165,69 @@ def effective_cache_input(cache: object, root: Node) -> object:
     return cache
 
 
+def writer_op(value: Node) -> str:
+    """The op that produces a buffer's new value, as a person would name it: the aten/custom
+    op, or — for an output of a higher-order op — the custom op that `auto_functionalized`
+    wraps (a torch.library op with a mutating schema) or the higher-order op itself."""
+    if value.op != "call_function":
+        return value.op
+    hop = value.args[0] if value.target is operator.getitem and value.args else None
+    if isinstance(hop, Node) and hop.op == "call_function" and not hasattr(hop.target, "_schema"):
+        wrapped = hop.args[0] if hop.args else None
+        if getattr(hop.target, "__name__", "").startswith("auto_functionalized") and \
+                hasattr(wrapped, "_schema"):
+            ns, _, name = wrapped._schema.name.partition("::")
+            return f"{ns}.{name}.{wrapped._schema.overload_name or 'default'}"
+        return getattr(hop.target, "__name__", str(hop.target))
+    return op_name(value)
+
+
+def _non_aten_writer(value: Node, name: str) -> Verdict:
+    hop = value.args[0] if value.target is operator.getitem and value.args else None
+    if isinstance(hop, Node) and getattr(hop.target, "__name__", "").startswith(
+            "auto_functionalized"):
+        return Verdict(False, f"written in place by custom op {name} (a torch.library op whose "
+                              "schema mutates the buffer); it has no IKVCacheUpdateLayer "
+                              "converter, so the new value is copied back")
+    if hop is not None:
+        return Verdict(False, f"written by higher-order op {name} (e.g. torch.cond); copied back")
+    return Verdict(False, f"written by {name}, which is not an ATen op; copied back")
+
+
+def _index_put_verdict(value: Node, cache_shape: Sequence[object],
+                       excluded_ops: frozenset) -> Verdict:
+    form = kv_form(value, cache_shape)
+    if isinstance(form, str):
+        return Verdict(False, form)
+    problem = cache_shape_problem(cache_shape)
+    if problem:
+        return Verdict(False, problem)
+    target = INDEX_COPY if form.op == "index_copy" else SLICE_SCATTER
+    if target in excluded_ops or op_name_of(target) in excluded_ops:
+        return Verdict(False, f"{describe(form)}, but {op_name_of(target)} is in "
+                              "torch_executed_ops: no engine can alias the write")
+    if form.op == "index_copy":
+        if cache_shape[0] != 1:
+            return Verdict(False, f"{describe(form)}; batch {cache_shape[0]}: the index_copy KV "
+                                  "path handles batch 1 only")
+        return Verdict(True, f"{describe(form)} along dim 2 of {_fmt(cache_shape)} "
+                             "-> IKVCacheUpdateLayer")
+    if form.start == 0 and form.end == cache_shape[2]:
+        return Verdict(False, f"{describe(form)}: a full overwrite of dim 2; the converter "
+                              "returns the source and emits no KV layer")
+    return Verdict(True, f"{describe(form)} along dim 2 of {_fmt(cache_shape)} "
+                         "-> IKVCacheUpdateLayer")
+
+
+def op_name_of(target: object) -> str:
+    ns, _, name = target._schema.name.partition("::")
+    return f"{ns}.{name}.{target._schema.overload_name or 'default'}"
+
+
 def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
                excluded_ops: frozenset) -> Verdict:
     """Whether the write producing `value` into the buffer read through `root` is KV-aliased."""
-    name = op_name(value) if value.op == "call_function" else value.op
+    name = writer_op(value)
     if value.op != "call_function":
         return Verdict(False, f"new value comes from a {value.op} node {value.name!r}, not an op")
     if name in excluded_ops or value.target in excluded_ops:
@@ -171,10 +235,9 @@ def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
                               "engine can alias the write")
     if value.meta.get(NO_KV_ALIAS_MARKER):
         return Verdict(False, f"node {value.name!r} is marked {NO_KV_ALIAS_MARKER}")
-    if value.target not in (SLICE_SCATTER, INDEX_COPY):
+    if value.target not in (SLICE_SCATTER, INDEX_COPY, INDEX_PUT):
         if not hasattr(value.target, "_schema"):
-            return Verdict(False, f"written by higher-order op {name} (e.g. torch.cond); "
-                                  "copied back")
+            return _non_aten_writer(value, name)
         return Verdict(False, f"{name} has no IKVCacheUpdateLayer converter; the new value is "
                               "copied back")
     cache = effective_cache_input(value.args[0], root)
@@ -186,4 +249,6 @@ def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
         return Verdict(False, f"no meta['val'] on {root.name!r}; cache shape unknown")
     if value.target is SLICE_SCATTER:
         return _slice_scatter_verdict(value, cache_shape)
+    if value.target is INDEX_PUT:
+        return _index_put_verdict(value, cache_shape, excluded_ops)
     return _index_copy_verdict(value, cache_shape)

@@ -2,7 +2,8 @@
 
 Invariant: the lifted graph computes exactly what the original did. Each mutated buffer's
 `get_attr` becomes a placeholder (resolved by FQN, nested names included); its trailing whole-buffer
-`copy_` is erased — for a KV write the engine writes in place, for a COPY_BACK write the value
+`copy_` is erased — for a KV write the engine writes in place (a KV `index_put` first becomes
+its `index_copy`/`slice_scatter` form, see `index_put_kv`), for a COPY_BACK write the value
 leaves the engine — and in both cases the new value becomes a graph output. The pairing of
 buffers with placeholders and outputs is returned by name (`LiftedGraph`), never implied by
 position conventions, and nothing is written to `gm.meta`.
@@ -18,6 +19,7 @@ from torch.fx import GraphModule, Node
 
 from ..plan import MutationPlan, PlanError, WriteKind
 from .graph_writes import find_buffer_writes, functional_program
+from .index_put_kv import INDEX_PUT, kv_form, rewrite
 from .kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER
 
 
@@ -53,6 +55,15 @@ def _flat_outputs(gm: GraphModule) -> Tuple[Node, list]:
     vals = out.args[0]
     flat, _ = torch.utils._pytree.tree_flatten(vals)
     return out, flat
+
+
+def _kv_form_of(value: Node, cache_shape) -> Node:
+    """A KV-planned index_put becomes the converter form the plan judged (index_put_kv)."""
+    form = kv_form(value, tuple(cache_shape))
+    if isinstance(form, str):
+        raise PlanError(f"buffer write {value.name!r} is planned KV_ALIAS but has no KV form here "
+                        f"({form}); plan and lift the same program")
+    return rewrite(value, form)
 
 
 def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgram],
@@ -101,6 +112,8 @@ def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgra
             ph.meta["val"] = torch.empty_like(tensor, device="meta")
         anchor = ph
         value = w.value
+        if entry.kind is WriteKind.KV_ALIAS and value.target is INDEX_PUT:
+            value = _kv_form_of(value, gm.get_buffer(entry.fqn).shape)
         if w.copy_node.users:
             w.copy_node.replace_all_uses_with(value)
         replaced[w.copy_node] = value

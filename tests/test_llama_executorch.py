@@ -1,0 +1,135 @@
+"""ExecuTorch's own llama caches (`executorch.examples.models.llama.attention`: `KVCache`,
+`RingKVCache`) through the public API, as their users write them:
+
+* dynamic shape: `input_pos[0].item()` then `index_copy_` — the SymInt never crosses an engine
+  boundary (kept in PyTorch), also with `torch_executed_ops=("aten.item.default",)`;
+* static (the default): `k_cache[:, :, input_pos] = k_val` — an `index_put`, rewritten to the KV
+  form, so it aliases.
+
+Every step equals eager; KV caches move 0 bytes per step, other state exactly its own size.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import torch_tensorrt_ext as tte
+from torch_tensorrt_ext.executorch import lower
+
+attention = pytest.importorskip("executorch.examples.models.llama.attention")
+
+STEPS = 8
+HEADS, DIM = 2, 4
+
+
+class Layer(torch.nn.Module):
+    """A projection writing k/v through the cache's `update`, reading the whole cache back."""
+
+    def __init__(self, cache):
+        super().__init__()
+        torch.manual_seed(0)
+        self.kv = cache
+        self.proj = torch.nn.Linear(DIM, DIM)
+
+    def forward(self, x, input_pos):
+        k = self.proj(x)
+        k_cache, v_cache = self.kv.update(input_pos, k, k * 2)
+        return k_cache.sum(2) + v_cache.mean(2)
+
+
+def _kv(dynamic):
+    return Layer(attention.KVCache(1, 8, HEADS, DIM, dynamic))
+
+
+def _ring(dynamic):
+    return Layer(attention.RingKVCache(1, 3, HEADS, DIM, dynamic))  # 6 slots: wraps in 8 steps
+
+
+def _args(step):
+    return (torch.randn(1, HEADS, 1, DIM, generator=torch.Generator().manual_seed(step)),
+            torch.tensor([step]))
+
+
+def _nbytes(model, fqn):
+    b = model.get_buffer(fqn)
+    return b.numel() * b.element_size()
+
+
+def _run(tmp_path, model, name, **kw):
+    eager = copy.deepcopy(model)
+    ep, compiled = tte.reference.export_program(model, _args(0), **kw)
+    path = lower.save_pte(ep, str(tmp_path / f"{name}.pte"))
+    prog = tte.executorch.load(path)
+    for step in range(STEPS):
+        args = _args(step)
+        with torch.no_grad():
+            want = eager(*copy.deepcopy(args))
+        torch.testing.assert_close(prog.run(*args)[0], want,
+                                   msg=lambda m: f"{name} step {step}: {m}")
+    return eager, compiled.plan, prog.state_traffic()
+
+
+CASES = {
+    # name: (factory, {fqn: kind}, export kwargs)
+    "kv_dynamic_item": (lambda: _kv(True), {"kv.k_cache": "KV_ALIAS", "kv.v_cache": "KV_ALIAS"},
+                        {}),
+    "kv_dynamic_item_in_torch": (lambda: _kv(True), {"kv.k_cache": "KV_ALIAS",
+                                                     "kv.v_cache": "KV_ALIAS"},
+                                 {"torch_executed_ops": ("aten.item.default",)}),
+    "kv_static_index_put": (lambda: _kv(False), {"kv.k_cache": "KV_ALIAS",
+                                                 "kv.v_cache": "KV_ALIAS"}, {}),
+    "ring_dynamic_item": (lambda: _ring(True), {
+        "kv.k_cache": "KV_ALIAS", "kv.v_cache": "KV_ALIAS",
+        "kv.cache_positions_manager.cache_positions": "COPY_BACK"}, {}),
+    "ring_dynamic_item_in_torch": (lambda: _ring(True), {
+        "kv.k_cache": "KV_ALIAS", "kv.v_cache": "KV_ALIAS",
+        "kv.cache_positions_manager.cache_positions": "COPY_BACK"},
+        {"torch_executed_ops": ("aten.item.default",)}),
+    "ring_static_index_put": (lambda: _ring(False), {
+        "kv.k_cache": "KV_ALIAS", "kv.v_cache": "KV_ALIAS",
+        "kv.cache_positions_manager.cache_positions": "COPY_BACK"}, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_llama_cache_matches_eager_and_kv_moves_no_bytes(tmp_path, name):
+    factory, kinds, kw = CASES[name]
+    eager, plan, traffic = _run(tmp_path, factory().eval(), name, **kw)
+    assert {w.fqn: w.kind.name for w in plan} == kinds, str(plan)
+    assert traffic == {f: 0 if k == "KV_ALIAS" else _nbytes(eager, f) for f, k in kinds.items()}
+
+
+def test_index_put_kv_reason_names_the_rewrite():
+    plan = tte.plan_mutations(torch.export.export(_kv(False).eval(), _args(0)))
+    assert plan["kv.k_cache"].op == "aten.index_put.default"
+    assert plan["kv.k_cache"].reason == ("index_put of one position rewritten to index_copy "
+                                         "along dim 2 of [1, 2, 8, 4] -> IKVCacheUpdateLayer")
+
+
+def test_item_stays_outside_every_engine():
+    compiled = tte.reference.compile(torch.export.export(_kv(True).eval(), _args(0)))
+    nodes = [n for n in compiled.gm.graph.nodes if n.op == "call_function"]
+    items = [n for n in nodes if n.target is torch.ops.aten.item.default]
+    assert len(items) == 1
+    engines = [n for n in nodes if "execute_engine" in str(n.target)]
+    for call in engines:
+        for arg in call.args[0]:
+            assert isinstance(arg.meta["val"], torch.Tensor), (call.name, arg.name)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_compile_takes_a_module_in_either_export_mode(strict):
+    """`tte.reference.compile(module, args, strict=...)`: called from PyTorch, the caches after
+    every step equal eager's."""
+    model = _kv(False).eval()
+    eager = copy.deepcopy(model)
+    compiled = tte.reference.compile(model, _args(0), strict=strict)
+    assert [(w.fqn, w.kind.name) for w in compiled.plan] == [("kv.k_cache", "KV_ALIAS"),
+                                                              ("kv.v_cache", "KV_ALIAS")]
+    for step in range(STEPS):
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*_args(step)), eager(*_args(step)))
+        for fqn in ("kv.k_cache", "kv.v_cache"):
+            torch.testing.assert_close(compiled.gm.get_buffer(fqn), eager.get_buffer(fqn))
