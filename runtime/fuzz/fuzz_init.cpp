@@ -7,6 +7,7 @@
 // The input is resealed first (TR03 digests recomputed) so mutated payloads reach the program
 // loader instead of stopping at the integrity check (fuzz_blob covers that check).
 #include "../tests/blob_builder.h"
+#include "../tests/delegate_args.h"
 #include "fuzz_common.h"
 
 #include <tte/backend.h>
@@ -24,7 +25,6 @@
 
 namespace {
 
-using executorch::aten::SizesType;
 using executorch::extension::TensorPtr;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
@@ -35,37 +35,6 @@ using executorch::runtime::Span;
 
 constexpr size_t kMaxTensorBytes = size_t(16) << 20;  // all delegate tensors of one call
 
-// Zero-filled tensors for the delegate's arguments (inputs, then outputs); false when a binding
-// cannot be made into one (unknown, or too large for a fuzz iteration).
-bool make_args(const tte::BlobInfo& info, std::vector<std::vector<uint8_t>>& storage,
-               std::vector<TensorPtr>& tensors) {
-  size_t total = 0;
-  auto add = [&](const tte::Binding* b) {
-    if (b == nullptr || !b->known) return false;
-    std::vector<SizesType> sizes;
-    size_t n = tte::dtype_size(b->dtype);
-    for (int64_t s : b->shape) {
-      const int64_t d = s < 0 ? 1 : s;  // a dynamic dimension: one element
-      if (d > (int64_t(1) << 24) || (d && n > kMaxTensorBytes / size_t(d))) return false;
-      n *= size_t(d);
-      sizes.push_back(static_cast<SizesType>(d));
-    }
-    total += n;
-    if (total > kMaxTensorBytes) return false;
-    storage.emplace_back(n ? n : 1, 0);
-    tensors.push_back(executorch::extension::make_tensor_ptr(
-        sizes, storage.back().data(), tte::dtype_scalar_type(b->dtype)));
-    return true;
-  };
-  for (const auto& name : info.delegate_inputs) {
-    if (!add(info.input(name))) return false;
-  }
-  for (const auto& name : info.delegate_outputs) {
-    if (!add(info.output(name))) return false;
-  }
-  return true;
-}
-
 void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle* handle,
                   const std::string& blob) {
   std::string why;
@@ -73,8 +42,7 @@ void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle
   if (!info.ok()) std::abort();  // init accepted it: the reader must too
   std::vector<std::vector<uint8_t>> storage;
   std::vector<TensorPtr> tensors;
-  storage.reserve(info.get().delegate_inputs.size() + info.get().delegate_outputs.size());
-  if (!make_args(info.get(), storage, tensors)) return;
+  if (!tte_test::make_delegate_args(info.get(), kMaxTensorBytes, storage, tensors)) return;
   std::vector<EValue> values;
   for (auto& t : tensors) values.emplace_back(*t);
   std::vector<EValue*> args;
@@ -101,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   execute_once(backend, handle.get(), blob);
+  execute_once(backend, handle.get(), blob);  // a second call after whatever the first did
   backend->destroy(handle.get());
   return 0;
 }

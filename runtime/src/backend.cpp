@@ -9,6 +9,7 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -113,6 +114,19 @@ std::string delegate_label(const BackendInitContext& context, size_t size, const
   return s;
 }
 
+// An engine call failed: refuse with `fmt`, followed by what the engine itself refused with in
+// this call, if anything (execute cleared the refusal on entry). No heap.
+void refuse_for_engine(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void refuse_for_engine(const char* fmt, ...) {
+  char reason[kRefusalBytes / 2], what[kRefusalBytes / 2];
+  std::snprintf(reason, sizeof reason, "%s", last_refusal());
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  refuse("%s%s%s", what, reason[0] ? ": " : "", reason);
+}
+
 Error fail_init(Error e, const std::string& why, const std::string& label) {
   refuse("TensorRTBackend: init refused the delegate blob: %s (%s)", why.c_str(), label.c_str());
   return e;
@@ -176,8 +190,8 @@ Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan
                    const CallState& st) {
   Error e = engine.run();
   if (e != Error::Ok) {
-    refuse("TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
-           static_cast<unsigned>(e));
+    refuse_for_engine("TensorRTBackend: %s engine run failed (error 0x%x)", engine.kind(),
+                      static_cast<unsigned>(e));
     (void)engine.finish();  // whatever it enqueued before failing must not outlive the call
     return e;
   }
@@ -283,6 +297,7 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
                                Span<EValue*> args) const {
   auto* d = static_cast<Delegate*>(handle);
   if (d == nullptr) return Error::InvalidState;
+  clear_refusal();  // what this call refuses, if anything, is what last_refusal() then says
   const BindingPlan& plan = d->plan;
   const size_t n_in = plan.arg_input.size(), n_out = plan.delegate_output.size();
   if (args.size() != n_in + n_out) {
@@ -301,8 +316,8 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     st.input_nbytes[b.index] = t.nbytes();
     Error e = engine.bind_input(b.index, addr, t.nbytes());
     if (e != Error::Ok) {
-      refuse("TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
-             engine.kind(), b.name.c_str(), static_cast<unsigned>(e));
+      refuse_for_engine("TensorRTBackend: %s engine refused input binding '%s' (error 0x%x)",
+                        engine.kind(), b.name.c_str(), static_cast<unsigned>(e));
       return e;
     }
   }
@@ -330,9 +345,9 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     }
     Error e = engine.bind_output(o, addr, nbytes);
     if (e != Error::Ok) {
-      refuse("TensorRTBackend: %s engine refused output binding '%s' (%s, error 0x%x)",
-             engine.kind(), d->info.outputs[o].name.c_str(), output_target_name(s.target),
-             static_cast<unsigned>(e));
+      refuse_for_engine("TensorRTBackend: %s engine refused output binding '%s' (%s, error "
+                        "0x%x)", engine.kind(), d->info.outputs[o].name.c_str(),
+                        output_target_name(s.target), static_cast<unsigned>(e));
       return e;
     }
   }

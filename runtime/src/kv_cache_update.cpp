@@ -2,7 +2,8 @@
 // kernel registry when this library is loaded.
 #include <tte/kv_cache_update.h>
 
-#include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/core/exec_aten/util/dim_order_util.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -137,7 +138,35 @@ Tensor& kv_cache_update_out(KernelRuntimeContext& ctx, const Tensor& cache, int6
   return out;
 }
 
-}  // namespace tte
+namespace {
 
-// Registration at load time (the header's EXECUTORCH_LIBRARY: a static register_kernel call).
-EXECUTORCH_LIBRARY(tte, "kv_cache_update.out", tte::kv_cache_update_out);
+using executorch::runtime::EValue;
+using executorch::runtime::Span;
+
+// The boxed entry ExecuTorch calls. It checks the instruction's arguments — their number and
+// kinds — before unboxing them, so a hostile payload fails the call instead of reading past the
+// argument list or aborting in EValue::toTensor (ExecuTorch's generic boxing wrapper,
+// EXECUTORCH_LIBRARY, checks neither: found by runtime/fuzz/fuzz_init).
+void kv_cache_update_boxed(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  constexpr bool kIsTensor[5] = {true, false, true, true, true};  // cache, dim, index, update, out
+  bool ok = stack.size() >= 5;
+  for (size_t i = 0; ok && i < 5; ++i) {
+    ok = stack[i] != nullptr && (kIsTensor[i] ? stack[i]->isTensor() : stack[i]->isInt());
+  }
+  if (!ok) {
+    ET_LOG(Error, "tte::kv_cache_update.out: called with %zu arguments that are not (Tensor "
+           "cache, int dim, Tensor index, Tensor update, Tensor out); the program is corrupt",
+           stack.size());
+    ctx.fail(Error::InvalidArgument);
+    return;
+  }
+  kv_cache_update_out(ctx, stack[0]->toTensor(), stack[1]->toInt(), stack[2]->toTensor(),
+                      stack[3]->toTensor(), stack[4]->toTensor());
+}
+
+// Registration at load time.
+const Error registered = executorch::runtime::register_kernel(
+    executorch::runtime::Kernel("tte::kv_cache_update.out", kv_cache_update_boxed));
+
+}  // namespace
+}  // namespace tte

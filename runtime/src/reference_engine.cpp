@@ -1,5 +1,7 @@
 // The reference engine: an ExecuTorch program as the engine payload; see tte/reference_engine.h.
+#include <tte/abort_guard.h>
 #include <tte/payload_check.h>
+#include <tte/refusal.h>
 #include <tte/reference_engine.h>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
@@ -61,14 +63,27 @@ void unresolved_kernel(KernelRuntimeContext& ctx, Span<EValue*>) {
   ctx.fail(Error::InvalidProgram);
 }
 
+// ExecuTorch's generic kernel wrappers read a kernel's arguments from the instruction's argument
+// list without checking its length, so an instruction with too few arguments reads past it. Each
+// block therefore carries kSlackPointers more slots, pointing at a None value: a read past the
+// list finds a value of the wrong kind, which ExecuTorch refuses (an abort `contained` catches).
+constexpr size_t kSlackPointers = 32;
+EValue g_none;
+
 class TrapFilledAllocator final : public MallocMemoryAllocator {
  public:
   void* allocate(size_t size, size_t alignment) override {
-    void* p = MallocMemoryAllocator::allocate(size, alignment);
+    const size_t body = (size + sizeof(void*) - 1) / sizeof(void*) * sizeof(void*);
+    auto* p = static_cast<char*>(
+        MallocMemoryAllocator::allocate(body + kSlackPointers * sizeof(void*), alignment));
     if (p != nullptr) {
       const OpFunction trap = &unresolved_kernel;
-      for (size_t at = 0; at + sizeof trap <= size; at += sizeof trap) {
-        std::memcpy(static_cast<char*>(p) + at, &trap, sizeof trap);
+      for (size_t at = 0; at + sizeof trap <= body; at += sizeof trap) {
+        std::memcpy(p + at, &trap, sizeof trap);
+      }
+      EValue* none = &g_none;
+      for (size_t k = 0; k < kSlackPointers; ++k) {
+        std::memcpy(p + body + k * sizeof none, &none, sizeof none);
       }
     }
     return p;
@@ -174,7 +189,14 @@ class ReferenceEngine final : public Engine {
       data = payload_copy_.get();
     }
     loader_.emplace(data, info.engine_size);
-    auto program = Program::load(&*loader_, Program::Verification::InternalConsistency);
+    std::optional<Result<Program>> loaded;
+    bool aborted = false;
+    (void)contained([&] {
+      loaded.emplace(Program::load(&*loader_, Program::Verification::InternalConsistency));
+      return Error::Ok;
+    }, aborted);
+    if (aborted) return refuse_aborted("loading it as a program", why);
+    auto& program = *loaded;
     if (!program.ok()) {
       why = format("reference payload (%llu bytes) is not a loadable ExecuTorch program "
                    "(Program::load error 0x%x)",
@@ -244,7 +266,13 @@ class ReferenceEngine final : public Engine {
     }
     temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
     memory_.emplace(&method_allocator_, &*planned_, &*temp_);
-    auto method = program_->load_method(kMethod, &*memory_);
+    std::optional<Result<Method>> method_loaded;
+    (void)contained([&] {
+      method_loaded.emplace(program_->load_method(kMethod, &*memory_));
+      return Error::Ok;
+    }, aborted);
+    if (aborted) return refuse_aborted("loading its method 'forward'", why);
+    auto& method = *method_loaded;
     if (!method.ok()) {
       why = format("reference payload: loading method 'forward' failed with error 0x%x (a "
                    "missing operator is logged above by ExecuTorch)",
@@ -267,6 +295,7 @@ class ReferenceEngine final : public Engine {
   }
 
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
+    if (aborted_) return refuse_after_abort();
     InputView& v = inputs_[binding];
     v.impl->set_data(data);
     // Not memory planned (checked in init): set_input shares `data`, it does not copy.
@@ -274,10 +303,20 @@ class ReferenceEngine final : public Engine {
   }
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
+    if (aborted_) return refuse_after_abort();
     return method_->set_output_data_ptr(data, nbytes, binding);
   }
 
-  Error run() override { return method_->execute(); }
+  Error run() override {
+    if (aborted_) return refuse_after_abort();
+    Error e = contained([&] { return method_->execute(); }, aborted_);
+    if (aborted_) {
+      refuse("TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
+             "above says why): its program does not fit its operators; this delegate refuses "
+             "this and every later call (re-export the .pte)");
+    }
+    return e;
+  }
 
   Error copy(void* dst, const void* src, size_t nbytes) override {
     if (dst != src) std::memmove(dst, src, nbytes);
@@ -285,6 +324,19 @@ class ReferenceEngine final : public Engine {
   }
 
  private:
+  static Error refuse_after_abort() {
+    refuse("TensorRTBackend: the reference payload aborted inside ExecuTorch in an earlier call; "
+           "this delegate refuses every later call (re-export the .pte)");
+    return Error::InvalidState;
+  }
+
+  static Error refuse_aborted(const char* when, std::string& why) {
+    why = std::string("reference payload: ExecuTorch aborted while ") + when +
+          " (the log line above says why); the payload is corrupt";
+    return Error::InvalidProgram;
+  }
+
+  bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
   Bytes payload_copy_;
   std::optional<BufferDataLoader> loader_;
   std::optional<Program> program_;

@@ -6,6 +6,9 @@
 // reader's verdict.
 #include "blob_builder.h"
 #include "check.h"
+#include "delegate_args.h"
+
+#include <tte/abort_guard.h>
 
 #include <tte/backend.h>
 #include <tte/blob.h>
@@ -15,6 +18,9 @@
 #include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/backend/interface.h>
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 using executorch::aten::ScalarType;
@@ -156,6 +162,82 @@ TEST(check_blob_gives_the_readers_verdict) {
            static_cast<int>(Error::InvalidProgram));
   CHECK_EQ(std::string(tiny), std::string("blob is"));  // cut to the buffer, NUL-terminated
   CHECK_EQ(tte_runtime_check_blob("TR03", 4, nullptr, 0), static_cast<int>(Error::InvalidProgram));
+}
+
+// init, then `calls` executes on zero-filled arguments of the blob's own bindings; the last
+// refusal after each step ("" when it passed).
+std::vector<std::string> run_any(const std::string& blob, int calls) {
+  std::vector<std::string> said;
+  std::string bytes = blob;
+  FreeableBuffer processed(bytes.data(), bytes.size(), nullptr);
+  executorch::extension::MallocMemoryAllocator allocator;
+  BackendInitContext ctx(&allocator, nullptr, "forward");
+  tte_runtime_clear_last_refusal();
+  auto handle = backend()->init(ctx, &processed, {});
+  said.push_back(handle.ok() ? "" : tte_runtime_last_refusal());
+  if (!handle.ok()) return said;
+  std::string why;
+  auto info = tte::parse_blob(bytes.data(), bytes.size(), why);
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<executorch::extension::TensorPtr> tensors;
+  if (info.ok() && tte_test::make_delegate_args(info.get(), 1 << 24, storage, tensors)) {
+    std::vector<EValue> values;
+    for (auto& t : tensors) values.emplace_back(*t);
+    std::vector<EValue*> args;
+    for (auto& v : values) args.push_back(&v);
+    for (int k = 0; k < calls; ++k) {
+      BackendExecutionContext ectx;
+      Error e = backend()->execute(ectx, handle.get(), Span<EValue*>(args.data(), args.size()));
+      said.push_back(e == Error::Ok ? "" : tte_runtime_last_refusal());
+    }
+  }
+  backend()->destroy(handle.get());
+  return said;
+}
+
+TEST(fuzz_regressions_fail_their_calls_instead_of_the_process) {
+  const std::string dir = TTE_REGRESSIONS_DIR;
+  // An instruction whose argument is an int where the kernel unboxes a tensor: ExecuTorch's
+  // EValue::toTensor aborts; contained, the call fails and the delegate refuses later calls.
+  for (const char* name : {"init-04c18899418f.blob", "init-8f040070a580.blob"}) {
+    auto said = run_any(tte_test::reseal(tte_test::read_file(dir + "/" + name)), 2);
+    REQUIRE(said.size() == 3);
+    CHECK_EQ(said[0], std::string(""));
+    CHECK(said[1].find("reference engine run failed (error 0x1): TensorRTBackend: the reference "
+                       "payload aborted inside ExecuTorch") != std::string::npos);
+    CHECK(said[2].find("aborted inside ExecuTorch in an earlier call; this delegate refuses "
+                       "every later call") != std::string::npos);
+  }
+  // A tensor-list argument where a tensor is unboxed: the same containment.
+  auto list = run_any(tte_test::reseal(tte_test::read_file(dir + "/init-1cbbf047c4a4.blob")), 1);
+  CHECK(list.back().find("aborted inside ExecuTorch") != std::string::npos);
+  // tte::kv_cache_update.out called with 4 arguments: its own kernel refuses them.
+  tte_test::clear_logs();
+  auto kv = run_any(tte_test::reseal(tte_test::read_file(dir + "/init-6e64d05cb9b6.blob")), 1);
+  REQUIRE(kv.size() == 2);
+  CHECK_EQ(kv[1], std::string("TensorRTBackend: reference engine run failed (error 0x12)"));
+  CHECK(tte_test::logged("tte::kv_cache_update.out: called with 4 arguments that are not (Tensor "
+                         "cache, int dim, Tensor index, Tensor update, Tensor out)"));
+}
+
+TEST(aborts_are_contained_only_inside_contained) {
+  bool aborted = false;
+  Error e = tte::contained([] {
+    executorch::runtime::runtime_abort();
+    return Error::Ok;
+  }, aborted);
+  CHECK(aborted);
+  CHECK(e == Error::Internal);
+  aborted = false;
+  CHECK(tte::contained([] { return Error::InvalidArgument; }, aborted) == Error::InvalidArgument);
+  CHECK(!aborted);
+  // Outside `contained` ExecuTorch's abort still ends the process (in a child here).
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) executorch::runtime::runtime_abort();
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
 }
 
 TEST_MAIN()
