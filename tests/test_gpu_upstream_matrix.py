@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from e2e_models import MODELS
-from test_upstream_matrix import SAVE_MODELS, _nbytes
-from upstream_matrix import CELLS, check_pte, declared, expected_declarations
+from test_upstream_matrix import SAVE_MODELS
+from upstream_matrix import CELLS, check_pte, declared, expected_declarations, nbytes
 
 pytestmark = pytest.mark.gpu
 STEPS = 8
@@ -74,7 +74,7 @@ def test_save_matrix_on_gpu(tmp_path, name, cell):
         torch_tensorrt.save(trt, str(path), output_format=cell.fmt, arg_inputs=list(args),
                             retrace=cell.retrace, use_legacy_exporter=cell.legacy)
     if cell.fmt == "executorch":
-        check_pte(path.read_bytes(), trt.mutation_plan, _nbytes(model))
+        check_pte(path.read_bytes(), trt.mutation_plan, nbytes(model))
     elif cell.fmt == "exported_program":
         assert declared(torch.export.load(str(path))) == expected_declarations(trt.mutation_plan)
     else:

@@ -9,11 +9,17 @@ its value — and, for `.pte`, the copy ops, initial values, blob aliasing and e
 from __future__ import annotations
 
 import collections
+import copy
+import functools
 import itertools
 from typing import Dict, NamedTuple, Optional
 
 import torch
 from torch.export.graph_signature import OutputKind
+
+import torch_tensorrt_ext as tte
+from e2e_models import MODELS
+from rtx_env import compile_rtx
 
 from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 
@@ -68,3 +74,17 @@ def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward"
                        for d in trt), trt
     aliased = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.aliased_io}}
     assert aliased == {w.fqn for w in plan.kv()}
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name):
+    """(eager model, example args, plan_mutations of its export, TensorRT-RTX compiled module),
+    compiled once per test session."""
+    factory, args_of, _ = MODELS[name]
+    model = factory().eval()
+    ep = torch.export.export(copy.deepcopy(model), args_of(0))
+    return model, args_of(0), tte.plan_mutations(ep), compile_rtx(ep, args_of(0))
+
+
+def nbytes(model) -> Dict[str, int]:
+    return {n: b.numel() * b.element_size() for n, b in model.named_buffers()}

@@ -52,6 +52,8 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> bytes:
     sig = ep.graph_signature
     target = sig.inputs_to_lifted_tensor_constants.get(node.name)
     tensor = ep.constants.get(target) if target is not None else None
+    if tensor is None and node.name in sig.inputs_to_buffers:  # a legacy exporter's buffer
+        tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
         raise blobfmt.BlobError(f"engine payload {node.name!r} is not a constant of the partition")
     return tensor.contiguous().numpy().tobytes()

@@ -1,0 +1,97 @@
+"""CPU reference engines behind the patched `torch_tensorrt.compile` (`tte.reference.engines()`):
+for every stateful test model, the same partitions and the same aliased I/O as the TensorRT-RTX
+engines built for it; the compiled module runs in PyTorch like eager (buffers included); the
+`.pte` `torch_tensorrt.save` writes runs in ExecuTorch with this project's runtime like eager,
+moving 0 bytes of KV state and one buffer-sized copy per copy-back buffer per step."""
+from __future__ import annotations
+
+import copy
+import functools
+
+import pytest
+import torch
+
+import torch_tensorrt_ext as tte
+from e2e_models import MODELS
+from rtx_env import engine_modules, torch_tensorrt_or_skip
+from torch_tensorrt_ext.executorch.program import load
+from upstream_matrix import compiled, nbytes
+
+STEPS = 8
+
+
+@functools.lru_cache(maxsize=None)
+def reference_compiled(name):
+    torch_tensorrt = torch_tensorrt_or_skip()
+    factory, args_of, _ = MODELS[name]
+    model = factory().eval()
+    ep = torch.export.export(copy.deepcopy(model), args_of(0))
+    with tte.reference.engines():
+        trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args_of(0)),
+                                     min_block_size=1)
+    return model, trt
+
+
+def _engines(gm):
+    """engine name -> (input bindings, output bindings, aliased {output: input})."""
+    return {n: (tuple(m.input_binding_names), tuple(m.output_binding_names),
+                {o: i for o, (i, _) in (m.aliased_io or {}).items()})
+            for n, m in engine_modules(gm).items()}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_reference_engines_alias_like_tensorrt_rtx(name):
+    _, reference = reference_compiled(name)
+    _, _, _, rtx = compiled(name)
+    ref, real = _engines(reference), _engines(rtx)
+    assert sorted(ref) == sorted(real)
+    for engine in real:
+        assert ref[engine][0] == real[engine][0], engine          # same input bindings
+        assert ref[engine][2] == real[engine][2], engine          # same aliased I/O
+    assert reference.mutation_plan.kinds() == rtx.mutation_plan.kinds()
+
+
+def _run(fn, eager, args_of, name):
+    for step in range(STEPS):
+        args = args_of(step)
+        with torch.no_grad():
+            want = eager(*copy.deepcopy(args))
+            got = fn(*args)
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        torch.testing.assert_close(got, want, msg=lambda m: f"{name} step {step}: {m}")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_pte_from_torch_tensorrt_save_runs_like_eager(tmp_path, name):
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model, trt = reference_compiled(name)
+    _, args_of, _ = MODELS[name]
+    path = tmp_path / f"{name}.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args_of(0)))
+    prog = load(path)
+    _run(prog.run, copy.deepcopy(model), args_of, name)
+    traffic = prog.state_traffic()
+    size = nbytes(model)
+    assert traffic == {w.fqn: 0 if w.is_kv else size[w.fqn] for w in trt.mutation_plan}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_compiled_module_runs_like_eager_in_pytorch(name):
+    model, compiled_once = reference_compiled(name)
+    trt = copy.deepcopy(compiled_once)   # the cached module stays at its initial state
+    eager = copy.deepcopy(model)
+    _run(trt, eager, MODELS[name][1], name)
+    for fqn in compiled_once.mutation_plan.fqns:   # copy-back buffers included
+        torch.testing.assert_close(trt.get_buffer(fqn), eager.get_buffer(fqn))
+
+
+@pytest.mark.parametrize("retrace,legacy", [(False, None), (True, True), (False, False)])
+@pytest.mark.parametrize("name", ["two_submodules", "gated_deltanet_states"])
+def test_every_exporter_writes_a_pte_that_runs(tmp_path, name, retrace, legacy):
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model, trt = reference_compiled(name)
+    _, args_of, _ = MODELS[name]
+    path = tmp_path / "m.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args_of(0)),
+                        retrace=retrace, use_legacy_exporter=legacy)
+    _run(load(path).run, copy.deepcopy(model), args_of, name)
