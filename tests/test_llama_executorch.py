@@ -133,3 +133,41 @@ def test_compile_takes_a_module_in_either_export_mode(strict):
             torch.testing.assert_close(compiled(*_args(step)), eager(*_args(step)))
         for fqn in ("kv.k_cache", "kv.v_cache"):
             torch.testing.assert_close(compiled.gm.get_buffer(fqn), eager.get_buffer(fqn))
+
+
+class _Holder:
+    """A cache on a plain Python object, never registered (non-strict export lifts it as a
+    constant)."""
+
+    def __init__(self):
+        self.k = torch.zeros(1, HEADS, 8, DIM)
+
+
+class UnregisteredCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(DIM, DIM)
+        self.holder = _Holder()
+
+    def forward(self, x, input_pos):
+        self.holder.k.index_copy_(2, input_pos, self.proj(x))
+        return self.holder.k.sum(2)
+
+
+def test_unregistered_cache_becomes_a_buffer_of_the_program(tmp_path):
+    """Planned under its constant FQN, carried by the .pte as a buffer: every step equals eager
+    (before, the write was dropped and the program read a frozen constant)."""
+    model = UnregisteredCache().eval()
+    plan = tte.plan_mutations(torch.export.export(copy.deepcopy(model), _args(0), strict=False))
+    assert [(w.fqn, w.kind.name) for w in plan] == [("lifted_tensor_0", "KV_ALIAS")]
+    assert plan["lifted_tensor_0"].reason.startswith(
+        "module state lifted by torch.export as constant 'lifted_tensor_0' (a tensor held "
+        "outside any registered buffer), planned as buffer 'lifted_tensor_0'; index_copy")
+    eager = copy.deepcopy(model)
+    prog = tte.executorch.load(tte.reference.export(model, _args(0), str(tmp_path / "u.pte")))
+    for step in range(STEPS):
+        with torch.no_grad():
+            want = eager(*_args(step))
+        torch.testing.assert_close(prog.run(*_args(step))[0], want)
+    assert prog.state_traffic() == {"lifted_tensor_0": 0}
