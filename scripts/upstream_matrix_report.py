@@ -4,7 +4,8 @@
 
 "stock" is torch-tensorrt 2.14.0 with only patch 0001 (ahead-of-time builds without a GPU)
 applied — unpatched, `import torch_tensorrt` fails on a machine without a CUDA driver, so no
-cell could run at all. The stock copy is made in a temp dir from the installed (patched)
+cell could run at all; both sides compile with `offload_module_to_cpu=True` (stock compile()
+asks the device for free memory otherwise). The stock copy is made in a temp dir from the installed (patched)
 package by reverse-applying the other patches; each side runs in its own process. Every cell is
 judged against what eager execution writes (plan_mutations of the exported model, and the
 engines' recorded aliasing), never against the series' own plan.
@@ -107,7 +108,9 @@ def _worker(models):
         truth = tte.plan_mutations(ep)
         nbytes = {n: b.numel() * b.element_size() for n, b in model.named_buffers()}
         try:
-            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args), min_block_size=1)
+            # offload_module_to_cpu: stock compile() otherwise asks the (absent) device for memory
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args), min_block_size=1,
+                                         offload_module_to_cpu=True)
         except Exception as e:  # noqa: BLE001 - the table reports it
             results[name] = {c.id: f"compile: {type(e).__name__}: {str(e)[:90]}" for c in CELLS}
             continue

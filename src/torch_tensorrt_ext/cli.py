@@ -15,6 +15,7 @@ from typing import List, Optional
 COMMAND_MODULES = (
     "torch_tensorrt_ext.plan_cli",
     "torch_tensorrt_ext.demo_cli",
+    "torch_tensorrt_ext.inspect_cli",
     "torch_tensorrt_ext.patching.cli",
 )
 

@@ -1,0 +1,62 @@
+"""`torch-tensorrt-ext inspect MODEL.pte`: what a saved program holds.
+
+Invariant: everything printed comes from `executorch.inspect_pte.inspect_pte` on the file's bytes;
+`--json` prints exactly one JSON object (`PteInfo.to_dict()`); exit status 0 when the file was
+read, 1 (with the reason on stderr) when it is not a readable `.pte`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="methods, delegates and state of a saved .pte")
+    p.add_argument("pte", help="the .pte file")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=run)
+
+
+def _text(info) -> str:
+    lines = []
+    for m in info.methods:
+        lines.append(f"method {m.name}: {len(m.delegates)} delegate(s), {len(m.buffers)} "
+                     "mutable buffer(s)")
+        for d in m.delegates:
+            if not d.magic:
+                lines.append(f"  delegate {d.index}: {d.backend}")
+                continue
+            aliased = ", ".join(f"{o}->{i}" for o, i in d.aliased_io) or "none"
+            lines.append(f"  delegate {d.index}: {d.backend} {d.magic} {d.engine_kind} engine, "
+                         f"{d.engine_bytes} bytes, {len(d.bindings)} bindings, aliased: {aliased}")
+        if m.buffers:
+            width = max(len(b.fqn) for b in m.buffers)
+            lines.append(f"  {'buffer':<{width}}  {'kind':<9} {'dtype':<8} {'shape':<16} "
+                         f"{'bytes':>9}  device  init  copied/call  binding")
+            for b in m.buffers:
+                where = f"delegate {b.delegate}:{b.binding}" if b.binding else "-"
+                lines.append(f"  {b.fqn:<{width}}  {b.kind:<9} {b.dtype:<8} "
+                             f"{str(list(b.shape)):<16} {b.nbytes:>9}  {b.device:<6}  "
+                             f"{'yes' if b.initial_value else 'NO':<4}  {b.program_copy_bytes:>11}  "
+                             f"{where}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import struct
+
+    from .executorch.inspect_pte import inspect_pte
+    from .executorch.pte_check import PteError, read_pte
+    path = Path(args.pte)
+    try:
+        info = inspect_pte(read_pte(path))   # header checked before the flatbuffer is read
+    except PteError as e:
+        print(f"torch-tensorrt-ext inspect: {e}", file=sys.stderr)
+        return 1
+    except (ValueError, RuntimeError, struct.error, IndexError) as e:
+        print(f"torch-tensorrt-ext inspect: {path}: not a readable .pte: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(info.to_dict()) if args.json else _text(info))
+    return 0
