@@ -111,8 +111,8 @@ def test_prefill_and_decode_match_eager_with_caches_aliased(tmp_path, name):
     _check_traffic(prog, plan)
 
 
-def _decode_only(tmp_path, model_or_ep, args, run_args, name, **kw):
-    model = _model("llama")
+def _decode_only(tmp_path, model_or_ep, args, run_args, name, model_name="llama", **kw):
+    model = _model(model_name)
     path = tte.reference.export(model_or_ep(model), args, str(tmp_path / f"{name}.pte"), **kw)
     prog = tte.executorch.load(path)
     _check_decode(prog, _eager(model), 0, lambda i, p: prog.run(*run_args(i, p)), name)
@@ -138,17 +138,20 @@ def test_static_cache_module_non_strict_plans_lifted_caches_as_buffers(tmp_path)
     _check_traffic(prog, plan)
 
 
-@pytest.mark.parametrize("strict", [False, True])
-def test_decoder_only_lm_exported_program_any_mode(tmp_path, strict):
-    """The ExportedProgram `.export(strict=...)` returns goes in as it is."""
+@pytest.mark.parametrize("name,strict", [("llama", False), ("llama", True), ("gemma3", False)])
+def test_decoder_only_lm_exported_program_any_mode(tmp_path, name, strict):
+    """The ExportedProgram `.export(strict=...)` returns goes in as it is (Gemma3: the hybrid
+    cache's layers, lifted as constants by non-strict export, merge into their buffers)."""
     def ep(model):
         exportable = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1,
                                                             max_cache_len=MAX_CACHE)
         return exportable.export(input_ids=_tokens(0), cache_position=torch.tensor([0]),
                                  strict=strict)
-    prog = _decode_only(tmp_path, ep, None, lambda i, p: (i, p), f"ep_strict_{strict}")
-    assert prog.state_traffic() == {"key_cache_0": 0, "value_cache_0": 0,
-                                    "cumulative_length_0": 8}
+    prog = _decode_only(tmp_path, ep, None, lambda i, p: (i, p), f"ep_{name}_{strict}", name)
+    layers = 2 if name == "gemma3" else 1
+    assert prog.state_traffic() == {
+        **{f"{kind}_{i}": 0 for i in range(layers) for kind in ("key_cache", "value_cache")},
+        **{f"cumulative_length_{i}": 8 for i in range(layers)}}
 
 
 def test_static_cache_module_strict_export(tmp_path):
