@@ -171,3 +171,26 @@ def test_unregistered_cache_becomes_a_buffer_of_the_program(tmp_path):
             want = eager(*_args(step))
         torch.testing.assert_close(prog.run(*_args(step))[0], want)
     assert prog.state_traffic() == {"lifted_tensor_0": 0}
+
+
+def test_llama_update_cache_custom_op_is_named_in_the_reason():
+    """ExecuTorch's `llama::update_cache` (a torch.library op with a mutating schema): the plan
+    names the custom op, not the `getitem` of its functionalized form."""
+    pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
+
+    class UpdateCache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("k_cache", torch.zeros(1, 8, HEADS, DIM))
+
+        def forward(self, x, input_pos):
+            torch.ops.llama.update_cache(x, self.k_cache, input_pos.item())
+            return self.k_cache.sum(1)
+
+    plan = tte.plan_mutations(torch.export.export(UpdateCache(), (torch.ones(1, 1, HEADS, DIM),
+                                                                  torch.tensor([3]))))
+    w = plan["k_cache"]
+    assert (w.kind.name, w.op) == ("COPY_BACK", "llama.update_cache.default")
+    assert w.reason == ("written in place by custom op llama.update_cache.default (a torch.library "
+                        "op whose schema mutates the buffer); it has no IKVCacheUpdateLayer "
+                        "converter, so the new value is copied back")
