@@ -6,16 +6,16 @@ import tempfile
 
 import pytest
 
-from torch_tensorrt_ext import cli, reference
+from torch_tensorrt_ext import cli
+from torch_tensorrt_ext.demo import pipeline
 from torch_tensorrt_ext.demo import run as demo_run
-from torch_tensorrt_ext.executorch import lower
 
 
 @pytest.fixture
 def no_export(monkeypatch):
-    def export_program(*a, **kw):
+    def compile_and_save(*a, **kw):
         raise AssertionError("the demo exported before refusing its arguments")
-    monkeypatch.setattr(reference, "export_program", export_program)
+    monkeypatch.setattr(pipeline, "compile_and_save", compile_and_save)
 
 
 @pytest.fixture
@@ -61,11 +61,10 @@ def test_unwritable_pte_is_refused(capsys, no_export, tmp_path):
 
 
 def test_failed_run_removes_its_temp_dir(own_tmp, monkeypatch):
-    def save_pte(ep, path):
+    def compile_and_save(torch_tensorrt, model, args, path, engine, say):
         open(path, "wb").close()
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(reference, "export_program", lambda model, args: (None, None))
-    monkeypatch.setattr(lower, "save_pte", save_pte)
+    monkeypatch.setattr(pipeline, "compile_and_save", compile_and_save)
     with pytest.raises(OSError, match="No space left on device"):
         demo_run.run_demo(steps=1, layers=1)
     assert list(own_tmp.glob("tte-demo-*")) == []
@@ -82,3 +81,12 @@ def test_run_removes_its_temp_dir_and_keeps_an_explicit_pte(own_tmp, tmp_path, c
     assert r["pte"] == str(kept) and r["parity"] is True
     assert kept.read_bytes()[4:8] == b"ET12"
     assert list(own_tmp.glob("tte-demo-*")) == []
+
+
+def test_an_engine_this_machine_cannot_run_is_refused(capsys, no_export, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _refused(capsys, ["--engine", "tensorrt"],
+             "--engine tensorrt: TensorRT engines run on a CUDA GPU and this machine has none; "
+             "use --engine reference (runs on CPU) or --engine tensorrt-rtx (builds the engines "
+             "ahead of time)")

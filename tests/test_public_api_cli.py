@@ -42,10 +42,27 @@ def test_demo_cli_json_reports_parity_and_traffic():
                           "--layers", "2", "--json"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     d = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(d) == {"steps", "parity", "max_abs_diff", "buffers"}
+    assert set(d) == {"engine", "ran", "steps", "parity", "max_abs_diff", "buffers"}
+    assert (d["engine"], d["ran"]) == ("reference", True)
     assert d["steps"] == 8 and d["parity"] is True and d["max_abs_diff"] < 1e-5
     assert len(d["buffers"]) == 7
     for b in d["buffers"]:
         assert set(b) == {"fqn", "kind", "nbytes", "bytes_moved_per_step"}
         want = 0 if b["kind"] == "KV_ALIAS" else b["nbytes"]
         assert b["bytes_moved_per_step"] == want, b
+
+
+def test_demo_with_tensorrt_rtx_builds_saves_and_says_it_did_not_run():
+    out = subprocess.run([sys.executable, "-m", "torch_tensorrt_ext.cli", "demo", "--engine",
+                          "tensorrt-rtx", "--layers", "1", "--json"], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (d["engine"], d["ran"], d["parity"]) == ("tensorrt-rtx", False, None)
+    kinds = {b["fqn"]: (b["kind"], b["bytes_moved_per_step"]) for b in d["buffers"]}
+    assert kinds == {"step": ("COPY_BACK", 8), "layers.0.attn.k_cache": ("KV_ALIAS", 0),
+                     "layers.0.attn.v_cache": ("KV_ALIAS", 0),
+                     "layers.0.conv.state": ("COPY_BACK", 256)}
+    assert "[demo] TensorRT-RTX engines were built ahead of time; no machine here can run " \
+        "them" in out.stderr
+    assert "meaningless initial state" not in out.stderr   # noise a user cannot act on

@@ -97,6 +97,18 @@ def _aliasable(sub: GraphModule, node: Node, inputs: Dict[Node, int]) -> bool:
     return kv_verdict(node, cache, shape, frozenset()).kv
 
 
+# ops torch-tensorrt's lowering introduces that ExecuTorch's kernels do not have, and the
+# equivalent they do have (same values; the payload is functional, so copying is not observable)
+_EXECUTORCH_EQUIVALENT = {torch.ops.aten._reshape_copy.default: torch.ops.aten.reshape.default}
+
+
+def _executorch_ops(sub: GraphModule) -> None:
+    for n in sub.graph.nodes:
+        if n.op == "call_function" and n.target in _EXECUTORCH_EQUIVALENT:
+            n.target = _EXECUTORCH_EQUIVALENT[n.target]
+    sub.recompile()
+
+
 def _binding(node: Node, name: str, is_input: bool) -> blobfmt.IOBinding:
     val = node.meta["val"]
     return blobfmt.IOBinding(name, dtype_name(val.dtype), tuple(int(s) for s in val.shape),
@@ -124,6 +136,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     bindings = tuple(_binding(p, p.name, True) for p in phs) + \
         tuple(_binding(o, out_names[i], False) for i, o in enumerate(outs))
     use_kv_update_layers(sub, [n.name for n in kv])
+    _executorch_ops(sub)
     payload = to_executorch_program(sub)
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
                                 engine_kind="reference")
