@@ -6,6 +6,7 @@
 #                                   process each (JOBS harnesses at a time, default 1); logs and
 #                                   crashes under build-fuzz/; a crash fails the command
 #   bash scripts/fuzz.sh repro F    run one input (a crash artifact) through both harnesses
+# HARNESSES="fuzz_init" limits any mode to the harnesses named.
 # clang comes from Debian's packages (clang, libclang-rt-dev for libFuzzer), installed only here,
 # only when fuzzing is asked for and only when missing.
 set -euo pipefail
@@ -15,7 +16,7 @@ out="$root/build-fuzz"
 vpy="$root/.venv/bin/python"
 cmake="$root/.venv/bin/cmake"
 [ -x "$cmake" ] || cmake=$(command -v cmake)
-harnesses=(fuzz_blob fuzz_init)
+read -r -a harnesses <<< "${HARNESSES:-fuzz_blob fuzz_init}"  # HARNESSES picks some
 
 need_clang() {
   local rt

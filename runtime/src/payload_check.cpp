@@ -1,8 +1,10 @@
-// Kernel-call checks of a reference payload; see tte/payload_check.h. Reads only what it needs
-// of executorch's schema/program.fbs (field ids: Program.execution_plan = 1; ExecutionPlan.name
-// = 0, .chains = 5, .operators = 6; Chain.instructions = 2; Instruction.instr_args_type = 0,
-// .instr_args = 1; KernelCall.op_index = 0; Operator.name = 0, .overload = 1; the union member
-// KernelCall is type 1), with a bounds check before every read.
+// Kernel-call and tensor-storage checks of a reference payload; see tte/payload_check.h. Reads
+// only what it needs of executorch's schema/program.fbs (field ids: Program.execution_plan = 1;
+// ExecutionPlan.name = 0, .values = 2, .inputs = 3, .outputs = 4, .chains = 5, .operators = 6;
+// Chain.instructions = 2; Instruction.instr_args_type = 0, .instr_args = 1; KernelCall.op_index
+// = 0; Operator.name = 0, .overload = 1; EValue.val_type = 0, .val = 1; Tensor.sizes = 2,
+// .data_buffer_idx = 5, .allocation_info = 6, .extra_tensor_info = 9; the union members
+// KernelCall and Tensor are types 1 and 5), with a bounds check before every read.
 #include <tte/common.h>
 #include <tte/payload_check.h>
 
@@ -86,6 +88,78 @@ constexpr unsigned kProgramPlans = 1, kPlanName = 0, kPlanChains = 5, kPlanOpera
 constexpr unsigned kChainInstructions = 2, kInstrType = 0, kInstrArgs = 1;
 constexpr unsigned kKernelOpIndex = 0, kOperatorName = 0, kOperatorOverload = 1;
 constexpr uint8_t kKernelCallType = 1;
+constexpr unsigned kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kValueType = 0, kValue = 1;
+constexpr unsigned kTensorSizes = 2, kTensorDataBuffer = 5, kTensorAllocation = 6;
+constexpr unsigned kTensorExtraInfo = 9;
+constexpr uint8_t kTensorType = 5;
+
+// The int32 vector field `id` of `table` contains `v`.
+bool int_vector_has(const Flatbuffer& fb, size_t table, unsigned id, uint32_t v, bool& has) {
+  size_t vec = 0;
+  uint32_t n = 0;
+  has = false;
+  if (!fb.ref_field(table, id, vec)) return false;
+  if (vec == 0) return true;
+  if (!fb.vector(vec, 4, n)) return false;
+  for (uint32_t i = 0; i < n && !has; ++i) {
+    uint32_t x = 0;
+    if (!fb.u32(vec + 4 + 4 * size_t(i), x)) return false;
+    has = x == v;
+  }
+  return true;
+}
+
+// A tensor value has storage: memory planned, constant data, external data, or zero elements.
+bool tensor_has_storage(const Flatbuffer& fb, size_t tensor, bool& has) {
+  size_t alloc = 0, extra = 0, data_at = 0, sizes = 0;
+  uint32_t data_idx = 0, n = 0;
+  if (!fb.field(tensor, kTensorAllocation, alloc) || !fb.field(tensor, kTensorExtraInfo, extra) ||
+      !fb.field(tensor, kTensorDataBuffer, data_at) ||
+      (data_at != 0 && !fb.u32(data_at, data_idx)) || !fb.ref_field(tensor, kTensorSizes, sizes) ||
+      (sizes != 0 && !fb.vector(sizes, 4, n))) {
+    return false;
+  }
+  has = alloc != 0 || extra != 0 || data_idx > 0;
+  for (uint32_t i = 0; i < n && !has; ++i) {
+    uint32_t d = 0;
+    if (!fb.u32(sizes + 4 + 4 * size_t(i), d)) return false;
+    has = d == 0;
+  }
+  return true;
+}
+
+// Every tensor value of `plan` has storage or is a method input/output (the engine binds those).
+// ExecuTorch leaves any other tensor's data null, and kernels then write through it.
+bool tensors_have_storage(const Flatbuffer& fb, size_t plan, const char* method,
+                          const std::string& unreadable, std::string& why) {
+  size_t values = 0;
+  uint32_t n = 0;
+  if (!fb.ref_field(plan, kPlanValues, values) || (values != 0 && !fb.vector(values, 4, n))) {
+    return why = unreadable, false;
+  }
+  for (uint32_t v = 0; v < n; ++v) {
+    size_t value = 0, type_at = 0, tensor = 0;
+    uint8_t type = 0;
+    bool has = false, in = false, out = false;
+    if (!fb.deref(values + 4 + 4 * size_t(v), value) || !fb.field(value, kValueType, type_at) ||
+        (type_at != 0 && !fb.u8(type_at, type))) {
+      return why = unreadable, false;
+    }
+    if (type != kTensorType) continue;
+    if (!fb.ref_field(value, kValue, tensor) || tensor == 0 ||
+        !tensor_has_storage(fb, tensor, has) ||
+        !int_vector_has(fb, plan, kPlanInputs, v, in) ||
+        !int_vector_has(fb, plan, kPlanOutputs, v, out)) {
+      return why = unreadable, false;
+    }
+    if (!has && !in && !out) {
+      why = format("reference payload: method '%s' value %u is a tensor with no storage (not "
+                   "memory planned, not constant data, not a method input or output)", method, v);
+      return false;
+    }
+  }
+  return true;
+}
 
 // The execution plan named `method`, or 0.
 bool find_plan(const Flatbuffer& fb, const char* method, size_t& plan) {
@@ -145,6 +219,7 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
   uint32_t n_chains = 0, n_ops = 0;
   if (!find_plan(fb, method, plan)) return why = unreadable, false;
   if (plan == 0) return true;  // no such method: Program::method_meta reports it
+  if (!tensors_have_storage(fb, plan, method, unreadable, why)) return false;
   if (!fb.ref_field(plan, kPlanChains, chains) || !fb.ref_field(plan, kPlanOperators, ops) ||
       (chains != 0 && !fb.vector(chains, 4, n_chains)) || (ops != 0 && !fb.vector(ops, 4, n_ops))) {
     return why = unreadable, false;
@@ -165,7 +240,15 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
           (type_at != 0 && !fb.u8(type_at, type))) {
         return why = unreadable, false;
       }
-      if (type != kKernelCallType) continue;
+      if (type != kKernelCallType) {
+        static const char* const kNames[] = {"an empty", "a kernel", "a delegate", "a move",
+                                             "a jump", "a free"};
+        why = format("reference payload: method '%s' instruction %u:%u is %s call; the reference "
+                     "engine runs straight-line kernel calls only (a free, move, jump or nested "
+                     "delegate call could leave a tensor it later uses without data)", method, c,
+                     k, type < 6 ? kNames[type] : "an unknown");
+        return false;
+      }
       if (!fb.ref_field(instr, kInstrArgs, args) || args == 0 ||
           !fb.field(args, kKernelOpIndex, index_at) ||
           (index_at != 0 && !fb.u32(index_at, raw_index))) {

@@ -220,6 +220,25 @@ TEST(fuzz_regressions_fail_their_calls_instead_of_the_process) {
                          "cache, int dim, Tensor index, Tensor update, Tensor out)"));
 }
 
+TEST(fuzz_regressions_with_null_tensor_data_are_refused_at_init) {
+  // Tensors ExecuTorch would leave without data, which kernels then dereference (SIGSEGV).
+  const std::string dir = TTE_REGRESSIONS_DIR;
+  const std::pair<const char*, const char*> cases[] = {
+      {"init-7636cfa1e54b.blob", "method 'forward' value 2 is a tensor with no storage (not "
+                                 "memory planned, not constant data, not a method input or "
+                                 "output)"},
+      {"init-9469243d76bd.blob", "method 'forward' value 9 is a tensor with no storage"},
+      {"init-c4342ff67c62.blob", "method 'forward' value 9 is a tensor with no storage"},
+      {"init-8dbf1ebd6fc5.blob", "method 'forward' instruction 0:0 is a free call; the "
+                                 "reference engine runs straight-line kernel calls only"}};
+  for (const auto& [name, reason] : cases) {
+    auto said = run_any(tte_test::reseal(tte_test::read_file(dir + "/" + name)), 1);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].rfind("TensorRTBackend: init refused the delegate blob: reference payload: " +
+                        std::string(reason), 0) == 0);
+  }
+}
+
 TEST(aborts_are_contained_only_inside_contained) {
   bool aborted = false;
   Error e = tte::contained([] {
