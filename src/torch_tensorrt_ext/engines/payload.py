@@ -1,7 +1,8 @@
 """Build a reference engine's payload: one partition as an ExecuTorch program of its own.
 
 Invariant: the payload's method `forward` takes the partition's inputs in binding order and
-returns its outputs in binding order; graph inputs and outputs are not memory planned (the
+returns its outputs in binding order, every binding a tensor (a symbolic scalar input is bound as
+a 0-d tensor, `scalar_inputs_as_tensors`); graph inputs and outputs are not memory planned (the
 engine binds caller memory directly), and every KV write the plan aliases is a
 `tte::kv_cache_update` whose cache is a graph input — the op the reference engine runs with its
 output bound to that input's address (docs/CONTRACTS.md §2, §3). Everything else runs on
@@ -9,7 +10,7 @@ ExecuTorch's own portable/optimized kernels.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Tuple
 
 import torch
 from torch.fx import GraphModule, Node
@@ -55,6 +56,44 @@ def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
         graph.erase_node(node)
     graph.lint()
     gm.recompile()
+
+
+_SCALAR_DTYPES = ((torch.SymBool, bool, torch.bool), (torch.SymInt, int, torch.int64),
+                  (torch.SymFloat, float, torch.float32))
+
+
+def scalar_dtype(val: object):
+    """The 0-d tensor dtype a symbolic (or Python) scalar binding travels as, or None when
+    `val` is not a scalar."""
+    for sym, py, dtype in _SCALAR_DTYPES:
+        if isinstance(val, (sym, py)):
+            return dtype
+    return None
+
+
+def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], ...]:
+    """Engine inputs that are symbolic scalars — the SymInt/SymBool a TensorRT partition takes as
+    a shape input (e.g. `input_pos[0].item()` of ExecuTorch's llama cache) — become 0-d tensor
+    bindings (int64 / bool / float32) read back with `aten.item` inside the payload, so every
+    binding of the engine is a tensor. Returns (input position, dtype) of each: the caller hands
+    the engine `torch.scalar_tensor(value, dtype=dtype)` there."""
+    graph = gm.graph
+    converted = []
+    for i, ph in enumerate([n for n in graph.nodes if n.op == "placeholder"]):
+        val = ph.meta.get("val")
+        dtype = scalar_dtype(val) if not isinstance(val, torch.Tensor) else None
+        if dtype is None:
+            continue
+        with graph.inserting_after(ph):
+            item = graph.call_function(torch.ops.aten.item.default, (ph,))
+        item.meta["val"] = val
+        ph.replace_all_uses_with(item, delete_user_cb=lambda u: u is not item)
+        ph.meta["val"] = torch.empty((), dtype=dtype, device="meta")
+        converted.append((i, dtype))
+    if converted:
+        graph.lint()
+        gm.recompile()
+    return tuple(converted)
 
 
 def to_executorch_program(gm: GraphModule) -> bytes:
