@@ -1,8 +1,8 @@
 // Blob parsing and validation; see tte/blob.h. Mirrors python's executorch/blob.py check for
 // check and, where the languages allow, message for message.
 #include <tte/blob.h>
+#include <tte/blob_integrity.h>
 #include <tte/json.h>
-#include <tte/sha256.h>
 
 #include <cstring>
 
@@ -183,14 +183,6 @@ struct Reader {
   }
 };
 
-bool is_hex_digest(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
   const Json* lst = r.get(md, "io_bindings", Json::Type::Array, "metadata", true);
   if (!lst) return false;
@@ -344,34 +336,6 @@ std::string json_refusal(const JsonError& e) {
              e.what.substr(0, 60) + "; strings must not contain NUL";
   }
   return "metadata JSON: " + e.message();
-}
-
-// TR03 integrity (CONTRACTS.md §1): bytes [32, 64) hold the SHA-256 of the metadata bytes.
-bool metadata_digest_matches(const uint8_t* p, uint64_t md_off, uint64_t md_size,
-                             std::string& why) {
-  const Digest got = sha256(p + md_off, md_size);
-  if (std::memcmp(got.data(), p + kBlobHeaderSize, got.size()) == 0) return true;
-  Digest recorded;
-  std::memcpy(recorded.data(), p + kBlobHeaderSize, recorded.size());
-  why = format("metadata SHA-256 mismatch: the header records %s, the %llu metadata bytes hash "
-               "to %s; the blob is corrupt (or was written without checksums by an older "
-               "torch-tensorrt-ext): re-export the .pte", hex_digest(recorded).c_str(),
-               static_cast<unsigned long long>(md_size), hex_digest(got).c_str());
-  return false;
-}
-
-// ... and the metadata's engine_sha256 that of the engine payload.
-bool engine_digest_matches(const BlobInfo& info, std::string& why) {
-  if (info.engine_sha256.empty()) {
-    why = "metadata has no 'engine_sha256'";
-    return false;
-  }
-  const std::string got = hex_digest(sha256(info.engine, info.engine_size));
-  if (got == info.engine_sha256) return true;
-  why = format("engine payload SHA-256 mismatch: the metadata records %s, the %llu payload bytes "
-               "hash to %s; the blob is corrupt: re-export the .pte", info.engine_sha256.c_str(),
-               static_cast<unsigned long long>(info.engine_size), got.c_str());
-  return false;
 }
 
 }  // namespace

@@ -1,0 +1,24 @@
+// TR03 integrity (CONTRACTS.md §1 "Integrity"): the header's bytes [32, 64) hold the SHA-256 of
+// the metadata bytes, and the metadata's `engine_sha256` that of the engine payload.
+//
+// Invariant: each check returns true exactly when the recorded digest equals the digest of the
+// bytes as they are, else false with `why` naming both digests and what to do (python's
+// blob._check_*_digest word it the same way). They read only the ranges given, which the caller
+// has bounds-checked.
+#pragma once
+
+#include <tte/blob.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tte {
+
+// 64 lowercase hex digits.
+bool is_hex_digest(const std::string& s);
+bool metadata_digest_matches(const uint8_t* blob, uint64_t md_off, uint64_t md_size,
+                             std::string& why);
+// Also false ("metadata has no 'engine_sha256'") when the metadata recorded none.
+bool engine_digest_matches(const BlobInfo& info, std::string& why);
+
+}  // namespace tte
