@@ -48,16 +48,20 @@ build() {
   seeds
 }
 
-# Seed corpus: the ctest payload blobs (Python-written TR03 with real reference payloads), the
-# upstream fixtures, and the delegate blobs inside the delegated .pte.
+# Seed corpus: the ctest payload blobs (Python-written TR03 with real reference payloads, written
+# again whenever their writers changed), the regression inputs and the upstream fixtures.
 seeds() {
-  local pay="$out/payloads"
-  if [ ! -f "$pay/kv_step.blob" ]; then
+  local pay="$out/payloads" f stale=0
+  for f in runtime/tests/gen_payloads.py tests/runtime_helpers.py \
+           src/torch_tensorrt_ext/executorch/blob.py; do
+    [ "$f" -nt "$pay/kv_step.blob" ] && stale=1
+  done
+  if [ "$stale" = 1 ]; then
     PYTHONPATH="$root/src" "$vpy" runtime/tests/gen_payloads.py "$pay" >/dev/null
   fi
   for h in "${harnesses[@]}"; do
     mkdir -p "$out/seeds/$h" "$out/corpus/$h"
-    cp -f "$pay"/*.blob "$out/seeds/$h/"
+    cp -f "$pay"/*.blob runtime/fuzz/regressions/*.blob "$out/seeds/$h/"
     cp -f "$root"/tests/fixtures/*.blob "$out/seeds/$h/"
   done
 }
