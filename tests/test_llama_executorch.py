@@ -108,13 +108,17 @@ def test_index_put_kv_reason_names_the_rewrite():
                                          "along dim 2 of [1, 2, 8, 4] -> IKVCacheUpdateLayer")
 
 
-def test_item_stays_outside_every_engine():
-    compiled = tte.reference.compile(torch.export.export(_kv(True).eval(), _args(0)))
-    nodes = [n for n in compiled.gm.graph.nodes if n.op == "call_function"]
-    items = [n for n in nodes if n.target is torch.ops.aten.item.default]
-    assert len(items) == 1
-    engines = [n for n in nodes if "execute_engine" in str(n.target)]
-    for call in engines:
+def test_item_runs_outside_engines_and_every_engine_binding_is_a_tensor():
+    """The `.item()` runs in the program (PyTorch / ExecuTorch), never as an engine binding: a
+    symbolic scalar reaches an engine only as a tensor."""
+    from torch_tensorrt_ext.engines.execute_op import OP as EXECUTE_ENGINE
+    ep, _ = tte.reference.export_program(_kv(True).eval(), _args(0))
+    nodes = [n for n in ep.graph.nodes if n.op == "call_function"]
+    scalar_ops = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
+    assert [n for n in nodes if n.target in scalar_ops]
+    calls = [n for n in nodes if n.target is EXECUTE_ENGINE]
+    assert calls
+    for call in calls:
         for arg in call.args[0]:
             assert isinstance(arg.meta["val"], torch.Tensor), (call.name, arg.name)
 

@@ -106,5 +106,7 @@ def to_executorch_program(gm: GraphModule) -> bytes:
     edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
     et = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
+        # a view of an (unplanned) engine input would have no storage of its own: keep copies
+        remove_view_copy=False,
     ))
     return bytes(et.buffer)
