@@ -81,7 +81,7 @@ def test_engine_that_does_not_report_its_aliasing_is_refused():
     model = Decoder(layers=1).eval()
     ep, compiled = _compiled_ep(model, model.example_args())
     lying = [tte.EngineInfo(**{**e.__dict__, "aliased_io": ()}) for e in compiled.engines]
-    with pytest.raises(tte.PlanError, match="engine 'engine_0': its signature aliases"):
+    with pytest.raises(tte.PlanError, match="engine '_run_on_acc_0': its signature aliases"):
         declare_mutations(ep, compiled.plan, lying)
 
 
@@ -90,7 +90,7 @@ def test_plan_naming_an_unknown_engine_is_refused():
     ep, compiled = _compiled_ep(model, model.example_args())
     plan = compiled.plan.replace("step", engine="engine_9")
     with pytest.raises(tte.PlanError, match="written by engine 'engine_9', which this program "
-                                            r"does not call \(engines: \['engine_0'\]\)"):
+                                            r"does not call \(engines: \['_run_on_acc_0'\]\)"):
         declare_mutations(ep, plan, compiled.engines)
 
 

@@ -7,7 +7,7 @@ from executorch.exir import schema
 
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch import lower
+from torch_tensorrt_ext.executorch import device_state, lower
 from torch_tensorrt_ext.executorch.traffic import mutable_buffers, program_copy_bytes
 
 
@@ -33,7 +33,7 @@ def test_device_delegate_gets_the_buffers_themselves(declared):
 
 def test_without_the_pass_executorch_stages_every_buffer(declared, monkeypatch):
     model, ep, compiled = declared
-    monkeypatch.setattr(lower, "StateOnDevicePass", lambda names, then: then)
+    monkeypatch.setattr(device_state, "StateOnDevicePass", lambda names, then: then)
     et = lower.to_executorch(ep, device="cuda:0")
     staged = program_copy_bytes(bytes(et.buffer))
     for w in compiled.plan:

@@ -49,7 +49,7 @@ def test_several_methods_each_alias_the_cache_and_say_they_cannot_share_it():
     programs = {"prefill": torch_tensorrt.dynamo.export(pre, arg_inputs=list(pre_args)),
                 "decode": torch_tensorrt.dynamo.export(dec, arg_inputs=list(KV_ARGS))}
     edge = torch_tensorrt.executorch.export(programs)
-    with pytest.warns(UserWarning, match=r"buffers written by several methods \('k': "
+    with pytest.warns(UserWarning, match=r"buffers shared by several methods \('k': "
                                          r"\['(decode|prefill)', '(decode|prefill)'\]\) live in "
                                          r"device memory.*each method keeps its own copy"):
         data = edge.to_executorch().buffer

@@ -1,27 +1,91 @@
-"""`tte.reference`: the CPU stand-in for `torch_tensorrt.compile` + `save(output_format="executorch")`.
+"""`tte.reference`: CPU reference engines behind the patched `torch_tensorrt.compile` / `save`.
 
-Invariant: `export(model, example_args, path)` writes a `.pte` whose every call updates the
-model's buffers exactly as eager PyTorch would (KV writes in place through the delegate's input,
-copy-back writes copied once), starting from the buffers' registered initial values. It is the
-same pipeline a GPU runner takes with TensorRT engines, cut at the engine interface.
+Invariant: there is one pipeline. `engines()` makes torch-tensorrt's own compile build CPU
+reference engines (the same partitions and aliased I/O as TensorRT); every function here is a
+convenience over exactly what a model author writes —
+
+    with tte.reference.engines():
+        trt_gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args))
+    torch_tensorrt.save(trt_gm, "model.pte", output_format="executorch", arg_inputs=list(args))
+
+— so a `.pte` written here updates the model's buffers on every call exactly as eager PyTorch
+would (KV writes in place through the delegate's input, copy-back writes copied once),
+starting from the buffers' registered initial values.
 """
 from __future__ import annotations
 
 import copy
 import os
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .engines.reference_compiler import CompiledModule, compile  # noqa: A004
-from .export.declare import declare_mutations
-from .lowering import plan_mutations
-from .lowering.graph_writes import functional_program
+from .engines.info import AliasedIO, EngineInfo
+from .plan import MutationPlan
 
-__all__ = ["CompiledModule", "compile", "export", "export_methods", "export_program"]
-
+__all__ = ["CompiledModule", "compile", "engines", "export", "export_methods", "export_program"]
 
 Model = Union[torch.nn.Module, torch.export.ExportedProgram]
+
+
+def engines():
+    """Context manager: `torch_tensorrt.compile` inside it builds CPU reference engines (same
+    partitions and aliased I/O as TensorRT), and `torch_tensorrt.save(..., "executorch")` writes
+    a `.pte` this project's runtime runs on CPU. See `torch_tensorrt_ext.seams.engines`."""
+    from .seams.engines import reference_engines
+    return reference_engines()
+
+
+class CompiledModule(torch.nn.Module):
+    """What `torch_tensorrt.compile` returned (`.gm`), its reconciled plan (`.plan`) and what each
+    engine reports (`.engines`); calling it runs `.gm`."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__()
+        self.gm = gm
+        self.plan: MutationPlan = gm.mutation_plan
+        self.engines: Tuple[EngineInfo, ...] = _engine_infos(gm)
+
+    def forward(self, *args):
+        return self.gm(*args)
+
+
+def _engine_infos(gm: torch.fx.GraphModule) -> Tuple[EngineInfo, ...]:
+    modules = {n: m for n, m in gm.named_children() if hasattr(m, "aliased_io")}
+    infos = []
+    for call in gm.graph.nodes:
+        if call.op != "call_module" or call.target not in modules:
+            continue
+        m = modules[call.target]
+        ins = tuple(m.input_binding_names)
+        buffers = tuple((ins[i], str(a.target)) for i, a in enumerate(call.args)
+                        if getattr(a, "op", "") == "get_attr")
+        written = {w.output_binding: w.fqn for w in gm.mutation_plan if w.engine == call.target
+                   and w.output_binding}
+        infos.append(EngineInfo(
+            name=str(call.target), input_names=ins, output_names=tuple(m.output_binding_names),
+            aliased_io=tuple(AliasedIO(o, i, k) for o, (i, k) in m.aliased_io.items()),
+            input_buffers=buffers, output_buffers=tuple(written.items()), kind="reference"))
+    return tuple(infos)
+
+
+def _op_overloads(ops: Iterable[object]) -> set:
+    """torch_executed_ops as the OpOverloads torch-tensorrt's partitioner matches: a name such as
+    "aten.index_copy.default" (or "torch.ops.aten.index_copy") resolved to its overload."""
+    out = set()
+    for op in ops or ():
+        if isinstance(op, str):
+            name = op[len("torch.ops."):] if op.startswith("torch.ops.") else op
+            parts = name.split(".")
+            resolved = getattr(getattr(torch.ops, parts[0]), parts[1])
+            op = getattr(resolved, parts[2] if len(parts) > 2 else "default")
+        out.add(op)
+    return out
+
+
+def _torch_tensorrt():
+    from .seams.upstream_api import torch_tensorrt_module
+    return torch_tensorrt_module()
 
 
 def _exported(model: Model, args: Sequence[object], strict: bool = False
@@ -30,6 +94,7 @@ def _exported(model: Model, args: Sequence[object], strict: bool = False
     torch.export's mode)."""
     if isinstance(model, torch.export.ExportedProgram):
         return model
+    _check_state_expressible(model, args)
     return torch.export.export(copy.deepcopy(model).eval(), tuple(args), strict=strict)
 
 
@@ -43,11 +108,6 @@ def _user_args(model: Model, args) -> tuple:
         return tuple(torch.utils._pytree.tree_leaves(model.example_inputs))
     raise ValueError("example_args are needed: pass them, or an ExportedProgram that recorded "
                      "its example inputs")
-
-
-def _check_module(model: Model, args) -> None:
-    if isinstance(model, torch.nn.Module):
-        _check_state_expressible(model, args)
 
 
 def _check_state_expressible(model: torch.nn.Module, args) -> None:
@@ -68,72 +128,80 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
                              "(preallocate it at its maximum size)")
 
 
+def compile(model: Model, example_args: Optional[Sequence[object]] = None, *,  # noqa: A001
+            torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
+            strict: bool = False) -> CompiledModule:
+    """`torch_tensorrt.compile` with reference engines. `shared_state` names buffers another
+    method of the same module writes: read here, they stay live engine inputs."""
+    from .seams.compile import shared_state as keep_live
+    torch_tensorrt = _torch_tensorrt()
+    args = _user_args(model, example_args)
+    program = _exported(model, args, strict)
+    with engines(), keep_live(shared_state):
+        gm = torch_tensorrt.compile(program, ir="dynamo", arg_inputs=list(args),
+                                    min_block_size=1,
+                                    torch_executed_ops=_op_overloads(torch_executed_ops))
+    return CompiledModule(gm)
+
+
+def _declared(compiled: CompiledModule, args) -> torch.export.ExportedProgram:
+    """The ExportedProgram `torch_tensorrt.save` lowers, every mutation declared."""
+    from .seams.declare import declare_program
+    torch_tensorrt = _torch_tensorrt()
+    return declare_program(torch_tensorrt.dynamo.export(compiled.gm, arg_inputs=list(args)))
+
+
 def export_program(model: Model, example_args: Optional[Sequence[object]] = None, *,
                    torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
                    strict: bool = False):
-    """(declared ExportedProgram of the compiled module, CompiledModule). `model` is a module
-    (exported here, `strict` choosing the mode) or an ExportedProgram from any export mode
-    (`example_args` then default to its recorded example inputs). `shared_state`: buffers other
-    methods write (see `compile`)."""
-    _check_module(model, example_args)
-    program = _exported(model, example_args, strict)
-    args = _user_args(program, example_args)
-    return _compile_and_declare(program, args, torch_executed_ops, shared_state)
-
-
-def _compile_and_declare(program: torch.export.ExportedProgram, example_args,
-                         torch_executed_ops: Iterable[object], shared_state: Iterable[str]):
-    compiled = compile(program, torch_executed_ops=torch_executed_ops, shared_state=shared_state)
-    # torch 2.14 keeps the graph-level copy_ of writes made outside engines in place:
-    # functionalize so they become BUFFER_MUTATIONs (ExecuTorch's write-back), then declare the rest
-    ep = functional_program(torch.export.export(compiled.gm, tuple(example_args)))
-    return declare_mutations(ep, compiled.plan, compiled.engines), compiled
+    """(declared ExportedProgram of the compiled module, CompiledModule)."""
+    args = _user_args(model, example_args)
+    compiled = compile(model, args, torch_executed_ops=torch_executed_ops,
+                       shared_state=shared_state, strict=strict)
+    return _declared(compiled, args), compiled
 
 
 def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = (),
                    strict: bool = False):
     """`{method: (module or ExportedProgram, args or None)}` -> `{method: declared
-    ExportedProgram}`; a buffer any method writes is live state in every method that reads it.
-    Each method is exported once."""
-    for m, a in methods.values():
-        _check_module(m, a)
-    exported = {name: _exported(m, a, strict) for name, (m, a) in methods.items()}
+    ExportedProgram}`; a buffer any method writes is live state in every method that reads it."""
+    from .lowering import plan_mutations
+    exported = {name: _exported(m, _user_args(m, a), strict) for name, (m, a) in methods.items()}
     written = set()
     for program in exported.values():
         written |= set(plan_mutations(program).fqns)
-    return {name: _compile_and_declare(exported[name], _user_args(exported[name], methods[name][1]),
-                                       torch_executed_ops, written)[0]
+    return {name: export_program(exported[name], _user_args(exported[name], methods[name][1]),
+                                 torch_executed_ops=torch_executed_ops,
+                                 shared_state=written)[0]
             for name in methods}
 
 
+def _write(programs, path: str, share_mutable_buffers: Optional[bool]) -> str:
+    """torch-tensorrt's ExecuTorch lowering (what `torch_tensorrt.save` runs), written atomically."""
+    from .executorch.lower import save_pte
+    return save_pte(programs, path, share_mutable_buffers=share_mutable_buffers)
+
+
 def export(model: Union[Model, Mapping[str, tuple]], example_args=None, path=None, *,
-           torch_executed_ops: Iterable[object] = (), share_mutable_buffers: bool = False,
-           strict: bool = False):
-    """export → reference compile → declare → lower → `.pte` at `path`; returns the path.
+           torch_executed_ops: Iterable[object] = (),
+           share_mutable_buffers: Optional[bool] = None, strict: bool = False):
+    """`torch_tensorrt.compile` (reference engines) → save as `.pte` at `path`; returns the path.
 
     `model` is a module (exported here in `strict` mode or not) or an ExportedProgram from any
     export mode; for an ExportedProgram `example_args` may be None (its recorded example inputs
     are used) and the path may be passed second. For several methods pass
-    `{method: (module or ExportedProgram, args)}` as `model` (with the path second); methods
-    share buffers with `share_mutable_buffers=True`.
+    `{method: (module or ExportedProgram, args)}` as `model` (with the path second): buffers one
+    method writes and another uses share one allocation, as in eager (`share_mutable_buffers`
+    None), or explicitly always (True) or never (False).
     """
-    from .executorch.lower import save_pte
     if isinstance(model, Mapping):
         if path is None:
             path = example_args
         programs = export_methods(model, torch_executed_ops=torch_executed_ops, strict=strict)
-        return save_pte(programs, str(path), share_mutable_buffers=share_mutable_buffers)
+        return _write(programs, str(path), share_mutable_buffers)
     if (path is None and isinstance(model, torch.export.ExportedProgram)
             and isinstance(example_args, (str, os.PathLike))):
         example_args, path = None, example_args
     ep, _ = export_program(model, example_args, torch_executed_ops=torch_executed_ops,
                            strict=strict)
-    return save_pte(ep, str(path), share_mutable_buffers=share_mutable_buffers)
-
-
-def engines():
-    """Context manager: `torch_tensorrt.compile` inside it builds CPU reference engines (same
-    partitions and aliased I/O as TensorRT), and `torch_tensorrt.save(..., "executorch")` writes
-    a `.pte` this project's runtime runs on CPU. See `torch_tensorrt_ext.seams.engines`."""
-    from .seams.engines import reference_engines
-    return reference_engines()
+    return _write(ep, str(path), share_mutable_buffers)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
-import os
-import sys
-import warnings
-from typing import Iterator
 
 import torch
+
+from ..seams.upstream_api import UpstreamUnavailable, quiet
+from ..seams.upstream_api import torch_tensorrt_module as _torch_tensorrt
 
 ENGINES = ("reference", "tensorrt-rtx", "tensorrt")
 
@@ -26,52 +24,11 @@ class EngineUnavailable(ValueError):
     """The chosen engine kind cannot be built or run here; the message says why."""
 
 
-@contextlib.contextmanager
-def _quiet_fd2() -> Iterator[None]:
-    """Hide what C++ libraries print to stderr while torch_tensorrt imports (device probes)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*meaningless initial state.*")
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", message=".*was assigned during export.*")
-        levels = {}
-        for name in ("torch_tensorrt", "torch.utils._pytree", "torch._library", "torch._export",
-                     "torch.export", "torch._opaque_base"):
-            logger = logging.getLogger(name)
-            levels[name] = logger.level
-            logger.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
-
-
 def torch_tensorrt_module():
-    """The installed torch_tensorrt with this project's series applied, imported quietly."""
-    with quiet(), _quiet_fd2():
-        try:
-            import torch_tensorrt
-        except Exception as e:  # noqa: BLE001 - reported to the user
-            raise EngineUnavailable(f"torch_tensorrt does not import: {type(e).__name__}: {e}")
-    from torch_tensorrt.dynamo import _compiler
-    if "torch_tensorrt_ext.seams" not in open(_compiler.__file__).read():
-        raise EngineUnavailable("torch_tensorrt is installed without this project's patch "
-                                "series; run `torch-tensorrt-ext patch apply`")
-    return torch_tensorrt
+    try:
+        return _torch_tensorrt()
+    except UpstreamUnavailable as e:
+        raise EngineUnavailable(str(e)) from None
 
 
 def check_engine(engine: str):

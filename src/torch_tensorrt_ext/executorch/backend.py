@@ -18,7 +18,9 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from ..engines.execute_op import Signature
 from . import blob as blobfmt
-from .partitioner import is_engine_call
+from ..export.engine_calls import is_reference_call as is_engine_call
+
+BACKEND_ID = "TensorRTBackend"
 
 
 def _engine_call(ep: torch.export.ExportedProgram) -> torch.fx.Node:

@@ -1,23 +1,24 @@
-"""Lower declared programs to a `.pte`: partition engines, keep state above, initialise buffers.
+"""Lower declared programs to a `.pte` through torch-tensorrt's ExecuTorch path (the one
+`torch_tensorrt.save(output_format="executorch")` runs, patched): engines delegated, state kept
+above them and initialised.
 
 Invariant: every mutable buffer of the emitted program carries its registered initial value (so
 the first call starts from it, KV and copy-back alike) and its fully qualified name (so traffic
-can be attributed per buffer); buffers shared by several methods share one allocation when asked.
-`save_pte` never leaves a partly written `.pte` at its destination.
+can be attributed per buffer); a buffer one method writes and another uses shares one
+allocation (or, `share_mutable_buffers`, always / never). `save_pte` never leaves a partly
+written `.pte` at its destination. There is no second lowering pipeline: this module only
+chooses the config.
 """
 from __future__ import annotations
 
 from typing import Mapping, Optional, Set, Union
 
 import torch
-from executorch.exir import (EdgeCompileConfig, ExecutorchBackendConfig,
-                             to_edge_transform_and_lower)
+from executorch.exir import ExecutorchBackendConfig
 from executorch.exir.pass_base import ExportPass
 from executorch.exir.passes import MemoryPlanningPass
 
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
-from .device_state import StateOnDevicePass
-from .partitioner import EnginePartitioner
 from .pte_write import write_atomic
 
 Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
@@ -39,28 +40,21 @@ class InitialiseMutableBuffers(ExportPass):
         return super().placeholder(name, arg, meta)
 
 
-def _mutable_buffer_placeholders(ep: torch.export.ExportedProgram) -> Set[str]:
-    sig = ep.graph_signature
-    mutated = set(sig.buffers_to_mutate.values())
-    return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
+def to_executorch(programs: Programs, *, device: str = "cpu",
+                  share_mutable_buffers: Optional[bool] = None):
+    """`ExecutorchProgramManager` for one declared program or a `{method: program}` mapping.
+    `device`: where reference delegates (and so the state they read) live."""
+    import torch_tensorrt.executorch  # noqa: F401  (the patched upstream lowering)
 
-
-def to_executorch(programs: Programs, *, device: str = "cpu", share_mutable_buffers: bool = False):
-    """`ExecutorchProgramManager` for one program or a `{method: program}` mapping."""
-    edge = to_edge_transform_and_lower(
-        programs, partitioner=[EnginePartitioner(device)],
-        compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    names: Set[str] = set()
-    for method in edge.methods:
-        names |= _mutable_buffer_placeholders(edge.exported_program(method))
-    config = ExecutorchBackendConfig(
-        passes=[InitialiseMutableBuffers(names)],
-        emit_mutable_buffer_names=True,
-        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=share_mutable_buffers),
-    )
-    if device != "cpu":  # the state lives on the device: no per-call staging of buffers
-        config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
-    return edge.to_executorch(config)
+    from ..seams.executorch import backend_config, reference_device
+    from ..seams.upstream_api import torch_tensorrt_module
+    torch_tensorrt = torch_tensorrt_module()
+    with reference_device(device):
+        edge = torch_tensorrt.executorch.export(programs)
+    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+        share_mutable_buffers=bool(share_mutable_buffers)))
+    return edge.to_executorch(backend_config(edge, config,
+                                             share_across_methods=share_mutable_buffers))
 
 
 def save_pte(programs: Programs, path: str, **kw) -> str:

@@ -30,6 +30,7 @@ class EngineCall:
     output_names: Tuple[str, ...]
     aliased: Mapping[str, str]            # output binding -> input binding, written in place
     copied: FrozenSet[str] = frozenset()  # outputs the delegate runtime copies back itself
+    copy_pairs: Tuple[Tuple[str, str], ...] = ()   # (output, input) of each copied output
 
     def argument(self, input_binding: str) -> object:
         return self.node.args[0][self.input_names.index(input_binding)]
@@ -54,7 +55,8 @@ def _tte_call(node: Node) -> EngineCall:
     meta = sig.metadata
     return EngineCall(node, sig.name, tuple(meta.input_names), tuple(meta.output_names),
                       {a.output: a.input for a in meta.aliased_io},
-                      frozenset(c.output for c in meta.copy_back))
+                      frozenset(c.output for c in meta.copy_back),
+                      tuple((c.output, c.input) for c in meta.copy_back))
 
 
 def _trt_call(ep: torch.export.ExportedProgram, node: Node) -> EngineCall:

@@ -11,6 +11,9 @@ value) — never an abort, never a dropped write.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import copy
 import dataclasses
 import operator
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -25,6 +28,42 @@ from ..plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
 Build = Callable[[GraphModule], torch.nn.Module]
+_SHARED = contextvars.ContextVar("tte_shared_state", default=frozenset())
+
+
+@contextlib.contextmanager
+def shared_state(fqns: Iterable[str]):
+    """Inside, `compile` keeps the named buffers engine inputs even where this program only
+    reads them — another method of the same module writes them, so they are live state, not
+    constants to fold into an engine."""
+    token = _SHARED.set(frozenset(fqns))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
+    """Also lift buffers this program only reads (shared state) to inputs after the others."""
+    gm, graph = lifted.gm, lifted.gm.graph
+    anchor = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    inputs, initial = list(lifted.buffer_inputs), list(lifted.initial_values)
+    for fqn in sorted(set(fqns) - {f for f, _ in lifted.buffer_inputs}):
+        reads = [n for n in graph.nodes if n.op == "get_attr" and str(n.target) == fqn]
+        if not reads:
+            continue
+        with graph.inserting_after(anchor):
+            ph = graph.placeholder("b_" + fqn.replace(".", "_"))
+        ph.meta.update(reads[0].meta)
+        for r in reads:
+            r.replace_all_uses_with(ph)
+            graph.erase_node(r)
+        anchor = ph
+        inputs.append((fqn, ph.name))
+        initial.append((fqn, gm.get_buffer(fqn).detach().clone()))
+    graph.lint()
+    gm.recompile()
+    return dataclasses.replace(lifted, buffer_inputs=tuple(inputs), initial_values=tuple(initial))
 
 
 def _engine_modules(trt_gm: torch.nn.Module) -> Dict[str, torch.nn.Module]:
@@ -105,6 +144,8 @@ def _lift(gm: GraphModule, plan: MutationPlan) -> Tuple[MutationPlan, LiftedGrap
         for user in nodes[ph_name].users:
             if user.target in (SLICE_SCATTER, INDEX_COPY) and user.args[0] is nodes[ph_name]:
                 user.meta[NO_KV_ALIAS_MARKER] = True
+    if _SHARED.get():
+        lifted = _lift_read_only(lifted, _SHARED.get())
     return plan, lifted
 
 
@@ -145,8 +186,20 @@ class StatefulCompile:
         final = dataclasses.replace(final, rebuilds=())
         _bind_reference_buffers(trt_gm, engine_infos(trt_gm, self.lifted))
         _to_module_form(trt_gm, self.lifted, final)
+        _calling_convention_of(trt_gm, self._source)
         trt_gm.mutation_plan = final
         return trt_gm
+
+
+def _engines_are_side_effects(gm: GraphModule) -> None:
+    """An engine writes state (in place, or its own copy-back) even when no output of it is read:
+    neither fx's dead-code elimination nor an export may drop its call."""
+    for module in _engine_modules(gm).values():
+        module._is_impure = True
+    for name in ("execute_engine", "no_op_placeholder_for_execute_engine"):
+        op = getattr(getattr(torch.ops, "tensorrt", None), name, None)
+        if op is not None:
+            torch.fx.node.has_side_effect(op.default)
 
 
 def _bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) -> None:
@@ -157,6 +210,34 @@ def _bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) ->
         bind = getattr(modules.get(info.name), "bind_buffers", None)
         if bind is not None:
             bind(info.input_buffers)
+
+
+def _engine_copies(gm: GraphModule, w, value: Node, user_outputs: set) -> bool:
+    """Let the engine that produced a copy-back value copy it into its buffer itself (engines
+    that can: CPU reference engines), when the engine takes the buffer as an input and nothing
+    else reads the value — one copy in the buffer's own memory, and no write-back copy
+    downstream (the write is then declared on the buffer itself)."""
+    module = getattr(gm, w.engine, None) if w.engine else None
+    copy_back_into = getattr(module, "copy_back_into", None)
+    if copy_back_into is None or w.input_binding is None or w.output_binding is None:
+        return False
+    if len(value.users) != 1 or not _other_output_read(value, user_outputs):
+        return False   # read elsewhere, or the delegate would return nothing (ExecuTorch drops it)
+    copy_back_into(w.output_binding, w.input_binding)
+    return True
+
+
+def _other_output_read(value: Node, user_outputs: set) -> bool:
+    """Whether the engine call producing `value` hands back another output the program reads."""
+    if value.target is not operator.getitem:
+        return False                       # a single-output engine: `value` is its only output
+    call = value.args[0]
+    for item in call.users:
+        if item is value or item.target is not operator.getitem:
+            continue
+        if item in user_outputs or any(u.op != "output" for u in item.users):
+            return True
+    return False
 
 
 def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> None:
@@ -180,14 +261,27 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
         getattrs[fqn] = ga
     with graph.inserting_before(out_node):
         for fqn, idx in lifted.buffer_outputs:
+            if plan[fqn].kind is WriteKind.COPY_BACK and _engine_copies(
+                    gm, plan[fqn], outs[idx], set(outs[:lifted.num_user_outputs])):
+                continue
             if plan[fqn].kind is WriteKind.COPY_BACK:
                 copy_ = graph.call_function(torch.ops.aten.copy_.default,
                                             (getattrs[fqn], outs[idx]))
                 copy_.meta["val"] = getattrs[fqn].meta.get("val")
     out_node.args = (tuple(outs[:lifted.num_user_outputs]),)
+    _engines_are_side_effects(gm)
     graph.eliminate_dead_code()
     graph.lint()
     gm.recompile()
+
+
+def _calling_convention_of(gm: GraphModule, source: GraphModule) -> None:
+    """Take the exported module's own calling convention (its pytree of inputs and outputs):
+    the compiled module is called, and returns, exactly like the model it was compiled from."""
+    codegen = source.graph._codegen
+    if isinstance(codegen, torch.fx.graph._PyTreeCodeGen):
+        gm.graph._codegen = copy.deepcopy(codegen)
+        gm.recompile()
 
 
 def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:

@@ -68,11 +68,16 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
 
 
 def aliased_plan(ep: ExportedProgram) -> MutationPlan:
-    """One KV_ALIAS entry per buffer an engine of `ep` writes in place."""
+    """One entry per buffer an engine of `ep` writes itself: in place through an aliased output
+    (KV_ALIAS), or by copying an output into it (COPY_BACK, reference engines). Buffers already
+    declared are left to their declaration."""
     buffers = ep.graph_signature.inputs_to_buffers
     writes = []
     for call in engine_calls(ep).values():
-        for out, inp in call.aliased.items():
+        in_place = {**{o: (i, WriteKind.KV_ALIAS) for o, i in call.aliased.items()},
+                    **{o: (dict(call.copy_pairs).get(o), WriteKind.COPY_BACK)
+                       for o in call.copied}}
+        for out, (inp, kind) in in_place.items():
             arg = call.argument(inp)
             fqn = buffers.get(getattr(arg, "name", None))
             if fqn is None:
@@ -80,11 +85,13 @@ def aliased_plan(ep: ExportedProgram) -> MutationPlan:
                     f"engine {call.name!r} writes output {out!r} in place through input {inp!r} "
                     f"({getattr(arg, 'name', arg)}), which is not a registered buffer: nothing "
                     "would keep the update. Register the cache with register_buffer.")
+            how = "aliases" if kind is WriteKind.KV_ALIAS else "is copied back into"
             writes.append(BufferWrite(
-                fqn, WriteKind.KV_ALIAS, "tensorrt.execute_engine",
-                f"engine {call.name!r} writes it in place ({out!r} aliases {inp!r})",
-                engine=call.name, input_binding=inp, output_binding=out))
-    return MutationPlan(tuple(writes))
+                fqn, kind, "execute_engine", f"engine {call.name!r} writes it itself ({out!r} "
+                f"{how} {inp!r})", engine=call.name, input_binding=inp, output_binding=out))
+    declared = {s.target for s in ep.graph_signature.output_specs
+                if s.kind == OutputKind.BUFFER_MUTATION}
+    return MutationPlan(tuple(w for w in writes if w.fqn not in declared))
 
 
 def declare_program(ep: ExportedProgram) -> ExportedProgram:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import dataclasses
 from typing import Dict, Iterator, List, Sequence, Tuple
 
 import torch
@@ -69,8 +70,14 @@ class ReferenceEngineModule(torch.nn.Module):
     def bind_buffers(self, pairs: Sequence[Tuple[str, str]]) -> None:
         """Name the caller-owned buffers its inputs carry (input binding -> FQN)."""
         buffers = tuple(blobfmt.BufferBinding(i, f) for i, f in pairs)
-        import dataclasses
         self._meta = dataclasses.replace(self._meta, buffers=buffers)
+
+    def copy_back_into(self, output: str, input: str) -> None:
+        """The engine itself copies output `output` into input `input` after each call (one
+        copy, in the buffer's own memory), in PyTorch and in the ExecuTorch delegate alike."""
+        self._meta = dataclasses.replace(
+            self._meta, copy_back=self._meta.copy_back + (blobfmt.CopyBack(output, input),))
+        blobfmt.validate(self._meta)
 
     def set_output_tensors_as_unowned(self, enabled: bool) -> None:
         """Nothing to tune: outputs are always fresh tensors."""

@@ -9,6 +9,8 @@ program, and are never staged host→device per call for a device delegate.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import operator
 from typing import Dict, List, Optional, Set
@@ -18,6 +20,7 @@ from executorch.exir.backend.backend_details import PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import DelegationSpec
 from torch.export import ExportedProgram
+from torch.export.graph_signature import OutputKind
 
 from ..engines.tensorrt_info import engine_info_from_serialized
 from ..executorch import blob as blobfmt
@@ -25,6 +28,17 @@ from ..export.engine_calls import is_engine_call, is_reference_call
 
 BUFFERS_SPEC = "tte_buffers"
 DEVICE_SPEC = "target_device"
+_REFERENCE_DEVICE = contextvars.ContextVar("tte_reference_device", default="cpu")
+
+
+@contextlib.contextmanager
+def reference_device(device: str):
+    """Inside, reference engine delegates are lowered for `device` (CPU by default)."""
+    token = _REFERENCE_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _REFERENCE_DEVICE.reset(token)
 
 
 def _tagged_engine(ep: ExportedProgram, tag: str) -> Optional[torch.fx.Node]:
@@ -64,13 +78,16 @@ def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[s
 def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
     """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
     state stays above the delegate (buffers are never tagged)."""
-    from ..executorch.partitioner import BACKEND_ID
+    from ..executorch.backend import BACKEND_ID
     sig = ep.graph_signature
     tags: Dict[str, DelegationSpec] = {}
     calls = [n for n in ep.graph.nodes if is_reference_call(n)]
+    device = _REFERENCE_DEVICE.get()
+    # the target device only for accelerators: on CPU ExecuTorch would stage every argument
+    specs = [] if device == "cpu" else [CompileSpec(DEVICE_SPEC, device.encode())]
     for i, node in enumerate(calls):
         tag = f"tte_reference_{i}"
-        tags[tag] = DelegationSpec(BACKEND_ID, [])
+        tags[tag] = DelegationSpec(BACKEND_ID, list(specs))
         node.meta["delegation_tag"] = tag
         for user in node.users:
             if user.target is operator.getitem:
@@ -170,9 +187,21 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
     return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
 
 
-def backend_config(edge_manager, config=None):
+def written_in_place(ep: ExportedProgram) -> Set[str]:
+    """Placeholders of buffers whose mutation is declared on the buffer itself (an engine writes
+    them: aliased KV, or a delegate's own copy-back)."""
+    sig = ep.graph_signature
+    values = list(ep.graph.output_node().args[0])
+    by_fqn = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
+    return {by_fqn[s.target] for i, s in enumerate(sig.output_specs)
+            if s.kind == OutputKind.BUFFER_MUTATION and s.target in by_fqn
+            and getattr(values[i], "name", None) == by_fqn[s.target]}
+
+
+def backend_config(edge_manager, config=None, share_across_methods=None):
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
-    values of the mutable buffers serialized, their FQNs emitted, no host→device staging, and
+    values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
+    an engine writes itself, and
     (several methods) one allocation per buffer shared by every method, as in eager, where
     ExecuTorch can share it (`_share_state_across_methods`).
     Applying it to a config it already produced changes nothing."""
@@ -181,15 +210,21 @@ def backend_config(edge_manager, config=None):
     from ..executorch.device_state import StateOnDevicePass
     from ..executorch.lower import InitialiseMutableBuffers
     config = config if config is not None else ExecutorchBackendConfig()
-    if isinstance(config.to_out_var_pass, StateOnDevicePass):
+    if getattr(config, "_tte_state", False):
         return config
     names: Set[str] = set()
+    on_device: Set[str] = set()
     for method in edge_manager.methods:
         names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
-    _share_state_across_methods(edge_manager, config.memory_planning_pass)
+        on_device |= written_in_place(edge_manager.exported_program(method))
+    if share_across_methods is None:
+        _share_state_across_methods(edge_manager, config.memory_planning_pass)
     config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
-    config.to_out_var_pass = StateOnDevicePass(names, config.to_out_var_pass)
+    # state an engine writes itself stays in the engine's memory; state ExecuTorch's write-back
+    # copies (a host kernel) keeps its host staging, so that copy can reach it
+    config.to_out_var_pass = StateOnDevicePass(on_device, config.to_out_var_pass)
+    config._tte_state = True
     return config
 
 
@@ -204,18 +239,21 @@ def _device_delegates(edge_manager) -> bool:
 
 
 def _share_state_across_methods(edge_manager, planner) -> None:
-    """Several methods writing one buffer share its allocation, like eager's one module. ExecuTorch
-    1.5.1 shares mutable buffers only when every tensor lives in its default memory (mem_id 1);
-    with device delegates (state in device memory) it cannot, so each method keeps its own copy
+    """A buffer one method writes and others use shares one allocation, like eager's one module.
+    ExecuTorch 1.5.1 shares mutable buffers only when every tensor lives in its default memory
+    (mem_id 1); with device delegates (state in device memory) it cannot, so each method keeps its own copy
     — said in a warning naming the buffers, never silently."""
     methods = list(edge_manager.methods)
     if len(methods) < 2 or not getattr(planner, "alloc_mutable_buffers", False):
         return
-    written: Dict[str, List[str]] = {}
+    used: Dict[str, List[str]] = {}
+    written = set()
     for m in methods:
-        for fqn in set(edge_manager.exported_program(m).graph_signature.buffers_to_mutate.values()):
-            written.setdefault(fqn, []).append(m)
-    shared = {f: ms for f, ms in written.items() if len(ms) > 1}
+        sig = edge_manager.exported_program(m).graph_signature
+        written |= set(sig.buffers_to_mutate.values())
+        for fqn in set(sig.inputs_to_buffers.values()):
+            used.setdefault(fqn, []).append(m)
+    shared = {f: ms for f, ms in used.items() if f in written and len(ms) > 1}
     if not shared:
         return
     if not _device_delegates(edge_manager):
@@ -223,7 +261,7 @@ def _share_state_across_methods(edge_manager, planner) -> None:
         return
     import warnings
     warnings.warn(
-        f"buffers written by several methods ({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
+        f"buffers shared by several methods ({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
         "live in device memory, where ExecuTorch 1.5.1 cannot share mutable buffers between "
         "methods (MemoryPlanningPass share_mutable_buffers needs mem_id 1): each method keeps "
         "its own copy of them. Export them as one method, or copy the state between methods "
