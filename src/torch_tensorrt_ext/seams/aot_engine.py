@@ -78,7 +78,13 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
         gm.register_buffer(attr, module.payload.clone(), persistent=True)
         engine = graph.get_attr(attr)
         engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
-        return graph.call_function(OP, (list(args), engine, module.signature))
+        args = list(args)
+        for i, dtype in module.scalars:   # a symbolic scalar input, bound as a 0-d tensor
+            scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (args[i],),
+                                         {"dtype": dtype})
+            scalar.meta["val"] = _fake_like(graph, torch.empty((), dtype=dtype))
+            args[i] = scalar
+        return graph.call_function(OP, (args, engine, module.signature))
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))

@@ -284,6 +284,14 @@ def _calling_convention_of(gm: GraphModule, source: GraphModule) -> None:
         gm.recompile()
 
 
+def with_state_as_buffers(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program with every written constant that is really module state carried as a buffer
+    (non-strict export lifts state held on plain objects as constants), so its writes are
+    planned; a written user input or parameter is refused naming it (`mutated_inputs`)."""
+    from ..lowering.mutated_inputs import inputs_as_state
+    return inputs_as_state(program)[0]
+
+
 def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:
     """The reconciled plan a patched `torch_tensorrt.compile` attached, if any."""
     return getattr(module, "mutation_plan", None)

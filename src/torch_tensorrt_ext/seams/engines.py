@@ -21,7 +21,8 @@ from torch.fx import GraphModule, Node
 
 from ..engines.execute_op import OP as EXECUTE_ENGINE, Signature, dtype_name
 from ..engines.info import AliasedIO
-from ..engines.payload import to_executorch_program, use_kv_update_layers
+from ..engines.payload import (scalar_inputs_as_tensors, to_executorch_program,
+                               use_kv_update_layers)
 from ..executorch import blob as blobfmt
 from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict
 
@@ -52,9 +53,11 @@ class ReferenceEngineModule(torch.nn.Module):
     """A built reference engine, shaped like torch-tensorrt's `TorchTensorRTModule` for every
     caller that reads one (binding names, `aliased_io`, forward's return convention)."""
 
-    def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int):
+    def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
+                 scalars: Tuple[Tuple[int, torch.dtype], ...] = ()):
         super().__init__()
         self.name = name
+        self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
         self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         self._meta = meta
@@ -85,8 +88,15 @@ class ReferenceEngineModule(torch.nn.Module):
     def setup_engine(self) -> None:
         """Nothing to set up: the payload runs on ExecuTorch's CPU kernels."""
 
+    def tensor_inputs(self, inputs: Sequence[object]) -> list:
+        """Inputs as bindings: a symbolic scalar (a TensorRT shape input) as a 0-d tensor."""
+        inputs = list(inputs)
+        for i, dtype in self.scalars:
+            inputs[i] = torch.scalar_tensor(inputs[i], dtype=dtype)
+        return inputs
+
     def forward(self, *inputs):
-        outs = EXECUTE_ENGINE(list(inputs), self.payload, self.signature)
+        outs = EXECUTE_ENGINE(self.tensor_inputs(inputs), self.payload, self.signature)
         outs = outs[:self.n_graph_outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -126,6 +136,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
                            engine_cache=None) -> ReferenceEngineModule:
     """One partition → one reference engine (an ExecuTorch program run by `tte::execute_engine`)."""
     sub = copy.deepcopy(submodule)
+    scalars = scalar_inputs_as_tensors(sub)
     graph = sub.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
     index = {p: i for i, p in enumerate(phs)}
@@ -148,4 +159,4 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
                                 engine_kind="reference")
     blobfmt.validate(meta)
-    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph)
+    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph, scalars)
