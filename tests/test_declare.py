@@ -166,6 +166,7 @@ def test_delegate_outputs_out_of_engine_order_are_refused():
     assert delegate_output_bindings(EP2, call2, ["y0", "y1", "y2"]) == ["y0", "y2"]
 
 
+@pytest.mark.writes_bad_pte
 def test_pte_with_another_blob_version_is_refused_at_init(tmp_path, capfd):
     factory, args_of, _ = MODELS["counter"]
     path = reference.export(factory().eval(), args_of(0), tmp_path / "c.pte")

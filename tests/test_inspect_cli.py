@@ -2,6 +2,8 @@
 and TensorRT-RTX engines), and on files that are not programs."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from rtx_env import torch_tensorrt_or_skip
@@ -49,6 +51,7 @@ def test_inspect_text_for_a_tensorrt_engine(tmp_path, capsys):
                               "yes", "0", "delegate", "0:b_k"]
 
 
+@pytest.mark.writes_bad_pte
 def test_inspect_refuses_what_is_not_a_pte(tmp_path, capsys):
     bad = tmp_path / "junk.pte"
     bad.write_bytes(b"junk\n")

@@ -1,0 +1,33 @@
+"""Every `.pte` an end-to-end test writes is also read back by `torch-tensorrt-ext inspect`.
+
+After each test of the modules in `INSPECTED` that used `tmp_path`, every `*.pte` left there
+goes through `inspect_pte` (the `inspect` command's reader): it must parse, every TensorRTBackend
+delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
+Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
+"""
+from __future__ import annotations
+
+import pytest
+
+INSPECTED = {"test_e2e_reference", "test_reference_engines", "test_upstream_matrix",
+             "test_upstream_cases", "test_hf_transformers", "test_llama_executorch",
+             "test_declare", "test_inspect_cli", "test_public_api_cli", "test_device_state"}
+
+
+@pytest.fixture(autouse=True)
+def _inspect_every_pte(request):
+    wanted = request.module.__name__.rsplit(".", 1)[-1] in INSPECTED \
+        and "tmp_path" in request.fixturenames \
+        and request.node.get_closest_marker("writes_bad_pte") is None
+    tmp = request.getfixturevalue("tmp_path") if wanted else None   # torn down after this one
+    yield
+    if tmp is None:
+        return
+    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    for path in sorted(tmp.rglob("*.pte")):
+        info = inspect_pte(path.read_bytes())
+        for method in info.methods:
+            for b in method.buffers:
+                assert b.fqn and b.initial_value, f"{path.name} {method.name}: {b}"
+            for d in method.delegates:
+                assert d.backend != "TensorRTBackend" or d.magic == "TR03", (path.name, d)
