@@ -50,6 +50,26 @@ def delegate_output_bindings(ep: torch.export.ExportedProgram, call: torch.fx.No
     return out
 
 
+def delegate_input_bindings(ep: torch.export.ExportedProgram, call: torch.fx.Node,
+                            names: List[str]) -> List[str]:
+    """For each delegate input (the partition's user inputs, in order) the engine input binding
+    it feeds; a value feeding two bindings, or an input feeding none, is refused."""
+    feeds = {}
+    for i, arg in enumerate(call.args[0]):
+        if arg in feeds:
+            raise blobfmt.BlobError(f"engine call {call.name!r}: one value feeds input bindings "
+                                    f"{feeds[arg]!r} and {names[i]!r}")
+        feeds[arg] = names[i]
+    user = set(ep.graph_signature.user_inputs)
+    out = []
+    for ph in (n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user):
+        if ph not in feeds:
+            raise blobfmt.BlobError(f"delegate input {ph.name!r} feeds no binding of engine call "
+                                    f"{call.name!r}")
+        out.append(feeds[ph])
+    return out
+
+
 def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> bytes:
     sig = ep.graph_signature
     target = sig.inputs_to_lifted_tensor_constants.get(node.name)
@@ -78,22 +98,7 @@ class TensorRTBackend(BackendDetails):
         call = _engine_call(edge_program)
         esig = Signature.parse(call.args[2])
         meta = esig.metadata
-        names = list(meta.input_names)
-        feeds = {}
-        for i, arg in enumerate(call.args[0]):
-            if arg in feeds:
-                raise blobfmt.BlobError(f"engine {esig.name!r}: one value feeds input bindings "
-                                        f"{feeds[arg]!r} and {names[i]!r}")
-            feeds[arg] = names[i]
-        sig = edge_program.graph_signature
-        user_inputs = [n for n in edge_program.graph.nodes if n.op == "placeholder"
-                       and n.name in sig.user_inputs]
-        delegate_inputs = []
-        for ph in user_inputs:
-            if ph not in feeds:
-                raise blobfmt.BlobError(f"delegate input {ph.name!r} feeds no binding of engine "
-                                        f"{esig.name!r}")
-            delegate_inputs.append(feeds[ph])
+        delegate_inputs = delegate_input_bindings(edge_program, call, list(meta.input_names))
         delegate_outputs = delegate_output_bindings(edge_program, call, list(meta.output_names))
         device = {s.key: s.value for s in compile_specs}.get("target_device", b"cpu").decode()
         device_id = int(device.split(":")[1]) if ":" in device else 0

@@ -101,38 +101,6 @@ def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
     return tags
 
 
-def _delegate_outputs(ep: ExportedProgram, call: torch.fx.Node, names: List[str]) -> List[str]:
-    out, last = [], -1
-    for v in ep.graph.output_node().args[0]:
-        if not (isinstance(v, torch.fx.Node) and v.target is operator.getitem
-                and v.args[0] is call):
-            raise blobfmt.BlobError(f"delegate output {getattr(v, 'name', v)!r} is not an "
-                                    "output binding of its engine")
-        k = v.args[1]
-        if k <= last:
-            raise blobfmt.BlobError(f"delegate outputs are not in engine binding order: "
-                                    f"{names[k]!r} comes after {names[last]!r}")
-        last = k
-        out.append(names[k])
-    return out
-
-
-def _delegate_inputs(ep: ExportedProgram, call: torch.fx.Node, names: List[str]) -> List[str]:
-    feeds = {}
-    for i, arg in enumerate(call.args[0]):
-        if arg in feeds:
-            raise blobfmt.BlobError(f"one value feeds input bindings {feeds[arg]!r} and "
-                                    f"{names[i]!r}")
-        feeds[arg] = names[i]
-    user = set(ep.graph_signature.user_inputs)
-    out = []
-    for ph in (n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user):
-        if ph not in feeds:
-            raise blobfmt.BlobError(f"delegate input {ph.name!r} feeds no engine binding")
-        out.append(feeds[ph])
-    return out
-
-
 def _bindings(info) -> tuple:
     """Every binding with the dtype and shape the engine's metadata records (TR03 needs both)."""
     if len(info.input_dtypes) != len(info.input_names) or \
@@ -152,6 +120,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
     if any(is_reference_call(n) for n in edge_program.graph.nodes):
         from ..executorch.backend import TensorRTBackend
         return TensorRTBackend.preprocess(edge_program, compile_specs)
+    from ..executorch.backend import delegate_input_bindings, delegate_output_bindings
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
         DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
     calls = [n for n in edge_program.graph.nodes if is_engine_call(n)]
@@ -170,8 +139,10 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
     text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
     meta = blobfmt.BlobMetadata(
         io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind="tensorrt",
-        delegate_inputs=tuple(_delegate_inputs(edge_program, call, list(info.input_names))),
-        delegate_outputs=tuple(_delegate_outputs(edge_program, call, list(info.output_names))),
+        delegate_inputs=tuple(delegate_input_bindings(edge_program, call,
+                                                      list(info.input_names))),
+        delegate_outputs=tuple(delegate_output_bindings(edge_program, call,
+                                                        list(info.output_names))),
         buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
         hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
         device_id=int(device.split(":")[1]) if ":" in device else int(text[DEVICE_IDX].split("%")[0]),
