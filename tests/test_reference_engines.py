@@ -95,3 +95,26 @@ def test_every_exporter_writes_a_pte_that_runs(tmp_path, name, retrace, legacy):
     torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args_of(0)),
                         retrace=retrace, use_legacy_exporter=legacy)
     _run(load(path).run, copy.deepcopy(model), args_of, name)
+
+
+def test_a_predicted_kv_write_the_engine_did_not_alias_falls_back_to_copy_back(tmp_path,
+                                                                                monkeypatch):
+    """The engine refuses the alias the plan predicted (as a converter may): compile does not
+    abort, the write is copied back, every call still updates the cache like eager."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    from torch_tensorrt_ext.seams import engines as seam_engines
+    monkeypatch.setattr(seam_engines, "_aliasable", lambda *a: False)
+    factory, args_of, _ = MODELS["kv_index_copy"]
+    model = factory().eval()
+    with tte.reference.engines():
+        trt = torch_tensorrt.compile(torch.export.export(copy.deepcopy(model), args_of(0)),
+                                     ir="dynamo", arg_inputs=list(args_of(0)), min_block_size=1)
+    w = trt.mutation_plan["k"]
+    assert w.kind.name == "COPY_BACK"
+    assert "did not alias it; copied back instead" in w.reason
+    path = tmp_path / "m.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args_of(0)))
+    prog = load(path)
+    _run(prog.run, copy.deepcopy(model), args_of, "kv_index_copy")
+    assert prog.state_traffic() == {"k": nbytes(model)["k"]}
+    _run(trt, copy.deepcopy(model), args_of, "kv_index_copy")
