@@ -124,3 +124,26 @@ def test_refusal_reason_and_delegate_are_in_the_exception(kv_pte, tmp_path):
                         f"'forward': {where.stop - where.start}-byte blob)")
     assert isinstance(e.value, RuntimeError)  # what callers caught before still catches it
     assert msg.endswith(": " + runtime_lib.last_refusal())
+
+
+class _ViewEngine(torch.nn.Module):
+    """Views of an engine input (which is not memory planned): ExecuTorch emits et_view, whose
+    output has no storage of its own and takes the input's data when it runs."""
+
+    def forward(self, x):
+        return x.view(4, 2).sum(dim=0) + x.view(2, 4)[1, :2]
+
+
+class _ViewOuter(_ViewEngine):
+    pass
+
+
+def test_payload_views_of_unplanned_inputs_are_accepted(runtime):
+    x = torch.arange(8, dtype=torch.float32)
+    spec = H.EngineSpec(module=_ViewEngine(), inputs={"x": x}, outputs=["y"],
+                        delegate_outputs=["y"])
+    payload = H.payload_pte(spec.module, [x])
+    assert b"et_view" in payload  # the payload really holds storage-less view tensors
+    pte = H.delegated_pte(_ViewOuter(), {"x": x}, spec)
+    (y,) = runtime.load_program(pte).load_method("forward").execute([x.clone()])
+    assert torch.equal(y, _ViewEngine()(x))

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace tte {
 namespace {
@@ -90,21 +91,22 @@ constexpr unsigned kKernelOpIndex = 0, kOperatorName = 0, kOperatorOverload = 1;
 constexpr uint8_t kKernelCallType = 1;
 constexpr unsigned kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kValueType = 0, kValue = 1;
 constexpr unsigned kTensorSizes = 2, kTensorDataBuffer = 5, kTensorAllocation = 6;
-constexpr unsigned kTensorExtraInfo = 9;
-constexpr uint8_t kTensorType = 5;
+constexpr unsigned kTensorExtraInfo = 9, kKernelArgs = 1, kListItems = 0;
+constexpr uint8_t kTensorType = 5, kTensorListType = 10, kOptionalTensorListType = 11;
+// ExecuTorch's view op: its output shares its input's data (set when it runs).
+constexpr const char* kViewOperator = "executorch_prim::et_view";
 
-// The int32 vector field `id` of `table` contains `v`.
-bool int_vector_has(const Flatbuffer& fb, size_t table, unsigned id, uint32_t v, bool& has) {
+// The int32 vector field `id` of `table`, appended to `out` (absent: nothing).
+bool int_vector(const Flatbuffer& fb, size_t table, unsigned id, std::vector<int32_t>& out) {
   size_t vec = 0;
   uint32_t n = 0;
-  has = false;
   if (!fb.ref_field(table, id, vec)) return false;
   if (vec == 0) return true;
   if (!fb.vector(vec, 4, n)) return false;
-  for (uint32_t i = 0; i < n && !has; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     uint32_t x = 0;
     if (!fb.u32(vec + 4 + 4 * size_t(i), x)) return false;
-    has = x == v;
+    out.push_back(static_cast<int32_t>(x));
   }
   return true;
 }
@@ -128,37 +130,61 @@ bool tensor_has_storage(const Flatbuffer& fb, size_t tensor, bool& has) {
   return true;
 }
 
-// Every tensor value of `plan` has storage or is a method input/output (the engine binds those).
-// ExecuTorch leaves any other tensor's data null, and kernels then write through it.
-bool tensors_have_storage(const Flatbuffer& fb, size_t plan, const char* method,
-                          const std::string& unreadable, std::string& why) {
+// What the instructions may pass: per value, whether it is a tensor and whether it has data
+// before the first instruction runs (storage, or a method input/output the engine binds), and the
+// tensor indices a tensor list holds.
+struct Values {
+  std::vector<uint8_t> tensor, data;
+  std::vector<std::vector<int32_t>> lists;
+};
+
+bool read_values(const Flatbuffer& fb, size_t plan, Values& out) {
   size_t values = 0;
   uint32_t n = 0;
   if (!fb.ref_field(plan, kPlanValues, values) || (values != 0 && !fb.vector(values, 4, n))) {
-    return why = unreadable, false;
+    return false;
   }
+  out.tensor.assign(n, 0);
+  out.data.assign(n, 0);
+  out.lists.assign(n, {});
   for (uint32_t v = 0; v < n; ++v) {
-    size_t value = 0, type_at = 0, tensor = 0;
+    size_t value = 0, type_at = 0, val = 0;
     uint8_t type = 0;
-    bool has = false, in = false, out = false;
     if (!fb.deref(values + 4 + 4 * size_t(v), value) || !fb.field(value, kValueType, type_at) ||
-        (type_at != 0 && !fb.u8(type_at, type))) {
-      return why = unreadable, false;
-    }
-    if (type != kTensorType) continue;
-    if (!fb.ref_field(value, kValue, tensor) || tensor == 0 ||
-        !tensor_has_storage(fb, tensor, has) ||
-        !int_vector_has(fb, plan, kPlanInputs, v, in) ||
-        !int_vector_has(fb, plan, kPlanOutputs, v, out)) {
-      return why = unreadable, false;
-    }
-    if (!has && !in && !out) {
-      why = format("reference payload: method '%s' value %u is a tensor with no storage (not "
-                   "memory planned, not constant data, not a method input or output)", method, v);
+        (type_at != 0 && !fb.u8(type_at, type)) || !fb.ref_field(value, kValue, val)) {
       return false;
     }
+    if (val == 0) continue;
+    if (type == kTensorType) {
+      bool has = false;
+      if (!tensor_has_storage(fb, val, has)) return false;
+      out.tensor[v] = 1;
+      out.data[v] = has;
+    } else if (type == kTensorListType || type == kOptionalTensorListType) {
+      if (!int_vector(fb, val, kListItems, out.lists[v])) return false;
+    }
+  }
+  std::vector<int32_t> io;
+  if (!int_vector(fb, plan, kPlanInputs, io) || !int_vector(fb, plan, kPlanOutputs, io)) {
+    return false;
+  }
+  for (int32_t v : io) {
+    if (v >= 0 && static_cast<uint32_t>(v) < n) out.data[v] = 1;
   }
   return true;
+}
+
+// The tensor value an argument passes that has no data yet, or -1 (a list: its first such item).
+int64_t dataless_arg(const Values& values, int32_t arg) {
+  if (arg < 0 || static_cast<size_t>(arg) >= values.tensor.size()) return -1;
+  if (values.tensor[arg]) return values.data[arg] ? -1 : arg;
+  for (int32_t item : values.lists[arg]) {
+    if (item >= 0 && static_cast<size_t>(item) < values.tensor.size() && values.tensor[item] &&
+        !values.data[item]) {
+      return item;
+    }
+  }
+  return -1;
 }
 
 // The execution plan named `method`, or 0.
@@ -185,7 +211,8 @@ bool find_plan(const Flatbuffer& fb, const char* method, size_t& plan) {
 }
 
 // Operator `i` has a name, and "name.overload" fits ExecuTorch's buffer.
-bool operator_named(const Flatbuffer& fb, size_t ops, uint32_t i, std::string& what) {
+bool operator_named(const Flatbuffer& fb, size_t ops, uint32_t i, std::string& what,
+                    std::string& name_out) {
   size_t op = 0, name = 0, overload = 0;
   const char* text = nullptr;
   uint32_t name_len = 0, overload_len = 0;
@@ -198,6 +225,7 @@ bool operator_named(const Flatbuffer& fb, size_t ops, uint32_t i, std::string& w
     what = "has no name";
     return false;
   }
+  name_out.assign(text, name_len);
   if (overload != 0 && !fb.string(overload, text, overload_len)) {
     what = "has an unreadable overload name";
     return false;
@@ -219,7 +247,8 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
   uint32_t n_chains = 0, n_ops = 0;
   if (!find_plan(fb, method, plan)) return why = unreadable, false;
   if (plan == 0) return true;  // no such method: Program::method_meta reports it
-  if (!tensors_have_storage(fb, plan, method, unreadable, why)) return false;
+  Values values;
+  if (!read_values(fb, plan, values)) return why = unreadable, false;
   if (!fb.ref_field(plan, kPlanChains, chains) || !fb.ref_field(plan, kPlanOperators, ops) ||
       (chains != 0 && !fb.vector(chains, 4, n_chains)) || (ops != 0 && !fb.vector(ops, 4, n_ops))) {
     return why = unreadable, false;
@@ -255,16 +284,35 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
         return why = unreadable, false;
       }
       const int32_t index = static_cast<int32_t>(raw_index);  // absent: 0
-      std::string what;
+      std::string what, op_name;
       if (index < 0 || static_cast<uint32_t>(index) >= n_ops) {
         why = format("reference payload: method '%s' instruction %u:%u calls operator %d, but "
                      "the method has %u operators", method, c, k, index, n_ops);
         return false;
       }
-      if (!operator_named(fb, ops, static_cast<uint32_t>(index), what)) {
+      if (!operator_named(fb, ops, static_cast<uint32_t>(index), what, op_name)) {
         why = format("reference payload: method '%s' instruction %u:%u calls operator %d, which "
                      "%s", method, c, k, index, what.c_str());
         return false;
+      }
+      std::vector<int32_t> arg_list;
+      if (!int_vector(fb, args, kKernelArgs, arg_list)) return why = unreadable, false;
+      // A view's output gets its input's data when the view runs; every other argument must
+      // have data by the time its instruction runs (ExecuTorch leaves it null otherwise).
+      const bool view = op_name == kViewOperator && !arg_list.empty();
+      for (size_t i = 0; i + (view ? 1 : 0) < arg_list.size(); ++i) {
+        const int64_t v = dataless_arg(values, arg_list[i]);
+        if (v >= 0) {
+          why = format("reference payload: method '%s' instruction %u:%u (%s) passes tensor "
+                       "value %lld, which has no data (no storage, not a method input or "
+                       "output, not a view of data)", method, c, k, op_name.c_str(),
+                       static_cast<long long>(v));
+          return false;
+        }
+      }
+      if (view) {
+        const int32_t out = arg_list.back();
+        if (out >= 0 && static_cast<size_t>(out) < values.data.size()) values.data[out] = 1;
       }
     }
   }

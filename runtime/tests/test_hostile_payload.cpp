@@ -224,11 +224,13 @@ TEST(fuzz_regressions_with_null_tensor_data_are_refused_at_init) {
   // Tensors ExecuTorch would leave without data, which kernels then dereference (SIGSEGV).
   const std::string dir = TTE_REGRESSIONS_DIR;
   const std::pair<const char*, const char*> cases[] = {
-      {"init-7636cfa1e54b.blob", "method 'forward' value 2 is a tensor with no storage (not "
-                                 "memory planned, not constant data, not a method input or "
-                                 "output)"},
-      {"init-9469243d76bd.blob", "method 'forward' value 9 is a tensor with no storage"},
-      {"init-c4342ff67c62.blob", "method 'forward' value 9 is a tensor with no storage"},
+      {"init-7636cfa1e54b.blob", "method 'forward' instruction 0:0 (aten::sum) passes tensor "
+                                 "value 2, which has no data (no storage, not a method input or "
+                                 "output, not a view of data)"},
+      {"init-9469243d76bd.blob", "method 'forward' instruction 0:2 (aten::slice_copy) passes "
+                                 "tensor value 9, which has no data"},
+      {"init-c4342ff67c62.blob", "method 'forward' instruction 0:2 (aten::slice_copy) passes "
+                                 "tensor value 9, which has no data"},
       {"init-8dbf1ebd6fc5.blob", "method 'forward' instruction 0:0 is a free call; the "
                                  "reference engine runs straight-line kernel calls only"}};
   for (const auto& [name, reason] : cases) {

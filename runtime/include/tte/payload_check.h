@@ -1,7 +1,8 @@
 // Checks of a reference payload (an ExecuTorch program, CONTRACTS.md §2) that ExecuTorch 1.5.1's
-// loader does not make reliably: every tensor value of a method has storage (memory planned,
-// constant, external or empty) unless it is a method input or output, which the engine binds
-// (ExecuTorch leaves another's data null and kernels write through it); every instruction is a
+// loader does not make reliably: every tensor an instruction passes has data when it runs —
+// storage (memory planned, constant, external or empty), a method input or output (the engine
+// binds those) or the output of an earlier et_view of such a tensor (ExecuTorch leaves any other
+// tensor's data null and kernels write through it); every instruction is a
 // KernelCall (a FreeCall nulls a tensor's data, found by runtime/fuzz/fuzz_init; move, jump and
 // delegate calls have no place in a reference payload either); every KernelCall names
 // an operator that exists and has a name (Method::init keeps only the last instruction's resolve
