@@ -2,9 +2,11 @@
 
 Invariant: the module `StatefulCompile.finish` returns updates every buffer the exported program
 writes, exactly once per call, like eager: a write an engine aliases (`IKVCacheUpdateLayer`) is
-performed in place by the engine through the buffer it is handed, every other write is an
-`aten.copy_` of its new value into the buffer at the end of the graph. Buffers are module state
-under their original fully qualified names, so every exporter downstream declares them by name.
+performed in place by the engine through the buffer it is handed; a copy-back write is copied by
+the engine that produced it when the engine can (reference engines, taking the buffer, nothing
+else reading the value), else it is an `aten.copy_` of its new value into the buffer at the end
+of the graph. Buffers are module state under their original fully qualified names, so every
+exporter downstream declares them by name; the module is called like the model it came from.
 The reconciled plan is `module.mutation_plan`. A predicted KV write an engine did not alias
 becomes copy-back (the engine is rebuilt with the write excluded when no output carries its
 value) — never an abort, never a dropped write.
