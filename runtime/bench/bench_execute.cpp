@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   auto add = [&](const tte::Binding& b) {
     storage.emplace_back(b.nbytes(), 0);
     std::vector<executorch::aten::SizesType> sizes(b.shape.begin(), b.shape.end());
-    tensors.push_back(make_tensor_ptr(sizes, storage.back().data(), tte::dtype_scalar_type(b.dtype)));
+    tensors.push_back(
+        make_tensor_ptr(sizes, storage.back().data(), tte::dtype_scalar_type(b.dtype)));
   };
   storage.reserve(64);
   for (const auto& name : info->delegate_inputs) add(*info->input(name));

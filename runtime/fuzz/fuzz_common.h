@@ -22,8 +22,7 @@ inline void quiet_log(et_timestamp_t, et_pal_log_level_t, const char*, const cha
 inline void fuzz_init_once() {
   static const bool done = [] {
     executorch::runtime::runtime_init();
-    executorch::runtime::register_pal(
-        executorch::runtime::PalImpl::create(quiet_log, __FILE__));
+    executorch::runtime::register_pal(executorch::runtime::PalImpl::create(quiet_log, __FILE__));
     return true;
   }();
   (void)done;

@@ -57,8 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tte_fuzz::fuzz_init_once();
   static BackendInterface* backend = executorch::runtime::get_backend_class("TensorRTBackend");
   if (backend == nullptr) std::abort();
-  const std::string blob =
-      tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size));
+  const std::string blob = tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size));
   FreeableBuffer processed(blob.data(), blob.size(), nullptr);
   executorch::extension::MallocMemoryAllocator allocator;
   BackendInitContext ctx(&allocator, nullptr, "forward");

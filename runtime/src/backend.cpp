@@ -63,22 +63,26 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
   for (size_t k = 0; k < dim_order.size(); ++k) {
     if (dim_order[k] != k) {
       char buf[96];
-      refuse("TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the "
-             "engine reads its bindings as contiguous tensors in dim order 0..n-1", role, arg,
-             b.name.c_str(), dims_text(dim_order, buf, sizeof buf));
+      refuse(
+          "TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the "
+          "engine reads its bindings as contiguous tensors in dim order 0..n-1",
+          role, arg, b.name.c_str(), dims_text(dim_order, buf, sizeof buf));
       return false;
     }
   }
   if (b.known && t.scalar_type() != dtype_scalar_type(b.dtype)) {
-    refuse("TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
-           "binding is %s", role, arg, b.name.c_str(),
-           executorch::runtime::toString(t.scalar_type()), dtype_name(b.dtype));
+    refuse(
+        "TensorRTBackend: delegate %s %zu (binding '%s') has scalar type %s, the "
+        "binding is %s",
+        role, arg, b.name.c_str(), executorch::runtime::toString(t.scalar_type()),
+        dtype_name(b.dtype));
     return false;
   }
   if (b.is_static() && t.nbytes() != b.nbytes()) {
-    refuse("TensorRTBackend: delegate %s %zu (binding '%s') holds %zu bytes, the binding "
-           "%s needs %zu", role, arg, b.name.c_str(), t.nbytes(), b.describe().c_str(),
-           b.nbytes());
+    refuse(
+        "TensorRTBackend: delegate %s %zu (binding '%s') holds %zu bytes, the binding "
+        "%s needs %zu",
+        role, arg, b.name.c_str(), t.nbytes(), b.describe().c_str(), b.nbytes());
     return false;
   }
   if (b.known && !b.is_static()) {  // dynamic: the rank and the static dims must agree
@@ -89,9 +93,10 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     }
     if (!same) {
       char buf[160];
-      refuse("TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding "
-             "is %s", role, arg, b.name.c_str(), dims_text(sizes, buf, sizeof buf),
-             b.describe().c_str());
+      refuse(
+          "TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding "
+          "is %s",
+          role, arg, b.name.c_str(), dims_text(sizes, buf, sizeof buf), b.describe().c_str());
       return false;
     }
   }
@@ -149,8 +154,10 @@ Error resolve_unknown_bindings(BlobInfo& info, const Engine& engine, std::string
     }
   }
   if (resolved && !validate_blob(info, why)) {
-    why = std::string("with the dtypes and shapes the ") + engine.kind() + " engine gives the "
-          "bindings the blob leaves unknown: " + why;
+    why = std::string("with the dtypes and shapes the ") + engine.kind() +
+          " engine gives the "
+          "bindings the blob leaves unknown: " +
+          why;
     return Error::InvalidProgram;
   }
   return Error::Ok;
@@ -164,8 +171,10 @@ Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<
     const EValue* vo = out_arg < args.size() ? args[out_arg] : nullptr;
     const EValue* vi = c.input_arg < args.size() ? args[c.input_arg] : nullptr;
     if (vo == nullptr || !vo->isTensor() || vi == nullptr || !vi->isTensor()) {
-      refuse("TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
-             "tensor", a.output.c_str(), a.input.c_str());
+      refuse(
+          "TensorRTBackend: aliased pair '%s' -> '%s': delegate argument is not a "
+          "tensor",
+          a.output.c_str(), a.input.c_str());
       return Error::InvalidArgument;
     }
     const Tensor& to = vo->toTensor();
@@ -175,11 +184,12 @@ Error check_unknown_aliases(const BlobInfo& info, const BindingPlan& plan, Span<
                          : !c.input_known                  ? "the input's dtype/shape"
                          : !c.output_known                 ? "the output's dtype/shape"
                                                            : "their dynamic dimensions";
-      refuse("TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
-             "tensor is %s (%zu bytes), input tensor is %s (%zu bytes); the blob leaves %s "
-             "to the tensors", a.output.c_str(), a.input.c_str(),
-             executorch::runtime::toString(to.scalar_type()), to.nbytes(),
-             executorch::runtime::toString(ti.scalar_type()), ti.nbytes(), left);
+      refuse(
+          "TensorRTBackend: aliased pair '%s' -> '%s' differs at execute: output "
+          "tensor is %s (%zu bytes), input tensor is %s (%zu bytes); the blob leaves %s "
+          "to the tensors",
+          a.output.c_str(), a.input.c_str(), executorch::runtime::toString(to.scalar_type()),
+          to.nbytes(), executorch::runtime::toString(ti.scalar_type()), ti.nbytes(), left);
       return Error::InvalidArgument;
     }
   }
@@ -206,8 +216,7 @@ Error run_and_copy(Engine& engine, const BlobInfo& info, const BindingPlan& plan
     e = engine.copy(dst, src, nbytes);
     if (e != Error::Ok) {
       refuse("TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
-             info.outputs[c.output].name.c_str(), c.counter_key.c_str(),
-             static_cast<unsigned>(e));
+             info.outputs[c.output].name.c_str(), c.counter_key.c_str(), static_cast<unsigned>(e));
       (void)engine.finish();  // the run (and earlier copies) may still be writing
       return e;
     }
@@ -301,8 +310,10 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
   const BindingPlan& plan = d->plan;
   const size_t n_in = plan.arg_input.size(), n_out = plan.delegate_output.size();
   if (args.size() != n_in + n_out) {
-    refuse("TensorRTBackend: the delegate call has %zu arguments, the blob declares %zu "
-           "inputs + %zu outputs", args.size(), n_in, n_out);
+    refuse(
+        "TensorRTBackend: the delegate call has %zu arguments, the blob declares %zu "
+        "inputs + %zu outputs",
+        args.size(), n_in, n_out);
     return Error::InvalidArgument;
   }
   Engine& engine = *d->engine;
@@ -345,9 +356,11 @@ Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle*
     }
     Error e = engine.bind_output(o, addr, nbytes);
     if (e != Error::Ok) {
-      refuse_for_engine("TensorRTBackend: %s engine refused output binding '%s' (%s, error "
-                        "0x%x)", engine.kind(), d->info.outputs[o].name.c_str(),
-                        output_target_name(s.target), static_cast<unsigned>(e));
+      refuse_for_engine(
+          "TensorRTBackend: %s engine refused output binding '%s' (%s, error "
+          "0x%x)",
+          engine.kind(), d->info.outputs[o].name.c_str(), output_target_name(s.target),
+          static_cast<unsigned>(e));
       return e;
     }
   }
@@ -370,8 +383,10 @@ TensorRTBackend& backend_instance() {
 const bool registered = [] {
   Error e = executorch::runtime::register_backend({kBackendId, &backend_instance()});
   if (e != Error::Ok) {
-    refuse("TensorRTBackend: register_backend failed (error 0x%x): is another "
-           "TensorRTBackend already loaded in this process?", static_cast<unsigned>(e));
+    refuse(
+        "TensorRTBackend: register_backend failed (error 0x%x): is another "
+        "TensorRTBackend already loaded in this process?",
+        static_cast<unsigned>(e));
   }
   return e == Error::Ok;
 }();

@@ -198,8 +198,7 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
     std::string dtype = r.str(e, "dtype", where, true);
     if (!r.ok) return false;
     if (!dtype.empty() && !dtype_from_name(dtype, b.dtype)) {
-      return r.fail(where + ": unknown dtype '" + dtype + "' (known: " + dtype_known_names() +
-                    ")");
+      return r.fail(where + ": unknown dtype '" + dtype + "' (known: " + dtype_known_names() + ")");
     }
     const Json* shape = r.get(e, "shape", Json::Type::Array, where, true);
     if (!shape) return false;
@@ -261,8 +260,10 @@ Error read_metadata(const Json& md, BlobInfo& info, std::string& why) {
 
   if (info.format != 3) {
     if (md.find("tte_version") != nullptr) {  // a TR03 blob whose magic lost its '3'
-      return r.refuse(format("TR0%d blob carries the TR03 key 'tte_version': its magic is "
-                             "damaged; re-export the .pte", info.format));
+      return r.refuse(
+          format("TR0%d blob carries the TR03 key 'tte_version': its magic is "
+                 "damaged; re-export the .pte",
+                 info.format));
     }
     info.engine_kind = EngineKind::TensorRT;
     for (const auto& b : info.inputs) info.delegate_inputs.push_back(b.name);
@@ -310,8 +311,10 @@ Error read_metadata(const Json& md, BlobInfo& info, std::string& why) {
   }
   if (const Json* v = r.get(md, "engine_sha256", Json::Type::String, "metadata", false)) {
     if (!is_hex_digest(v->string)) {
-      return r.refuse("metadata: 'engine_sha256' must be 64 lowercase hex digits (the SHA-256 "
-                      "of the engine payload), got " + v->dump().substr(0, 40));
+      return r.refuse(
+          "metadata: 'engine_sha256' must be 64 lowercase hex digits (the SHA-256 "
+          "of the engine payload), got " +
+          v->dump().substr(0, 40));
     }
     info.engine_sha256 = v->string;
   }
@@ -332,8 +335,8 @@ std::string json_refusal(const JsonError& e) {
       return "metadata JSON holds the unpaired surrogate escape " + e.what +
              "; strings must be valid Unicode";
     case JsonError::Kind::Nul:
-      return "metadata JSON holds a NUL character (\\u0000) in the string " +
-             e.what.substr(0, 60) + "; strings must not contain NUL";
+      return "metadata JSON holds a NUL character (\\u0000) in the string " + e.what.substr(0, 60) +
+             "; strings must not contain NUL";
   }
   return "metadata JSON: " + e.message();
 }
@@ -355,8 +358,8 @@ Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why) {
   } else if (std::memcmp(p, "TR03", 4) == 0) {
     info.format = 3;
   } else {
-    why = "unsupported blob magic " + bytes_repr(p, 4) +
-          ": this reader accepts TR01, TR02 and TR03";
+    why =
+        "unsupported blob magic " + bytes_repr(p, 4) + ": this reader accepts TR01, TR02 and TR03";
     return Error::DelegateInvalidCompatibility;
   }
   const uint64_t md_off = le32(p + 4), md_size = le32(p + 8), eng_off = le32(p + 12);

@@ -21,10 +21,12 @@ bool metadata_digest_matches(const uint8_t* p, uint64_t md_off, uint64_t md_size
   if (std::memcmp(got.data(), p + kBlobHeaderSize, got.size()) == 0) return true;
   Digest recorded;
   std::memcpy(recorded.data(), p + kBlobHeaderSize, recorded.size());
-  why = format("metadata SHA-256 mismatch: the header records %s, the %llu metadata bytes hash "
-               "to %s; the blob is corrupt (or was written without checksums by an older "
-               "torch-tensorrt-ext): re-export the .pte", hex_digest(recorded).c_str(),
-               static_cast<unsigned long long>(md_size), hex_digest(got).c_str());
+  why = format(
+      "metadata SHA-256 mismatch: the header records %s, the %llu metadata bytes hash "
+      "to %s; the blob is corrupt (or was written without checksums by an older "
+      "torch-tensorrt-ext): re-export the .pte",
+      hex_digest(recorded).c_str(), static_cast<unsigned long long>(md_size),
+      hex_digest(got).c_str());
   return false;
 }
 
@@ -36,9 +38,10 @@ bool engine_digest_matches(const BlobInfo& info, std::string& why) {
   }
   const std::string got = hex_digest(sha256(info.engine, info.engine_size));
   if (got == info.engine_sha256) return true;
-  why = format("engine payload SHA-256 mismatch: the metadata records %s, the %llu payload bytes "
-               "hash to %s; the blob is corrupt: re-export the .pte", info.engine_sha256.c_str(),
-               static_cast<unsigned long long>(info.engine_size), got.c_str());
+  why = format(
+      "engine payload SHA-256 mismatch: the metadata records %s, the %llu payload bytes "
+      "hash to %s; the blob is corrupt: re-export the .pte",
+      info.engine_sha256.c_str(), static_cast<unsigned long long>(info.engine_size), got.c_str());
   return false;
 }
 

@@ -28,8 +28,7 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
         return fail("binding '" + b.name + "' has an empty dtype; " + kUnknownInTr03);
       }
       if (!b.fits()) {
-        return fail("binding '" + b.name + "' (" + b.describe() +
-                    ") is larger than 2**63-1 bytes");
+        return fail("binding '" + b.name + "' (" + b.describe() + ") is larger than 2**63-1 bytes");
       }
     }
   }
@@ -73,8 +72,8 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     }
     auto it = writer_of.find(a.input);
     if (it != writer_of.end()) {
-      return fail("input binding '" + a.input + "' is written by both '" + it->second +
-                  "' and '" + a.output + "'");
+      return fail("input binding '" + a.input + "' is written by both '" + it->second + "' and '" +
+                  a.output + "'");
     }
     writer_of[a.input] = a.output;
   }
@@ -115,8 +114,8 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     }
     auto it = fqns.find(b.fqn);
     if (it != fqns.end()) {
-      return fail("buffer '" + b.fqn + "' is bound to both '" + it->second + "' and '" +
-                  b.input + "'");
+      return fail("buffer '" + b.fqn + "' is bound to both '" + it->second + "' and '" + b.input +
+                  "'");
     }
     fqns[b.fqn] = b.input;
   }
@@ -138,8 +137,8 @@ bool validate_blob(const BlobInfo& info, std::string& why) {
     }
     auto it = writer_of.find(c.input);
     if (it != writer_of.end()) {
-      return fail("input binding '" + c.input + "' is written by both '" + it->second +
-                  "' and '" + c.output + "'");
+      return fail("input binding '" + c.input + "' is written by both '" + it->second + "' and '" +
+                  c.output + "'");
     }
     writer_of[c.input] = c.output;
     if (!delegate_outs.count(c.output) && !out->is_static()) {

@@ -55,7 +55,8 @@ __attribute__((visibility("default"))) int tte_runtime_check_blob(const void* da
     code = static_cast<int>(tte::Error::MemoryAllocationFailed);
     reason = e.what();
   }
-  if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", code ? reason.c_str() : "");
+  if (why != nullptr && why_size > 0)
+    std::snprintf(why, why_size, "%s", code ? reason.c_str() : "");
   return code;
 }
 

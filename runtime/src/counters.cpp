@@ -16,7 +16,7 @@ struct Node {
 };
 
 struct Registry {
-  std::mutex add_mu;                 // serialises copy_counter (init time) only
+  std::mutex add_mu;  // serialises copy_counter (init time) only
   std::atomic<const Node*> head{nullptr};
   std::atomic<uint64_t> executes{0};
 };
@@ -65,9 +65,7 @@ uint64_t copied_bytes(const char* key) noexcept {
   return n == nullptr ? 0 : n->counter.bytes.load(std::memory_order_relaxed);
 }
 
-uint64_t execute_count() noexcept {
-  return registry().executes.load(std::memory_order_relaxed);
-}
+uint64_t execute_count() noexcept { return registry().executes.load(std::memory_order_relaxed); }
 
 void reset_counters() noexcept {
   Registry& r = registry();

@@ -24,9 +24,7 @@ constexpr Row kTable[] = {
     {DType::Float64, "float64", 8, ScalarType::Double},
 };
 
-const Row& row(DType d) {
-  return kTable[static_cast<size_t>(d)];
-}
+const Row& row(DType d) { return kTable[static_cast<size_t>(d)]; }
 
 }  // namespace
 

@@ -15,14 +15,16 @@ const char* compiled_engines() { return TTE_ENGINES; }
 
 Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, std::string& why) {
   switch (info.engine_kind) {
-    case EngineKind::Reference:
-      return create_reference_engine(info, why);
+    case EngineKind::Reference: return create_reference_engine(info, why);
     case EngineKind::TensorRT:
 #ifdef TTE_HAVE_TENSORRT
       return create_tensorrt_engine(info, why);
 #else
-      why = std::string(info.magic) + " blob holds a TensorRT engine, but this runtime was built "
-            "without TensorRT (engines: " + compiled_engines() + "); rebuild with TensorRT found "
+      why = std::string(info.magic) +
+            " blob holds a TensorRT engine, but this runtime was built "
+            "without TensorRT (engines: " +
+            compiled_engines() +
+            "); rebuild with TensorRT found "
             "(TENSORRT_ROOT) or export with the reference engine";
       return Error::NotSupported;
 #endif

@@ -213,9 +213,7 @@ class Parser {
       surrogate_at_ = at;
     }
   }
-  bool eof_fail(const char* what) {
-    return fail(p_ >= n_ ? "unexpected end of input" : what);
-  }
+  bool eof_fail(const char* what) { return fail(p_ >= n_ ? "unexpected end of input" : what); }
   void skip_ws() {
     while (p_ < n_ && (d_[p_] == ' ' || d_[p_] == '\t' || d_[p_] == '\n' || d_[p_] == '\r')) ++p_;
   }
@@ -240,12 +238,17 @@ class Parser {
       case '{': return object(out, depth);
       case '[': return array(out, depth);
       case '"': out.type = Json::Type::String; return string(out.string);
-      case 't': out.type = Json::Type::Bool; out.boolean = true; return literal("true");
-      case 'f': out.type = Json::Type::Bool; out.boolean = false; return literal("false");
+      case 't':
+        out.type = Json::Type::Bool;
+        out.boolean = true;
+        return literal("true");
+      case 'f':
+        out.type = Json::Type::Bool;
+        out.boolean = false;
+        return literal("false");
       case 'n': out.type = Json::Type::Null; return literal("null");
       case 'N':
-      case 'I':
-        return non_finite_literal();
+      case 'I': return non_finite_literal();
       default:
         if (at_word("-Infinity")) return non_finite_literal();
         if (c == '-' || (c >= '0' && c <= '9')) return number(out);
@@ -353,10 +356,14 @@ class Parser {
       if (p_ >= n_) return fail("unexpected end of input");
       char c = d_[p_];
       uint32_t h;
-      if (c >= '0' && c <= '9') h = c - '0';
-      else if (c >= 'a' && c <= 'f') h = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') h = c - 'A' + 10;
-      else return fail("invalid \\u escape");
+      if (c >= '0' && c <= '9')
+        h = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        h = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        h = c - 'A' + 10;
+      else
+        return fail("invalid \\u escape");
       v = v * 16 + h;
       ++p_;
     }
@@ -432,9 +439,7 @@ class Parser {
           utf8(cp, out);
           break;
         }
-        default:
-          p_ -= 2;
-          return fail("invalid escape");
+        default: p_ -= 2; return fail("invalid escape");
       }
     }
   }

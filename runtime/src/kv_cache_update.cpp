@@ -3,10 +3,10 @@
 #include <tte/kv_cache_update.h>
 
 #include <executorch/runtime/core/evalue.h>
-#include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/core/exec_aten/util/dim_order_util.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/log.h>
 
 #include <cstring>
@@ -54,9 +54,10 @@ bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor&
   }
   for (int64_t k = 0; k < rank; ++k) {
     if (k != dim && update.size(k) != cache.size(k)) {
-      ET_LOG(Error, "%s: update size %zd at dim %lld differs from cache size %zd (only dim %lld "
-             "may differ)", kOp, (ssize_t)update.size(k), (long long)k, (ssize_t)cache.size(k),
-             (long long)dim);
+      ET_LOG(Error,
+             "%s: update size %zd at dim %lld differs from cache size %zd (only dim %lld "
+             "may differ)",
+             kOp, (ssize_t)update.size(k), (long long)k, (ssize_t)cache.size(k), (long long)dim);
       return false;
     }
   }
@@ -96,10 +97,9 @@ bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor&
     }
   }
   const void* o = out.const_data_ptr();
-  if (o != cache.const_data_ptr() && overlap(o, out.nbytes(), cache.const_data_ptr(),
-                                              cache.nbytes())) {
-    ET_LOG(Error, "%s: out partially overlaps cache (it must be the same memory or disjoint)",
-           kOp);
+  if (o != cache.const_data_ptr() &&
+      overlap(o, out.nbytes(), cache.const_data_ptr(), cache.nbytes())) {
+    ET_LOG(Error, "%s: out partially overlaps cache (it must be the same memory or disjoint)", kOp);
     return false;
   }
   if (overlap(o, out.nbytes(), update.const_data_ptr(), update.nbytes())) {
@@ -154,7 +154,8 @@ void kv_cache_update_boxed(KernelRuntimeContext& ctx, Span<EValue*> stack) {
     ok = stack[i] != nullptr && (kIsTensor[i] ? stack[i]->isTensor() : stack[i]->isInt());
   }
   if (!ok) {
-    ET_LOG(Error, "tte::kv_cache_update.out: called with %zu arguments that are not (Tensor "
+    ET_LOG(Error,
+           "tte::kv_cache_update.out: called with %zu arguments that are not (Tensor "
            "cache, int dim, Tensor index, Tensor update, Tensor out); the program is corrupt",
            stack.size());
     ctx.fail(Error::InvalidArgument);

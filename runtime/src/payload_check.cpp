@@ -241,8 +241,10 @@ bool operator_named(const Flatbuffer& fb, size_t ops, uint32_t i, std::string& w
 
 bool check_kernel_calls(const void* data, size_t size, const char* method, std::string& why) {
   const Flatbuffer fb(data, size);
-  const std::string unreadable = format("reference payload: the flatbuffer of method '%s' is "
-                                        "unreadable (an offset leaves the payload)", method);
+  const std::string unreadable = format(
+      "reference payload: the flatbuffer of method '%s' is "
+      "unreadable (an offset leaves the payload)",
+      method);
   size_t plan = 0, chains = 0, ops = 0;
   uint32_t n_chains = 0, n_ops = 0;
   if (!find_plan(fb, method, plan)) return why = unreadable, false;
@@ -270,12 +272,13 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
         return why = unreadable, false;
       }
       if (type != kKernelCallType) {
-        static const char* const kNames[] = {"an empty", "a kernel", "a delegate", "a move",
-                                             "a jump", "a free"};
-        why = format("reference payload: method '%s' instruction %u:%u is %s call; the reference "
-                     "engine runs straight-line kernel calls only (a free, move, jump or nested "
-                     "delegate call could leave a tensor it later uses without data)", method, c,
-                     k, type < 6 ? kNames[type] : "an unknown");
+        static const char* const kNames[] = {"an empty", "a kernel", "a delegate",
+                                             "a move",   "a jump",   "a free"};
+        why = format(
+            "reference payload: method '%s' instruction %u:%u is %s call; the reference "
+            "engine runs straight-line kernel calls only (a free, move, jump or nested "
+            "delegate call could leave a tensor it later uses without data)",
+            method, c, k, type < 6 ? kNames[type] : "an unknown");
         return false;
       }
       if (!fb.ref_field(instr, kInstrArgs, args) || args == 0 ||
@@ -286,13 +289,17 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
       const int32_t index = static_cast<int32_t>(raw_index);  // absent: 0
       std::string what, op_name;
       if (index < 0 || static_cast<uint32_t>(index) >= n_ops) {
-        why = format("reference payload: method '%s' instruction %u:%u calls operator %d, but "
-                     "the method has %u operators", method, c, k, index, n_ops);
+        why = format(
+            "reference payload: method '%s' instruction %u:%u calls operator %d, but "
+            "the method has %u operators",
+            method, c, k, index, n_ops);
         return false;
       }
       if (!operator_named(fb, ops, static_cast<uint32_t>(index), what, op_name)) {
-        why = format("reference payload: method '%s' instruction %u:%u calls operator %d, which "
-                     "%s", method, c, k, index, what.c_str());
+        why = format(
+            "reference payload: method '%s' instruction %u:%u calls operator %d, which "
+            "%s",
+            method, c, k, index, what.c_str());
         return false;
       }
       std::vector<int32_t> arg_list;
@@ -303,10 +310,11 @@ bool check_kernel_calls(const void* data, size_t size, const char* method, std::
       for (size_t i = 0; i + (view ? 1 : 0) < arg_list.size(); ++i) {
         const int64_t v = dataless_arg(values, arg_list[i]);
         if (v >= 0) {
-          why = format("reference payload: method '%s' instruction %u:%u (%s) passes tensor "
-                       "value %lld, which has no data (no storage, not a method input or "
-                       "output, not a view of data)", method, c, k, op_name.c_str(),
-                       static_cast<long long>(v));
+          why = format(
+              "reference payload: method '%s' instruction %u:%u (%s) passes tensor "
+              "value %lld, which has no data (no storage, not a method input or "
+              "output, not a view of data)",
+              method, c, k, op_name.c_str(), static_cast<long long>(v));
           return false;
         }
       }

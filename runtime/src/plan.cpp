@@ -99,7 +99,7 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
       return Error::InvalidArgument;
     }
     if (planned[out->index]) continue;  // a delegate output: ExecuTorch's write-back copies it
-    if (!out->is_static()) {  // parse_blob refuses this; a hand-built BlobInfo may not
+    if (!out->is_static()) {            // parse_blob refuses this; a hand-built BlobInfo may not
       why = "copy-back output '" + cb.output + "' is " + out->describe() +
             "; the runtime needs a static shape for its scratch";
       return Error::InvalidArgument;
@@ -122,7 +122,8 @@ Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why) {
   }
   for (const auto& b : info.outputs) {
     if (!planned[b.index]) {
-      why = "output binding '" + b.name + "' has no target (neither delegate output, aliased "
+      why = "output binding '" + b.name +
+            "' has no target (neither delegate output, aliased "
             "nor copy-back)";
       return Error::InvalidArgument;
     }

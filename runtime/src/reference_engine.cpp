@@ -1,8 +1,8 @@
 // The reference engine: an ExecuTorch program as the engine payload; see tte/reference_engine.h.
 #include <tte/abort_guard.h>
 #include <tte/payload_check.h>
-#include <tte/refusal.h>
 #include <tte/reference_engine.h>
+#include <tte/refusal.h>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -36,8 +36,8 @@ using executorch::runtime::KernelRuntimeContext;
 using executorch::runtime::MemoryAllocator;
 using executorch::runtime::MemoryManager;
 using executorch::runtime::Method;
-using executorch::runtime::OpFunction;
 using executorch::runtime::MethodMeta;
+using executorch::runtime::OpFunction;
 using executorch::runtime::Program;
 using executorch::runtime::Span;
 using executorch::runtime::Tag;
@@ -58,7 +58,8 @@ constexpr int64_t kMaxPlannedBytes = TTE_MAX_PLANNED_BYTES;
 // would jump through a garbage pointer. The method allocator therefore pre-fills every block it
 // hands out with the address of `unresolved_kernel`: a slot init never resolved fails the call.
 void unresolved_kernel(KernelRuntimeContext& ctx, Span<EValue*>) {
-  ET_LOG(Error, "TensorRTBackend: the reference payload runs an instruction whose kernel was "
+  ET_LOG(Error,
+         "TensorRTBackend: the reference payload runs an instruction whose kernel was "
          "never resolved (its operator table is corrupt; see the error logged at init)");
   ctx.fail(Error::InvalidProgram);
 }
@@ -145,15 +146,16 @@ bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, s
   bool same = sizes.size() == b.shape.size();
   for (size_t k = 0; same && k < sizes.size(); ++k) same = sizes[k] == b.shape[k];
   if (!same) {
-    why = format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side,
-                 b.index, b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str());
+    why = format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side, b.index,
+                 b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str());
     return false;
   }
   if (ti.is_memory_planned()) {
-    why = format("reference payload %s %zu ('%s') is memory planned: the engine could not bind "
-                 "caller memory without a copy; emit the payload with MemoryPlanningPass("
-                 "alloc_graph_input=False, alloc_graph_output=False)",
-                 side, b.index, b.name.c_str());
+    why = format(
+        "reference payload %s %zu ('%s') is memory planned: the engine could not bind "
+        "caller memory without a copy; emit the payload with MemoryPlanningPass("
+        "alloc_graph_input=False, alloc_graph_output=False)",
+        side, b.index, b.name.c_str());
     return false;
   }
   return true;
@@ -191,17 +193,20 @@ class ReferenceEngine final : public Engine {
     loader_.emplace(data, info.engine_size);
     std::optional<Result<Program>> loaded;
     bool aborted = false;
-    (void)contained([&] {
-      loaded.emplace(Program::load(&*loader_, Program::Verification::InternalConsistency));
-      return Error::Ok;
-    }, aborted);
+    (void)contained(
+        [&] {
+          loaded.emplace(Program::load(&*loader_, Program::Verification::InternalConsistency));
+          return Error::Ok;
+        },
+        aborted);
     if (aborted) return refuse_aborted("loading it as a program", why);
     auto& program = *loaded;
     if (!program.ok()) {
-      why = format("reference payload (%llu bytes) is not a loadable ExecuTorch program "
-                   "(Program::load error 0x%x)",
-                   static_cast<unsigned long long>(info.engine_size),
-                   static_cast<unsigned>(program.error()));
+      why = format(
+          "reference payload (%llu bytes) is not a loadable ExecuTorch program "
+          "(Program::load error 0x%x)",
+          static_cast<unsigned long long>(info.engine_size),
+          static_cast<unsigned>(program.error()));
       return Error::InvalidProgram;
     }
     if (!check_kernel_calls(data, info.engine_size, kMethod, why)) return Error::InvalidProgram;
@@ -213,18 +218,17 @@ class ReferenceEngine final : public Engine {
     }
     const MethodMeta meta = meta_r.get();
     if (meta.num_inputs() != info.inputs.size() || meta.num_outputs() != info.outputs.size()) {
-      why = format("reference payload 'forward' takes %zu inputs and returns %zu outputs; the "
-                   "blob has %zu input and %zu output bindings",
-                   meta.num_inputs(), meta.num_outputs(), info.inputs.size(),
-                   info.outputs.size());
+      why = format(
+          "reference payload 'forward' takes %zu inputs and returns %zu outputs; the "
+          "blob has %zu input and %zu output bindings",
+          meta.num_inputs(), meta.num_outputs(), info.inputs.size(), info.outputs.size());
       return Error::InvalidProgram;
     }
     for (const Binding& b : info.inputs) {
       auto tag = meta.input_tag(b.index);
       auto ti = meta.input_tensor_meta(b.index);
       if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
-        why = format("reference payload input %zu ('%s') is not a tensor", b.index,
-                     b.name.c_str());
+        why = format("reference payload input %zu ('%s') is not a tensor", b.index, b.name.c_str());
         return Error::InvalidProgram;
       }
       if (!check_signature(ti.get(), b, "input", why)) return Error::InvalidProgram;
@@ -233,8 +237,8 @@ class ReferenceEngine final : public Engine {
       auto tag = meta.output_tag(b.index);
       auto ti = meta.output_tensor_meta(b.index);
       if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
-        why = format("reference payload output %zu ('%s') is not a tensor", b.index,
-                     b.name.c_str());
+        why =
+            format("reference payload output %zu ('%s') is not a tensor", b.index, b.name.c_str());
         return Error::InvalidProgram;
       }
       if (!check_signature(ti.get(), b, "output", why)) return Error::InvalidProgram;
@@ -242,17 +246,20 @@ class ReferenceEngine final : public Engine {
     for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
       auto size = meta.memory_planned_buffer_size(i);
       if (!size.ok() || size.get() < 0 || size.get() > kMaxPlannedBytes) {
-        why = format("reference payload's 'forward' declares memory-planned buffer %zu with an "
-                     "invalid size (%lld bytes; at most %lld)", i,
-                     size.ok() ? static_cast<long long>(size.get()) : -1LL,
-                     static_cast<long long>(kMaxPlannedBytes));
+        why = format(
+            "reference payload's 'forward' declares memory-planned buffer %zu with an "
+            "invalid size (%lld bytes; at most %lld)",
+            i, size.ok() ? static_cast<long long>(size.get()) : -1LL,
+            static_cast<long long>(kMaxPlannedBytes));
         return Error::InvalidProgram;
       }
       const size_t n = static_cast<size_t>(size.get());
       planned_buffers_.push_back(aligned_bytes(n, 64));
       if (!planned_buffers_.back()) {
-        why = format("cannot allocate %zu bytes for memory-planned buffer %zu of the reference "
-                     "payload's 'forward' (bindings %s)", n, i, binding_names(info).c_str());
+        why = format(
+            "cannot allocate %zu bytes for memory-planned buffer %zu of the reference "
+            "payload's 'forward' (bindings %s)",
+            n, i, binding_names(info).c_str());
         return Error::MemoryAllocationFailed;
       }
       planned_spans_.emplace_back(planned_buffers_.back().get(), n);
@@ -260,23 +267,28 @@ class ReferenceEngine final : public Engine {
     planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
     temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
     if (!temp_buffer_) {
-      why = format("cannot allocate the %zu-byte temp arena of the reference payload's 'forward' "
-                   "(bindings %s)", kReferenceTempArenaBytes, binding_names(info).c_str());
+      why = format(
+          "cannot allocate the %zu-byte temp arena of the reference payload's 'forward' "
+          "(bindings %s)",
+          kReferenceTempArenaBytes, binding_names(info).c_str());
       return Error::MemoryAllocationFailed;
     }
     temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
     memory_.emplace(&method_allocator_, &*planned_, &*temp_);
     std::optional<Result<Method>> method_loaded;
-    (void)contained([&] {
-      method_loaded.emplace(program_->load_method(kMethod, &*memory_));
-      return Error::Ok;
-    }, aborted);
+    (void)contained(
+        [&] {
+          method_loaded.emplace(program_->load_method(kMethod, &*memory_));
+          return Error::Ok;
+        },
+        aborted);
     if (aborted) return refuse_aborted("loading its method 'forward'", why);
     auto& method = *method_loaded;
     if (!method.ok()) {
-      why = format("reference payload: loading method 'forward' failed with error 0x%x (a "
-                   "missing operator is logged above by ExecuTorch)",
-                   static_cast<unsigned>(method.error()));
+      why = format(
+          "reference payload: loading method 'forward' failed with error 0x%x (a "
+          "missing operator is logged above by ExecuTorch)",
+          static_cast<unsigned>(method.error()));
       return Error::InvalidProgram;
     }
     method_.emplace(std::move(method.get()));
@@ -311,9 +323,10 @@ class ReferenceEngine final : public Engine {
     if (aborted_) return refuse_after_abort();
     Error e = contained([&] { return method_->execute(); }, aborted_);
     if (aborted_) {
-      refuse("TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
-             "above says why): its program does not fit its operators; this delegate refuses "
-             "this and every later call (re-export the .pte)");
+      refuse(
+          "TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
+          "above says why): its program does not fit its operators; this delegate refuses "
+          "this and every later call (re-export the .pte)");
     }
     return e;
   }
@@ -325,8 +338,9 @@ class ReferenceEngine final : public Engine {
 
  private:
   static Error refuse_after_abort() {
-    refuse("TensorRTBackend: the reference payload aborted inside ExecuTorch in an earlier call; "
-           "this delegate refuses every later call (re-export the .pte)");
+    refuse(
+        "TensorRTBackend: the reference payload aborted inside ExecuTorch in an earlier call; "
+        "this delegate refuses every later call (re-export the .pte)");
     return Error::InvalidState;
   }
 

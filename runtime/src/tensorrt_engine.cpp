@@ -31,7 +31,9 @@ Logger& logger() {
 
 struct TrtDeleter {
   template <class T>
-  void operator()(T* p) const { delete p; }
+  void operator()(T* p) const {
+    delete p;
+  }
 };
 template <class T>
 using TrtPtr = std::unique_ptr<T, TrtDeleter>;
@@ -130,9 +132,10 @@ class TensorRTEngine final : public Engine {
     }
     engine_.reset(runtime_->deserializeCudaEngine(info.engine, info.engine_size));
     if (!engine_) {
-      why = format("TensorRT could not deserialize the %llu-byte engine (built for another "
-                   "TensorRT version or GPU? see the TensorRT error above)",
-                   static_cast<unsigned long long>(info.engine_size));
+      why = format(
+          "TensorRT could not deserialize the %llu-byte engine (built for another "
+          "TensorRT version or GPU? see the TensorRT error above)",
+          static_cast<unsigned long long>(info.engine_size));
       return Error::DelegateInvalidCompatibility;
     }
     const size_t n_io = info.inputs.size() + info.outputs.size();
@@ -154,8 +157,7 @@ class TensorRTEngine final : public Engine {
       const nvinfer1::Dims engine_dims = engine_->getTensorShape(b.name.c_str());
       if (Error e = resolve_input_shape(b, engine_dims, t, why); e != Error::Ok) return e;
       if (!context_->setInputShape(b.name.c_str(), t.dims)) {
-        why = "TensorRT refused shape " + dims_text(t.dims) + " for input binding '" + b.name +
-              "'";
+        why = "TensorRT refused shape " + dims_text(t.dims) + " for input binding '" + b.name + "'";
         return Error::InvalidProgram;
       }
       inputs_.push_back(std::move(t));
@@ -211,8 +213,8 @@ class TensorRTEngine final : public Engine {
     void* p = nullptr;
     cudaError_t ce = scope.ok() ? cudaMalloc(&p, nbytes ? nbytes : 1) : cudaErrorInvalidDevice;
     if (ce != cudaSuccess) {
-      why = format("cudaMalloc(%zu) on device %d for a copy-back scratch buffer failed: %s",
-                   nbytes, device_, cudaGetErrorString(ce));
+      why = format("cudaMalloc(%zu) on device %d for a copy-back scratch buffer failed: %s", nbytes,
+                   device_, cudaGetErrorString(ce));
       return Error::MemoryAllocationFailed;
     }
     scratch_.push_back(p);
@@ -260,8 +262,7 @@ class TensorRTEngine final : public Engine {
 
  private:
   // Direction and data type: the engine's, checked against a known binding's.
-  Error resolve_type(const Binding& b, nvinfer1::TensorIOMode want, IoTensor& t,
-                     std::string& why) {
+  Error resolve_type(const Binding& b, nvinfer1::TensorIOMode want, IoTensor& t, std::string& why) {
     const char* side = want == nvinfer1::TensorIOMode::kINPUT ? "input" : "output";
     const char* name = b.name.c_str();
     if (engine_->getTensorIOMode(name) != want) {
@@ -271,8 +272,10 @@ class TensorRTEngine final : public Engine {
     const nvinfer1::DataType engine_type = engine_->getTensorDataType(name);
     DType d;
     if (!from_trt_type(engine_type, d)) {
-      why = format("TensorRT %s '%s' has data type %d (nvinfer1::DataType), which a binding "
-                   "cannot carry", side, name, static_cast<int>(engine_type));
+      why = format(
+          "TensorRT %s '%s' has data type %d (nvinfer1::DataType), which a binding "
+          "cannot carry",
+          side, name, static_cast<int>(engine_type));
       return Error::NotSupported;
     }
     if (b.known && d != b.dtype) {
@@ -281,7 +284,8 @@ class TensorRTEngine final : public Engine {
       return Error::InvalidProgram;
     }
     if (engine_->getTensorFormat(name) != nvinfer1::TensorFormat::kLINEAR) {
-      why = std::string("TensorRT ") + side + " '" + b.name + "' has a vectorized format; this "
+      why = std::string("TensorRT ") + side + " '" + b.name +
+            "' has a vectorized format; this "
             "runtime binds linear (row-major) tensors only";
       return Error::NotSupported;
     }
@@ -296,9 +300,10 @@ class TensorRTEngine final : public Engine {
                             std::string& why) {
     if (!b.known) {
       if (!is_static(engine_dims)) {
-        why = "input binding '" + b.name + "' leaves its shape to the engine (dtype '' and shape "
-              "[] in the blob), and the engine's shape " + dims_text(engine_dims) +
-              " is dynamic; this runtime binds static shapes only";
+        why = "input binding '" + b.name +
+              "' leaves its shape to the engine (dtype '' and shape "
+              "[] in the blob), and the engine's shape " +
+              dims_text(engine_dims) + " is dynamic; this runtime binds static shapes only";
         return Error::NotSupported;
       }
       t.dims = engine_dims;

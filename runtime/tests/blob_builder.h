@@ -22,7 +22,8 @@ struct BlobFields {
   std::string magic = "TR03";
   std::string metadata;
   std::string engine;
-  int64_t md_off = -1, md_size = -1, eng_off = -1, eng_size = -1;  // -1: computed; other values are written as is
+  int64_t md_off = -1, md_size = -1, eng_off = -1,
+          eng_size = -1;  // -1: computed; other values are written as is
   bool seal = true;
 };
 

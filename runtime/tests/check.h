@@ -45,8 +45,8 @@ inline bool logged(const std::string& needle) {
   return log_buffer().find(needle) != std::string::npos;
 }
 
-inline void capture_log(et_timestamp_t, et_pal_log_level_t level, const char*, const char*,
-                        size_t, const char* message, size_t length) {
+inline void capture_log(et_timestamp_t, et_pal_log_level_t level, const char*, const char*, size_t,
+                        const char* message, size_t length) {
   log_buffer().append(message, length);
   log_buffer().push_back('\n');
   std::fprintf(stderr, "  [et %c] %.*s\n", static_cast<char>(level), static_cast<int>(length),
@@ -86,36 +86,36 @@ inline int run_all() {
 
 #define TTE_CAT2(a, b) a##b
 #define TTE_CAT(a, b) TTE_CAT2(a, b)
-#define TEST(name)                                                               \
-  static void name();                                                            \
-  static ::tte_test::Registrar TTE_CAT(reg_, name)(#name, name);                 \
+#define TEST(name)                                               \
+  static void name();                                            \
+  static ::tte_test::Registrar TTE_CAT(reg_, name)(#name, name); \
   static void name()
 
-#define FAIL_AT(msg)                                                             \
-  do {                                                                           \
-    ++::tte_test::failures();                                                    \
+#define FAIL_AT(msg)                                                            \
+  do {                                                                          \
+    ++::tte_test::failures();                                                   \
     std::printf("  %s:%d: %s\n", __FILE__, __LINE__, std::string(msg).c_str()); \
   } while (0)
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) FAIL_AT("CHECK(" #cond ") failed");                             \
+#define CHECK(cond)                                  \
+  do {                                               \
+    if (!(cond)) FAIL_AT("CHECK(" #cond ") failed"); \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                           \
-  do {                                                                           \
-    const auto& _a = (a);                                                        \
-    const auto& _b = (b);                                                        \
+#define CHECK_EQ(a, b)                                                               \
+  do {                                                                               \
+    const auto& _a = (a);                                                            \
+    const auto& _b = (b);                                                            \
     if (!(_a == _b)) FAIL_AT("CHECK_EQ(" #a ", " #b ")" + ::tte_test::show(_a, _b)); \
   } while (0)
 
 // Stop the current test when `cond` fails (for preconditions of the checks that follow).
-#define REQUIRE(cond)                                                            \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      FAIL_AT("REQUIRE(" #cond ") failed");                                      \
-      return;                                                                    \
-    }                                                                            \
+#define REQUIRE(cond)                       \
+  do {                                      \
+    if (!(cond)) {                          \
+      FAIL_AT("REQUIRE(" #cond ") failed"); \
+      return;                               \
+    }                                       \
   } while (0)
 
 #define TEST_MAIN() \

@@ -34,8 +34,8 @@ inline bool make_delegate_args(const tte::BlobInfo& info, size_t max_bytes,
     total += n;
     if (total > max_bytes) return false;
     storage.emplace_back(n ? n : 1, 0);
-    tensors.push_back(executorch::extension::make_tensor_ptr(
-        sizes, storage.back().data(), tte::dtype_scalar_type(b->dtype)));
+    tensors.push_back(executorch::extension::make_tensor_ptr(sizes, storage.back().data(),
+                                                             tte::dtype_scalar_type(b->dtype)));
     return true;
   };
   for (const auto& name : info.delegate_inputs) {

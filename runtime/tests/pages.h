@@ -30,8 +30,7 @@ class Pages {
   size_t size() const { return size_; }
   void protect_all_but(const std::set<size_t>& writable) {
     for (size_t p = 0; p < n_; ++p) {
-      mprotect(base_ + p * page(), page(),
-               writable.count(p) ? PROT_READ | PROT_WRITE : PROT_READ);
+      mprotect(base_ + p * page(), page(), writable.count(p) ? PROT_READ | PROT_WRITE : PROT_READ);
     }
   }
   void unprotect() { mprotect(base_, size_, PROT_READ | PROT_WRITE); }

@@ -69,8 +69,8 @@ struct Delegate {
   DelegateHandle* handle = nullptr;
   Error init_error = Error::Ok;
 
-  explicit Delegate(std::string b) : blob(std::move(b)), processed(blob.data(), blob.size(),
-                                                                   nullptr) {
+  explicit Delegate(std::string b)
+      : blob(std::move(b)), processed(blob.data(), blob.size(), nullptr) {
     BackendInitContext ctx(&allocator);
     auto r = backend()->init(ctx, &processed, {});
     if (r.ok()) {
@@ -127,8 +127,8 @@ TEST(kv_cache_written_in_place_and_step_copied_back_once) {
   auto t_step = make_tensor_ptr({1}, step.data(), ScalarType::Long);
   auto t_logits = make_tensor_ptr({1, 2, 1024}, logits.data(), ScalarType::Float);
   // delegate args in the blob's delegate_inputs order (tok, pos, cache, step), then logits
-  std::vector<EValue> values = {EValue(*t_tok), EValue(*t_pos), EValue(*t_cache),
-                                EValue(*t_step), EValue(*t_logits)};
+  std::vector<EValue> values = {EValue(*t_tok), EValue(*t_pos), EValue(*t_cache), EValue(*t_step),
+                                EValue(*t_logits)};
   std::vector<EValue*> args;
   for (auto& v : values) args.push_back(&v);
   for (int64_t p = 0; p < static_cast<int64_t>(kSmax); ++p) {
@@ -199,20 +199,23 @@ TEST(init_refuses_other_versions_and_engines_with_the_reason) {
   blob[3] = '4';
   Delegate other(blob);
   CHECK(other.init_error == Error::DelegateInvalidCompatibility);
-  CHECK(tte_test::logged("TensorRTBackend: init refused the delegate blob: unsupported blob "
-                         "magic b'TR04': this reader accepts TR01, TR02 and TR03"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: init refused the delegate blob: unsupported blob "
+                       "magic b'TR04': this reader accepts TR01, TR02 and TR03"));
   tte_test::clear_logs();
   Delegate trt(tte_test::read_file(kFixtures + "/upstream_tr01.blob"));
   CHECK(trt.init_error == Error::NotSupported);
-  CHECK(tte_test::logged("TR01 blob holds a TensorRT engine, but this runtime was built without "
-                         "TensorRT (engines: reference)"));
+  CHECK(
+      tte_test::logged("TR01 blob holds a TensorRT engine, but this runtime was built without "
+                       "TensorRT (engines: reference)"));
 }
 
 TEST(init_refuses_payloads_that_do_not_match_the_contract) {
   Delegate planned(payload_file("ring_planned_io.blob"));
   CHECK(planned.init_error == Error::InvalidProgram);
-  CHECK(tte_test::logged("reference payload input 0 ('x') is memory planned: the engine could "
-                         "not bind caller memory without a copy"));
+  CHECK(
+      tte_test::logged("reference payload input 0 ('x') is memory planned: the engine could "
+                       "not bind caller memory without a copy"));
   tte_test::clear_logs();
   const std::string md = R"({"io_bindings":[
     {"name":"x","dtype":"float32","shape":[4],"is_input":true},
@@ -226,8 +229,9 @@ TEST(init_refuses_payloads_that_do_not_match_the_contract) {
   f.engine = engine_of(payload_file("ring.blob"));
   Delegate shape(tte_test::build(f));
   CHECK(shape.init_error == Error::InvalidProgram);
-  CHECK(tte_test::logged("reference payload input 0 ('x') has shape [3], the binding says "
-                         "float32 [4]"));
+  CHECK(
+      tte_test::logged("reference payload input 0 ('x') has shape [3], the binding says "
+                       "float32 [4]"));
   tte_test::clear_logs();
   f.engine = "not a program at all";
   Delegate garbage(tte_test::build(f));
@@ -244,18 +248,21 @@ TEST(execute_refuses_wrong_tensors_naming_the_binding) {
   auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
   std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
   CHECK(d.execute(args) == Error::InvalidArgument);
-  CHECK(tte_test::logged("TensorRTBackend: delegate input 0 (binding 'x') holds 16 bytes, the "
-                         "binding float32 [3] needs 12"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: delegate input 0 (binding 'x') holds 16 bytes, the "
+                       "binding float32 [3] needs 12"));
   std::vector<EValue> few = {EValue(*tring), EValue(*ty)};
   CHECK(d.execute(few) == Error::InvalidArgument);
-  CHECK(tte_test::logged("the delegate call has 2 arguments, the blob declares 2 inputs + 1 "
-                         "outputs"));
+  CHECK(
+      tte_test::logged("the delegate call has 2 arguments, the blob declares 2 inputs + 1 "
+                       "outputs"));
   std::vector<int64_t> xi(3);
   auto txi = make_tensor_ptr({3}, xi.data(), ScalarType::Long);
   std::vector<EValue> typed = {EValue(*txi), EValue(*tring), EValue(*ty)};
   CHECK(d.execute(typed) == Error::InvalidArgument);
-  CHECK(tte_test::logged("delegate input 0 (binding 'x') has scalar type Long, the binding is "
-                         "float32"));
+  CHECK(
+      tte_test::logged("delegate input 0 (binding 'x') has scalar type Long, the binding is "
+                       "float32"));
 }
 
 TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
@@ -277,8 +284,9 @@ TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
   // Without TensorRT, init gets past the blob and stops at the engine.
   Delegate d(blob);
   CHECK(d.init_error == Error::NotSupported);
-  CHECK(tte_test::logged("TR02 blob holds a TensorRT engine, but this runtime was built without "
-                         "TensorRT"));
+  CHECK(
+      tte_test::logged("TR02 blob holds a TensorRT engine, but this runtime was built without "
+                       "TensorRT"));
 
   std::vector<float> cache(2 * 8 * 4), tokens(2 * 4), logits(2), out32(2 * 8 * 4);
   std::vector<uint16_t> out16(2 * 8 * 4);
@@ -308,14 +316,16 @@ TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
   CHECK(check(t_same) == Error::Ok);
   CHECK(!tte_test::logged("aliased pair"));
   CHECK(check(t_half) == Error::InvalidArgument);
-  CHECK(tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
-                         "execute: output tensor is Half (128 bytes), input tensor is Float "
-                         "(256 bytes); the blob leaves their dtype/shape to the tensors"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
+                       "execute: output tensor is Half (128 bytes), input tensor is Float "
+                       "(256 bytes); the blob leaves their dtype/shape to the tensors"));
   tte_test::clear_logs();
   CHECK(check(t_short) == Error::InvalidArgument);
-  CHECK(tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
-                         "execute: output tensor is Float (128 bytes), input tensor is Float "
-                         "(256 bytes)"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
+                       "execute: output tensor is Float (128 bytes), input tensor is Float "
+                       "(256 bytes)"));
 }
 
 TEST(delegated_program_runs_through_executorch_method) {
@@ -410,9 +420,10 @@ TEST(execute_refuses_a_tensor_in_another_dim_order) {
   auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
   std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
   CHECK(d.execute(args) == Error::InvalidArgument);
-  CHECK(tte_test::logged("TensorRTBackend: delegate input 1 (binding 'ring') has dim order "
-                         "[1,0]; the engine reads its bindings as contiguous tensors in dim "
-                         "order 0..n-1"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: delegate input 1 (binding 'ring') has dim order "
+                       "[1,0]; the engine reads its bindings as contiguous tensors in dim "
+                       "order 0..n-1"));
 }
 
 namespace {
@@ -561,12 +572,12 @@ TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
   tte_test::clear_logs();
   CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) ==
         Error::InvalidArgument);
-  CHECK(tte_test::logged("aliased pair 'cache_out' -> 'cache_in' differs at execute: output "
-                         "tensor is Float (64 bytes), input tensor is Float (128 bytes); the "
-                         "blob leaves their dynamic dimensions to the tensors"));
+  CHECK(
+      tte_test::logged("aliased pair 'cache_out' -> 'cache_in' differs at execute: output "
+                       "tensor is Float (64 bytes), input tensor is Float (128 bytes); the "
+                       "blob leaves their dynamic dimensions to the tensors"));
   values[1] = EValue(*ta);
-  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) ==
-        Error::Ok);
+  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) == Error::Ok);
 }
 
 TEST(unknown_bindings_take_the_engines_types_at_init) {
@@ -585,8 +596,10 @@ TEST(unknown_bindings_take_the_engines_types_at_init) {
   REQUIRE(info.ok());
   using tte::DType;
   FakeEngine e;
-  e.types = {{true, 0, DType::Float32, {1, 2, 8, 4}}, {true, 1, DType::Float32, {1, 2, 1, 4}},
-             {false, 0, DType::Float32, {1, 2}}, {false, 1, DType::Float32, {1, 2, 8, 4}}};
+  e.types = {{true, 0, DType::Float32, {1, 2, 8, 4}},
+             {true, 1, DType::Float32, {1, 2, 1, 4}},
+             {false, 0, DType::Float32, {1, 2}},
+             {false, 1, DType::Float32, {1, 2, 8, 4}}};
   tte::BlobInfo resolved = info.get();
   REQUIRE(tte::resolve_unknown_bindings(resolved, e, why) == Error::Ok);
   CHECK(resolved.inputs[0].known);
@@ -636,8 +649,8 @@ TEST(c_api_never_allocates_locks_or_throws) {
   }
   CHECK(sum > 0);
   if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
-  CHECK_EQ(std::string(tte_runtime_version()), std::string("tte-runtime 0.1 (engines: ") +
-                                                   tte::compiled_engines() + ")");
+  CHECK_EQ(std::string(tte_runtime_version()),
+           std::string("tte-runtime 0.1 (engines: ") + tte::compiled_engines() + ")");
 }
 
 TEST_MAIN()

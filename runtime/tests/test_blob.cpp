@@ -136,7 +136,10 @@ TEST(refuses_bad_magic_and_other_versions_as_incompatible) {
           "unsupported blob magic b'TRX1': this reader accepts TR01, TR02 and TR03");
   REFUSED(parse_meta(kKvMeta, "TR04"), DelegateInvalidCompatibility,
           "unsupported blob magic b'TR04': this reader accepts TR01, TR02 and TR03");
-  REFUSED(parse_meta(kKvMeta, std::string("\x7f" "ELF", 4)), DelegateInvalidCompatibility,
+  REFUSED(parse_meta(kKvMeta, std::string("\x7f"
+                                          "ELF",
+                                          4)),
+          DelegateInvalidCompatibility,
           "unsupported blob magic b'\\x7fELF': this reader accepts TR01, TR02 and TR03");
   REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":4")),
           DelegateInvalidCompatibility,
@@ -203,8 +206,8 @@ TEST(refuses_truncated_json_at_the_byte_python_names) {
 }
 
 TEST(refuses_alias_naming_unknown_or_wrong_direction_bindings) {
-  REFUSED(parse_meta(replace_all(kKvMeta, R"("input":"cache_in","kind")",
-                                 R"("input":"v_cache","kind")")),
+  REFUSED(parse_meta(
+              replace_all(kKvMeta, R"("input":"cache_in","kind")", R"("input":"v_cache","kind")")),
           InvalidProgram, "aliased_io[0] names input 'v_cache', which is not a binding");
   REFUSED(parse_meta(replace_all(kKvMeta, R"({"output":"cache_out","input":"cache_in")",
                                  R"({"output":"nope","input":"cache_in")")),
@@ -217,13 +220,15 @@ TEST(refuses_alias_naming_unknown_or_wrong_direction_bindings) {
 TEST(refuses_shape_or_dtype_mismatch_in_aliased_pair) {
   const std::string out_decl =
       R"({"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false})";
-  REFUSED(parse_meta(replace_all(kKvMeta, out_decl,
-      R"({"name":"cache_out","dtype":"float32","shape":[1,2,4,4],"is_input":false})")),
+  REFUSED(parse_meta(replace_all(
+              kKvMeta, out_decl,
+              R"({"name":"cache_out","dtype":"float32","shape":[1,2,4,4],"is_input":false})")),
           InvalidProgram,
           "aliased pair 'cache_out' -> 'cache_in' differs: output is float32 [1,2,4,4], input "
           "is float32 [1,2,8,4]");
-  REFUSED(parse_meta(replace_all(kKvMeta, out_decl,
-      R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})")),
+  REFUSED(parse_meta(replace_all(
+              kKvMeta, out_decl,
+              R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})")),
           InvalidProgram,
           "aliased pair 'cache_out' -> 'cache_in' differs: output is float16 [1,2,8,4], input "
           "is float32 [1,2,8,4]");
@@ -254,9 +259,11 @@ TEST(refuses_other_inconsistencies_like_python) {
           InvalidProgram,
           "copy_back pair 'step_out' -> 'step_in' differs: output is int32 [1], input is int64 "
           "[1]");
-  REFUSED(parse_meta(replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
-      R"([{"output":"step_out","input":"step_in"},{"output":"cache_out","input":"cache_in"}])")),
-          InvalidProgram, "output binding 'cache_out' is both aliased and copy-back");
+  REFUSED(
+      parse_meta(replace_all(
+          kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
+          R"([{"output":"step_out","input":"step_in"},{"output":"cache_out","input":"cache_in"}])")),
+      InvalidProgram, "output binding 'cache_out' is both aliased and copy-back");
   REFUSED(parse_meta(replace_all(kKvMeta, R"("dtype":"float32","shape":[1,2,1,4])",
                                  R"("dtype":"complex64","shape":[1,2,1,4])")),
           InvalidProgram,
@@ -269,8 +276,7 @@ TEST(refuses_other_inconsistencies_like_python) {
 }
 
 TEST(tr02_ignores_extension_keys_but_refuses_tte_version) {
-  const std::string md = replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])",
-                                     "[]");
+  const std::string md = replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])", "[]");
   Parsed p = parse_meta(replace_all(md, R"("tte_version":3,)", ""), "TR02");
   REQUIRE(p.code == Error::Ok);
   CHECK(p.info.engine_kind == tte::EngineKind::TensorRT);
@@ -313,18 +319,20 @@ TEST(reads_upstream_preprocess_blob_with_unknown_bindings) {
   REQUIRE(t1.code == Error::Ok);
   CHECK(!t1.info.inputs[0].known && !t1.info.outputs[0].known);
   // one side known, the other unknown: still left to execute
-  Parsed mixed = parse_meta(upstream_kv_meta(
-      R"({"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false})"), "TR02");
+  Parsed mixed = parse_meta(
+      upstream_kv_meta(
+          R"({"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false})"),
+      "TR02");
   REQUIRE(mixed.code == Error::Ok);
   CHECK(mixed.info.outputs[1].known && !mixed.info.inputs[0].known);
   CHECK_EQ(mixed.info.outputs[1].nbytes(), size_t(256));
 }
 
 TEST(unknown_bindings_are_refused_in_tr03_and_with_a_shape) {
-  const std::string tr03 = replace_all(
-      upstream_kv_meta(), R"("target_platform":"")",
-      R"("target_platform":"","tte_version":3,"engine_kind":"tensorrt",)"
-      R"("delegate_inputs":["cache_in","tokens","pos"],"delegate_outputs":["logits"])");
+  const std::string tr03 =
+      replace_all(upstream_kv_meta(), R"("target_platform":"")",
+                  R"("target_platform":"","tte_version":3,"engine_kind":"tensorrt",)"
+                  R"("delegate_inputs":["cache_in","tokens","pos"],"delegate_outputs":["logits"])");
   REFUSED(parse_meta(tr03, "TR03"), InvalidProgram,
           "io_bindings[0] 'cache_in': empty dtype; only upstream TR01/TR02 blobs may leave a "
           "binding's dtype and shape to the delegate's tensors (dtype '' and shape []); a TR03 "
@@ -337,7 +345,8 @@ TEST(unknown_bindings_are_refused_in_tr03_and_with_a_shape) {
           "binding's dtype and shape to the delegate's tensors (dtype '' and shape []); a TR03 "
           "blob must give both");
   REFUSED(parse_meta(upstream_kv_meta(R"({"name":"cache_out","dtype":"","shape":[1,4],)"
-                                      R"("is_input":false})"), "TR02"),
+                                      R"("is_input":false})"),
+                     "TR02"),
           InvalidProgram,
           "io_bindings[4] 'cache_out': empty dtype with shape [1,4]; a binding left to the "
           "delegate's tensors has dtype '' and shape []");
@@ -353,19 +362,23 @@ TEST(unknown_bindings_are_refused_in_tr03_and_with_a_shape) {
 }
 
 TEST(known_aliased_pair_in_tr02_is_still_compared_at_parse) {
-  REFUSED(parse_meta(replace_all(upstream_kv_meta(
-              R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})"),
+  REFUSED(
+      parse_meta(
+          replace_all(
+              upstream_kv_meta(
+                  R"({"name":"cache_out","dtype":"float16","shape":[1,2,8,4],"is_input":false})"),
               tte_test::upstream_binding("cache_in", true),
               R"({"name":"cache_in","dtype":"float32","shape":[1,2,8,4],"is_input":true})"),
           "TR02"),
-          InvalidProgram,
-          "aliased pair 'cache_out' -> 'cache_in' differs: output is float16 [1,2,8,4], input "
-          "is float32 [1,2,8,4]");
+      InvalidProgram,
+      "aliased pair 'cache_out' -> 'cache_in' differs: output is float16 [1,2,8,4], input "
+      "is float32 [1,2,8,4]");
 }
 
 TEST(json_reader_handles_escapes_numbers_and_depth) {
   std::string why;
-  const std::string text = R"({"a":"x\"\\\/\n\u00e9\ud83d\ude00","n":[-12,3.5,1e3,0],"t":true,"z":null})";
+  const std::string text =
+      R"({"a":"x\"\\\/\n\u00e9\ud83d\ude00","n":[-12,3.5,1e3,0],"t":true,"z":null})";
   auto r = tte::parse_json(text.data(), text.size(), why);
   REQUIRE(r.ok());
   const tte::Json& j = r.get();
@@ -418,8 +431,7 @@ TEST(json_defects_refused_like_python) {
   CHECK(max.code == Error::Ok);
   CHECK_EQ(max.info.device_id, int64_t(9223372036854775807LL));
   for (std::string v : {"3.0", "3e0", "true", "\"3\"", "null"}) {
-    REFUSED(kv_with(R"("tte_version":3)", R"("tte_version":)" + v),
-            DelegateInvalidCompatibility,
+    REFUSED(kv_with(R"("tte_version":3)", R"("tte_version":)" + v), DelegateInvalidCompatibility,
             "TR03 blob has tte_version " + std::string(v == "3e0" ? "3.0" : v) +
                 "; this reader understands version 3 only");
   }
@@ -430,7 +442,7 @@ TEST(metadata_must_be_utf8_at_the_byte_python_names) {
   const std::string md = replace_all(kKvMeta, R"("target_platform":"")", slot);
   const size_t start = md.find("@@");
   const std::pair<std::string, size_t> cases[] = {
-      {"\xff", 0}, {"\xc0\xaf", 0}, {"\xed\xa0\x80", 0}, {"\xf4\x90\x80\x80", 0},
+      {"\xff", 0},       {"\xc0\xaf", 0},      {"\xed\xa0\x80", 0}, {"\xf4\x90\x80\x80", 0},
       {"ab\xe2\x82", 2}, {"a\xe2\x28\xa1", 1}, {"\xc3\xa9\x80", 2}, {"\xf0\x9f\x98", 0}};
   for (const auto& [bad, at] : cases) {
     REFUSED(parse_meta(replace_all(md, "@@", bad)), InvalidProgram,
@@ -439,9 +451,10 @@ TEST(metadata_must_be_utf8_at_the_byte_python_names) {
   auto good = parse_meta(replace_all(md, "@@", "\\u00e9\xc3\xa9\\ud83d\\ude00"));
   CHECK(good.code == Error::Ok);
   CHECK_EQ(good.info.target_platform, std::string("\xc3\xa9\xc3\xa9\xf0\x9f\x98\x80"));
-  const std::pair<std::string, std::string> surrogates[] = {
-      {"\\ud800", "\\ud800"}, {"\\udc00", "\\udc00"}, {"x\\ud800\\u0041", "\\ud800"},
-      {"\\ud800\\ud800\\udc00", "\\ud800"}};
+  const std::pair<std::string, std::string> surrogates[] = {{"\\ud800", "\\ud800"},
+                                                            {"\\udc00", "\\udc00"},
+                                                            {"x\\ud800\\u0041", "\\ud800"},
+                                                            {"\\ud800\\ud800\\udc00", "\\ud800"}};
   for (const auto& [escape, named] : surrogates) {
     REFUSED(parse_meta(replace_all(md, "@@", escape)), InvalidProgram,
             "metadata JSON holds the unpaired surrogate escape " + named +
@@ -450,8 +463,7 @@ TEST(metadata_must_be_utf8_at_the_byte_python_names) {
   // A JSON syntax error is placed by byte, not by character.
   const std::string two = replace_all(md, "\"@@\"", "\"\xc3\xa9\xc3\xa9\",,");
   REFUSED(parse_meta(two), InvalidProgram,
-          "metadata JSON is truncated or malformed at byte " +
-              std::to_string(two.find(",,") + 1) +
+          "metadata JSON is truncated or malformed at byte " + std::to_string(two.find(",,") + 1) +
               ": expecting a property name in double quotes");
 }
 

@@ -18,9 +18,9 @@
 #include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/backend/interface.h>
 
-#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 #include <vector>
 
 using executorch::aten::ScalarType;
@@ -60,8 +60,8 @@ Outcome init_and_run(const std::string& blob, std::string& refusal) {
   auto t_cache = make_tensor_ptr({1, 2, 4, 1024}, cache.data(), ScalarType::Float);
   auto t_step = make_tensor_ptr({1}, step.data(), ScalarType::Long);
   auto t_logits = make_tensor_ptr({1, 2, 1024}, logits.data(), ScalarType::Float);
-  std::vector<EValue> values = {EValue(*t_tok), EValue(*t_pos), EValue(*t_cache),
-                                EValue(*t_step), EValue(*t_logits)};
+  std::vector<EValue> values = {EValue(*t_tok), EValue(*t_pos), EValue(*t_cache), EValue(*t_step),
+                                EValue(*t_logits)};
   std::vector<EValue*> args;
   for (auto& v : values) args.push_back(&v);
   BackendExecutionContext ectx;
@@ -100,8 +100,10 @@ TEST(every_flipped_payload_byte_is_refused_at_init_or_runs_without_crashing) {
       case Outcome::RunFailed: ++run_failed; break;
     }
   }
-  std::printf("  payload flips: %zu refused (%zu bad operator index, %zu unverifiable), %zu ran, "
-              "%zu failed at execute\n", refused, bad_operator, unloadable, ran, run_failed);
+  std::printf(
+      "  payload flips: %zu refused (%zu bad operator index, %zu unverifiable), %zu ran, "
+      "%zu failed at execute\n",
+      refused, bad_operator, unloadable, ran, run_failed);
   CHECK(refused > 0 && bad_operator > 0 && unloadable > 0 && ran > 0);
 }
 
@@ -123,8 +125,9 @@ TEST(an_operator_index_out_of_range_is_refused_at_init_naming_it) {
     }
   }
   REQUIRE(!found.empty());
-  const std::string head = "TensorRTBackend: init refused the delegate blob: reference payload: "
-                           "method 'forward' instruction 0:";
+  const std::string head =
+      "TensorRTBackend: init refused the delegate blob: reference payload: "
+      "method 'forward' instruction 0:";
   CHECK(found.rfind(head, 0) == 0);
   CHECK(found.find(" calls operator ") != std::string::npos);
 }
@@ -137,7 +140,8 @@ TEST(last_refusal_names_init_and_execute_refusals_until_cleared) {
   std::string refusal;
   REQUIRE(init_and_run(b, refusal) == Outcome::Refused);
   CHECK(refusal.rfind("TensorRTBackend: init refused the delegate blob: engine payload SHA-256 "
-                      "mismatch: ", 0) == 0);
+                      "mismatch: ",
+                      0) == 0);
   CHECK(refusal.find("(delegate of method 'forward': ") != std::string::npos);
   // execute: ring's delegate takes x, ring and returns y; kv_step's five arguments are wrong
   const std::string ring = tte_test::read_file(kPayloads + "/ring.blob");
@@ -216,37 +220,45 @@ TEST(fuzz_regressions_fail_their_calls_instead_of_the_process) {
   auto kv = run_any(tte_test::reseal(tte_test::read_file(dir + "/init-6e64d05cb9b6.blob")), 1);
   REQUIRE(kv.size() == 2);
   CHECK_EQ(kv[1], std::string("TensorRTBackend: reference engine run failed (error 0x12)"));
-  CHECK(tte_test::logged("tte::kv_cache_update.out: called with 4 arguments that are not (Tensor "
-                         "cache, int dim, Tensor index, Tensor update, Tensor out)"));
+  CHECK(
+      tte_test::logged("tte::kv_cache_update.out: called with 4 arguments that are not (Tensor "
+                       "cache, int dim, Tensor index, Tensor update, Tensor out)"));
 }
 
 TEST(fuzz_regressions_with_null_tensor_data_are_refused_at_init) {
   // Tensors ExecuTorch would leave without data, which kernels then dereference (SIGSEGV).
   const std::string dir = TTE_REGRESSIONS_DIR;
   const std::pair<const char*, const char*> cases[] = {
-      {"init-7636cfa1e54b.blob", "method 'forward' instruction 0:0 (aten::sum) passes tensor "
-                                 "value 2, which has no data (no storage, not a method input or "
-                                 "output, not a view of data)"},
-      {"init-9469243d76bd.blob", "method 'forward' instruction 0:2 (aten::slice_copy) passes "
-                                 "tensor value 9, which has no data"},
-      {"init-c4342ff67c62.blob", "method 'forward' instruction 0:2 (aten::slice_copy) passes "
-                                 "tensor value 9, which has no data"},
-      {"init-8dbf1ebd6fc5.blob", "method 'forward' instruction 0:0 is a free call; the "
-                                 "reference engine runs straight-line kernel calls only"}};
+      {"init-7636cfa1e54b.blob",
+       "method 'forward' instruction 0:0 (aten::sum) passes tensor "
+       "value 2, which has no data (no storage, not a method input or "
+       "output, not a view of data)"},
+      {"init-9469243d76bd.blob",
+       "method 'forward' instruction 0:2 (aten::slice_copy) passes "
+       "tensor value 9, which has no data"},
+      {"init-c4342ff67c62.blob",
+       "method 'forward' instruction 0:2 (aten::slice_copy) passes "
+       "tensor value 9, which has no data"},
+      {"init-8dbf1ebd6fc5.blob",
+       "method 'forward' instruction 0:0 is a free call; the "
+       "reference engine runs straight-line kernel calls only"}};
   for (const auto& [name, reason] : cases) {
     auto said = run_any(tte_test::reseal(tte_test::read_file(dir + "/" + name)), 1);
     REQUIRE(said.size() == 1);
     CHECK(said[0].rfind("TensorRTBackend: init refused the delegate blob: reference payload: " +
-                        std::string(reason), 0) == 0);
+                            std::string(reason),
+                        0) == 0);
   }
 }
 
 TEST(aborts_are_contained_only_inside_contained) {
   bool aborted = false;
-  Error e = tte::contained([] {
-    executorch::runtime::runtime_abort();
-    return Error::Ok;
-  }, aborted);
+  Error e = tte::contained(
+      [] {
+        executorch::runtime::runtime_abort();
+        return Error::Ok;
+      },
+      aborted);
   CHECK(aborted);
   CHECK(e == Error::Internal);
   aborted = false;

@@ -66,8 +66,7 @@ TEST(digest_mismatches_are_refused_naming_both_digests) {
   std::string md_flip = good;
   md_flip[64 + 5] ^= 0x20;  // inside the metadata text
   const size_t md_size = le32(good, 8);
-  const std::string got =
-      tte::hex_digest(tte::sha256(md_flip.data() + 64, md_size));
+  const std::string got = tte::hex_digest(tte::sha256(md_flip.data() + 64, md_size));
   tte::Digest rec;
   std::memcpy(rec.data(), good.data() + 32, 32);
   CHECK_EQ(refusal(md_flip), "metadata SHA-256 mismatch: the header records " +
@@ -77,11 +76,12 @@ TEST(digest_mismatches_are_refused_naming_both_digests) {
                                  "older torch-tensorrt-ext): re-export the .pte");
   std::string eng_flip = good;
   eng_flip[eng_flip.size() - 1] ^= 1;  // the payload's last byte
-  CHECK_EQ(refusal(eng_flip),
-           "engine payload SHA-256 mismatch: the metadata records " +
-               tte::hex_digest(tte::sha256("ENGINE", 6)) + ", the 6 payload bytes hash to " +
-               tte::hex_digest(tte::sha256("ENGIND", 6)) + "; the blob is corrupt: re-export "
-               "the .pte");
+  CHECK_EQ(refusal(eng_flip), "engine payload SHA-256 mismatch: the metadata records " +
+                                  tte::hex_digest(tte::sha256("ENGINE", 6)) +
+                                  ", the 6 payload bytes hash to " +
+                                  tte::hex_digest(tte::sha256("ENGIND", 6)) +
+                                  "; the blob is corrupt: re-export "
+                                  "the .pte");
 }
 
 TEST(engine_digest_is_required_and_well_formed) {
@@ -124,13 +124,15 @@ TEST(every_flipped_byte_of_a_real_blob_is_refused_unless_never_read) {
 }
 
 TEST(nul_inside_a_string_is_refused_wherever_it_is) {
-  CHECK_EQ(refusal(blob_with(replace_all(kMeta, R"("dtype":"float32","shape":[4],"is_input":true)",
-                                         R"("dtype":"float32\u0000junk","shape":[4],"is_input":true)"))),
-           std::string("metadata JSON holds a NUL character (\\u0000) in the string "
-                       "\"float32\\u0000junk\"; strings must not contain NUL"));
-  CHECK_EQ(refusal(blob_with(replace_all(kMeta, R"({"io_bindings")", R"({"a\u0000":1,"io_bindings")"))),
-           std::string("metadata JSON holds a NUL character (\\u0000) in the string "
-                       "\"a\\u0000\"; strings must not contain NUL"));
+  CHECK_EQ(
+      refusal(blob_with(replace_all(kMeta, R"("dtype":"float32","shape":[4],"is_input":true)",
+                                    R"("dtype":"float32\u0000junk","shape":[4],"is_input":true)"))),
+      std::string("metadata JSON holds a NUL character (\\u0000) in the string "
+                  "\"float32\\u0000junk\"; strings must not contain NUL"));
+  CHECK_EQ(
+      refusal(blob_with(replace_all(kMeta, R"({"io_bindings")", R"({"a\u0000":1,"io_bindings")"))),
+      std::string("metadata JSON holds a NUL character (\\u0000) in the string "
+                  "\"a\\u0000\"; strings must not contain NUL"));
   tte::DType d;
   CHECK(!tte::dtype_from_name(std::string("float32\0junk", 12), d));
   CHECK(tte::dtype_from_name("float32", d) && d == tte::DType::Float32);
@@ -153,11 +155,11 @@ TEST(nesting_is_limited_to_64_levels_where_the_value_starts) {
 
 TEST(syntax_errors_are_placed_where_python_places_them) {
   const std::pair<std::string, std::string> cases[] = {
-      {R"(["ab\x"])", "at byte 4: invalid escape"},       // at the backslash
+      {R"(["ab\x"])", "at byte 4: invalid escape"},          // at the backslash
       {R"(["ab\u12x4"])", "at byte 5: invalid \\u escape"},  // at the 'u'
       {R"(["a\ud800\u12x4"])", "at byte 10: invalid \\u escape"},
-      {R"(["abc)", "at byte 1: unterminated string"},      // at the opening quote
-      {"[1.]", "at byte 2: expecting ',' or ']'"},         // the number is "1"
+      {R"(["abc)", "at byte 1: unterminated string"},  // at the opening quote
+      {"[1.]", "at byte 2: expecting ',' or ']'"},     // the number is "1"
       {"[1e+]", "at byte 2: expecting ',' or ']'"},
       {"[-]", "at byte 1: expecting a value"},
       {"[01]", "at byte 2: expecting ',' or ']'"}};

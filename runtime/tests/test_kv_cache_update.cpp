@@ -155,8 +155,9 @@ TEST(shape_and_index_errors_are_named) {
   KernelRuntimeContext ctx;
   tte::kv_cache_update_out(ctx, *cache, 2, *index, *update, *cache);
   CHECK(ctx.failure_state() == Error::InvalidArgument);
-  CHECK(tte_test::logged("update size 3 at dim 1 differs from cache size 2 (only dim 2 may "
-                         "differ)"));
+  CHECK(
+      tte_test::logged("update size 3 at dim 1 differs from cache size 2 (only dim 2 may "
+                       "differ)"));
   tte_test::clear_logs();
   std::vector<int64_t> two = {1, 2};
   auto index2 = make_tensor_ptr({2}, two.data(), ScalarType::Long);

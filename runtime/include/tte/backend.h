@@ -30,8 +30,7 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
   executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context,
       executorch::runtime::FreeableBuffer* processed,
-      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs)
-      const override;
+      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
   executorch::runtime::Error execute(
       executorch::runtime::BackendExecutionContext& context,
       executorch::runtime::DelegateHandle* handle,

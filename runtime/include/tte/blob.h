@@ -45,13 +45,13 @@ enum class EngineKind : uint8_t { TensorRT, Reference };
 struct Binding {
   std::string name;
   DType dtype = DType::Float32;  // meaningless when !known
-  std::vector<int64_t> shape;  // -1: dynamic dimension
+  std::vector<int64_t> shape;    // -1: dynamic dimension
   bool is_input = true;
-  bool known = true;           // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
-  size_t index = 0;            // position among the inputs (or among the outputs)
-  bool is_static() const;      // false when dynamic or unknown
-  size_t numel() const;        // 0 when dynamic or unknown; SIZE_MAX when !fits()
-  size_t nbytes() const;       // 0 when dynamic or unknown: then the delegate tensor's
+  bool known = true;       // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
+  size_t index = 0;        // position among the inputs (or among the outputs)
+  bool is_static() const;  // false when dynamic or unknown
+  size_t numel() const;    // 0 when dynamic or unknown; SIZE_MAX when !fits()
+  size_t nbytes() const;   // 0 when dynamic or unknown: then the delegate tensor's
   // Its static dimensions times its element size are at most kMaxBindingBytes (validate_blob
   // refuses a binding that does not fit, so numel/nbytes of a validated one never saturate).
   bool fits() const;
@@ -70,7 +70,7 @@ struct CopyBackRef {
 
 struct BlobInfo {
   char magic[5] = {0, 0, 0, 0, 0};
-  int format = 0;  // 1, 2 or 3 (the digit of the magic)
+  int format = 0;                // 1, 2 or 3 (the digit of the magic)
   std::vector<Binding> inputs;   // input bindings in binding order
   std::vector<Binding> outputs;  // output bindings in binding order
   std::vector<AliasedIO> aliased_io;

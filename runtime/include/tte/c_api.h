@@ -28,8 +28,8 @@ void tte_runtime_clear_last_refusal(void) TTE_C_NOEXCEPT;
 // Reads a delegate blob as `init` does before creating the engine (parse, integrity, validate,
 // binding plan): 0 when accepted, else the ExecuTorch error code, with the reason written into
 // `why` (cut to `why_size` bytes, NUL-terminated; `why` may be null).
-int tte_runtime_check_blob(const void* data, size_t size, char* why, size_t why_size)
-    TTE_C_NOEXCEPT;
+int tte_runtime_check_blob(const void* data, size_t size, char* why,
+                           size_t why_size) TTE_C_NOEXCEPT;
 
 #ifdef __cplusplus
 }

@@ -12,9 +12,7 @@
 
 namespace tte {
 
-enum class DType : uint8_t {
-  Float32, Float16, BFloat16, Int64, Int32, Int8, UInt8, Bool, Float64
-};
+enum class DType : uint8_t { Float32, Float16, BFloat16, Int64, Int32, Int8, UInt8, Bool, Float64 };
 
 // false when `name` is not a known dtype (compared whole: a NUL inside does not end it).
 bool dtype_from_name(const std::string& name, DType& out);

@@ -34,7 +34,7 @@ class Json {
   bool is_integer = false;  // a number written without fraction/exponent that fits int64
   int64_t integer = 0;
   std::string string;
-  std::vector<Json> items;                             // Array
+  std::vector<Json> items;                            // Array
   std::vector<std::pair<std::string, Json>> members;  // Object, in document order
 
   bool is(Type t) const { return type == t; }

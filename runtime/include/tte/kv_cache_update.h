@@ -14,9 +14,10 @@
 
 namespace tte {
 
-executorch::aten::Tensor& kv_cache_update_out(
-    executorch::runtime::KernelRuntimeContext& ctx, const executorch::aten::Tensor& cache,
-    int64_t dim, const executorch::aten::Tensor& index, const executorch::aten::Tensor& update,
-    executorch::aten::Tensor& out);
+executorch::aten::Tensor& kv_cache_update_out(executorch::runtime::KernelRuntimeContext& ctx,
+                                              const executorch::aten::Tensor& cache, int64_t dim,
+                                              const executorch::aten::Tensor& index,
+                                              const executorch::aten::Tensor& update,
+                                              executorch::aten::Tensor& out);
 
 }  // namespace tte

@@ -65,8 +65,8 @@ struct BindingPlan {
   std::vector<uint32_t> delegate_output;  // delegate output j -> output binding index
   std::vector<OutputSlot> outputs;        // per output binding
   std::vector<size_t> scratch_nbytes;
-  std::vector<CopyStep> copies;           // in order, after the engine ran
-  std::vector<AliasCheck> alias_checks;   // before anything is bound
+  std::vector<CopyStep> copies;          // in order, after the engine ran
+  std::vector<AliasCheck> alias_checks;  // before anything is bound
 };
 
 Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why);
