@@ -39,14 +39,16 @@ def load(path: Path, name: str):
 
 def collectors(scratch: Path):
     """(patched, stock): the installed module if patched, else a patched copy; a pristine copy."""
-    installed = Path(importlib.util.find_spec("executorch.backends.cuda.cuda_weight_collector").origin)
+    installed = Path(
+        importlib.util.find_spec("executorch.backends.cuda.cuda_weight_collector").origin)
     is_patched = "torch_tensorrt_ext.cuda import" in installed.read_text()
     for name in ("stock", "patched"):
         target = scratch / name / REPO_PATH
         target.parent.mkdir(parents=True)
         shutil.copyfile(installed, target)
     flags = ["-R"] if is_patched else []
-    subprocess.run(["git", "apply", *flags, str(PATCH)], cwd=scratch / ("stock" if is_patched else "patched"), check=True)
+    subprocess.run(["git", "apply", *flags, str(PATCH)],
+                   cwd=scratch / ("stock" if is_patched else "patched"), check=True)
     stock = load(scratch / "stock" / REPO_PATH, "bench_stock_collector")
     if is_patched:
         import executorch.backends.cuda.cuda_weight_collector as patched
@@ -64,21 +66,24 @@ def main() -> int:
     cases = {
         "rows base[512:1024]": (lambda v: clone_preserve_strides(v), base[512:1024]),
         "cols base[:, 1024:1536]": (lambda v: clone_preserve_strides(v), base[:, 1024:1536]),
-        "cols, low-memory .cpu() copy": (lambda v: clone_preserve_strides(v).clone(), base[:, 1024:1536]),
+        "cols, low-memory .cpu() copy": (lambda v: clone_preserve_strides(v).clone(),
+                                         base[:, 1024:1536]),
     }
     failures = 0
     with tempfile.TemporaryDirectory() as scratch:
         patched, stock = collectors(Path(scratch) / "collectors")
         print(f"collector: {patched.__file__}")
         print(f"base storage: {base.untyped_storage().nbytes():>12,} B")
-        print(f"{'case':30} {'view B':>12} {'clone span B':>13} {'value B':>12} {'written B':>12} {'ms':>7}")
+        print(f"{'case':30} {'view B':>12} {'clone span B':>13} {'value B':>12} "
+              f"{'written B':>12} {'ms':>7}")
         for name, (make_value, view) in cases.items():
             value = make_value(view)
             weights = Weights({"buf": (value, TensorProperties(view))})
             directory = Path(scratch) / name.replace(" ", "_").replace("/", "_")
             directory.mkdir()
             start = time.perf_counter()
-            artifact = patched.CudaWeightCollector().materialize(weights, str(directory), lambda _: 1)
+            artifact = patched.CudaWeightCollector().materialize(weights, str(directory),
+                                                                 lambda _: 1)
             elapsed = (time.perf_counter() - start) * 1e3
             (entry,) = artifact.entries
             written = len(artifact.storages[entry.storage_key])

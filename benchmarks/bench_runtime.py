@@ -1,7 +1,7 @@
 """Figures for the C++ runtime with the reference engine (prints; gates nothing).
 
-1. Per-call `execute` overhead of TensorRTBackend on a tiny program (y = x + x on 4 floats), timed in
-   C++ through the backend interface (build/runtime/tte_bench_execute), and the same delegated
+1. Per-call `execute` overhead of TensorRTBackend on a tiny program (y = x + x on 4 floats), timed
+   in C++ through the backend interface (build/runtime/tte_bench_execute), and the same delegated
    program vs the bare payload through ExecuTorch's Python runtime.
 2. Bytes the runtime copies per call, per buffer: a KV cache written through its aliased output
    vs the same cache declared copy-back, plus the small copy-back state (step counter, ring).
@@ -76,8 +76,8 @@ def main() -> None:
     print("\n== execute overhead, tiny program (y = x + x, 4 floats) ==")
     tiny = double_spec()
     f = cpp_figures(tiny.blob(["x"]), 200_000)
-    print(f"C++ TensorRTBackend::execute (reference engine):  {f[('execute_us_per_call', None)]:.3f}"
-          f" us/call")
+    print(f"C++ TensorRTBackend::execute (reference engine):  "
+          f"{f[('execute_us_per_call', None)]:.3f} us/call")
 
     runtime_lib.load()
     from executorch.runtime import Runtime

@@ -42,8 +42,8 @@ def measure(layers: int, steps: int, out: Path):
     traffic = prog.state_traffic()
     kv = [w for w in compiled.plan if w.is_kv]
     cb = [w for w in compiled.plan if not w.is_kv]
-    size = lambda ws: sum(model.get_buffer(w.fqn).numel() * model.get_buffer(w.fqn).element_size()
-                          for w in ws)  # noqa: E731
+    size = lambda ws: sum(model.get_buffer(w.fqn).numel()  # noqa: E731
+                          * model.get_buffer(w.fqn).element_size() for w in ws)
     return {"layers": layers, "lower_s": lower_s, "kv_n": len(kv), "kv_bytes": size(kv),
             "kv_moved": sum(traffic[w.fqn] for w in kv), "cb_n": len(cb), "cb_bytes": size(cb),
             "cb_moved": sum(traffic[w.fqn] for w in cb), "step_ms": 1e3 * min(times[1:] or times),
@@ -68,7 +68,8 @@ def main():
     if len(rows) >= 2:
         a_, b_ = rows[-2], rows[-1]
         print(f"lowering time ratio {b_['layers']}/{a_['layers']} layers: "
-              f"{b_['lower_s'] / a_['lower_s']:.2f} (layer ratio {b_['layers'] / a_['layers']:.1f})")
+              f"{b_['lower_s'] / a_['lower_s']:.2f} "
+              f"(layer ratio {b_['layers'] / a_['layers']:.1f})")
     print("upstream 2.14.0 for comparison (UPSTREAM.md): every KV cache is copied at least twice "
           "per step (D2D reflect + ExecuTorch write-back copy_, plus H2D staging on device)")
 

@@ -5,10 +5,10 @@
 "stock" is torch-tensorrt 2.14.0 with only patch 0001 (ahead-of-time builds without a GPU)
 applied — unpatched, `import torch_tensorrt` fails on a machine without a CUDA driver, so no
 cell could run at all; both sides compile with `offload_module_to_cpu=True` (stock compile()
-asks the device for free memory otherwise). The stock copy is made in a temp dir from the installed (patched)
-package by reverse-applying the other patches; each side runs in its own process. Every cell is
-judged against what eager execution writes (plan_mutations of the exported model, and the
-engines' recorded aliasing), never against the series' own plan.
+asks the device for free memory otherwise). The stock copy is made in a temp dir from the
+installed (patched) package by reverse-applying the other patches; each side runs in its own
+process. Every cell is judged against what eager execution writes (plan_mutations of the
+exported model, and the engines' recorded aliasing), never against the series' own plan.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def _stock_copy(dest: Path) -> Path:
     shutil.copytree(pkg, dest / "torch_tensorrt", ignore=shutil.ignore_patterns("__pycache__"))
     series = (ROOT / "patches" / "torch_tensorrt" / ".patches").read_text().split()
     for name in reversed(series[1:]):
-        subprocess.run(["git", "apply", "-R", "-p2", str(ROOT / "patches" / "torch_tensorrt" / name)],
-                       cwd=dest, check=True)
+        subprocess.run(["git", "apply", "-R", "-p2",
+                        str(ROOT / "patches" / "torch_tensorrt" / name)], cwd=dest, check=True)
     return dest
 
 

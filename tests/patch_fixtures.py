@@ -94,7 +94,9 @@ def write_site(site: Path, distribution: str, version: str, files: Dict[str, byt
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\n"
                                    f"Version: {version}\n\nA fake distribution.\n")
     if record:
-        rows = [f"{rel},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).decode().rstrip('=')},{len(d)}"
+        rows = [f"{rel},sha256="
+                f"{base64.urlsafe_b64encode(hashlib.sha256(d).digest()).decode().rstrip('=')},"
+                f"{len(d)}"
                 for rel, d in files.items()]
         (info / "RECORD").write_text("\n".join(rows + [f"{info.name}/RECORD,,"]) + "\n")
     return site

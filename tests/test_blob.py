@@ -274,7 +274,8 @@ def test_refuses_truncated_json():
 
 
 def test_refuses_alias_naming_unknown_binding():
-    md = kv_meta(aliased_io=[{"output": "cache_out", "input": "v_cache", "kind": "kv_cache_update"}])
+    md = kv_meta(aliased_io=[{"output": "cache_out", "input": "v_cache",
+                              "kind": "kv_cache_update"}])
     refused(raw(md=md), "aliased_io[0] names input 'v_cache', which is not a binding")
     md = kv_meta(aliased_io=[{"output": "nope", "input": "cache_in"}])
     refused(raw(md=md), "aliased_io[0] names output 'nope', which is not a binding")
@@ -352,7 +353,8 @@ def test_tr02_ignores_extension_keys_but_refuses_tte_version():
     assert m.buffers == () and m.copy_back == ()
     # tte_version is what a TR03 writer puts there: a TR02 magic on it is a damaged TR03 magic
     refused(raw(magic=b"TR02", md={**md, "tte_version": 3}),
-            "TR02 blob carries the TR03 key 'tte_version': its magic is damaged; re-export the .pte")
+            "TR02 blob carries the TR03 key 'tte_version': its magic is damaged; "
+            "re-export the .pte")
 
 
 # ------------------------------------------------- JSON the C++ reader refuses: refused here too

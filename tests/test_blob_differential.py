@@ -9,7 +9,6 @@ import random
 import struct
 from pathlib import Path
 
-import pytest
 
 import runtime_helpers as H
 from torch_tensorrt_ext.executorch import blob as B

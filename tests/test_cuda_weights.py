@@ -75,7 +75,8 @@ def test_compact_clone_of_a_view_is_written_as_the_clone_and_reads_back_exactly(
 ):
     view = VIEWS[kind]()
     clone = clone_preserve_strides(view)
-    artifact = materialize(collector_module, {"layers.0.buf": (clone, TensorProperties(view))}, tmp_path)
+    artifact = materialize(collector_module, {"layers.0.buf": (clone, TensorProperties(view))},
+                           tmp_path)
     entry, data = written(artifact, "layers.0.buf")
 
     assert data == bytes(clone.untyped_storage())  # exactly the clone, never the base
@@ -115,7 +116,8 @@ def test_stock_collector_rejects_compact_clones(kind, message, stock_collector_m
         "strided": torch.arange(64, dtype=torch.float32).reshape(8, 8)[:, 1:3],
     }[kind]
     with pytest.raises(RuntimeError) as caught:
-        materialize(stock_collector_module, {"buf": (clone_preserve_strides(view), TensorProperties(view))}, tmp_path)
+        materialize(stock_collector_module,
+                    {"buf": (clone_preserve_strides(view), TensorProperties(view))}, tmp_path)
     assert str(caught.value) == message
 
 
@@ -195,11 +197,13 @@ def test_clone_with_bytes_past_its_view_is_rejected(collector_module, tmp_path):
 
 def _props(shape, stride, offset, storage_size=None, storage_ptr=None):
     return SimpleNamespace(
-        shape=shape, stride=stride, offset=offset, storage_size=storage_size, storage_ptr=storage_ptr
+        shape=shape, stride=stride, offset=offset, storage_size=storage_size,
+        storage_ptr=storage_ptr
     )
 
 
-HINT = "; its TensorProperties must describe a real view (sizes and strides of equal rank, nothing negative)"
+HINT = ("; its TensorProperties must describe a real view (sizes and strides of equal rank, "
+        "nothing negative)")
 
 
 @pytest.mark.parametrize(
@@ -208,7 +212,8 @@ HINT = "; its TensorProperties must describe a real view (sizes and strides of e
         (_props((3, 4), (4, 1), -1), "storage offset -1 is negative"),
         (_props((3, -4), (4, 1), 0), "sizes (3, -4) contain a negative size"),
         (_props((3, 4), (4, -1), 0), "strides (4, -1) contain a negative stride"),
-        (_props((3, 4), (4, 1, 1), 0), "sizes (3, 4) have rank 2 but strides (4, 1, 1) have rank 3"),
+        (_props((3, 4), (4, 1, 1), 0),
+         "sizes (3, 4) have rank 2 but strides (4, 1, 1) have rank 3"),
     ],
 )
 def test_invalid_metadata_is_rejected_before_anything_is_written(
@@ -235,8 +240,10 @@ def test_described_storage_larger_than_the_value_is_rejected(collector_module, t
 
 def test_stock_collector_leaks_the_rejected_weights_file(stock_collector_module, tmp_path):
     """What the patch fixes: 1.5.1 writes the storage, then checks the metadata."""
-    with pytest.raises(RuntimeError, match=r"^AOTI view 'bad' has invalid tensor metadata$") as caught:
-        materialize(stock_collector_module, {"bad": (torch.ones(3, 4), _props((3, 4), (4, 1), -1))}, tmp_path)
+    with pytest.raises(RuntimeError,
+                       match=r"^AOTI view 'bad' has invalid tensor metadata$") as caught:
+        materialize(stock_collector_module,
+                    {"bad": (torch.ones(3, 4), _props((3, 4), (4, 1), -1))}, tmp_path)
     assert len(os.listdir(tmp_path)) == 1  # held by the failed call's frame
     del caught
 
@@ -248,7 +255,8 @@ def test_parameter_slices_of_a_fused_tensor_keep_their_own_offset(collector_modu
     fused = torch.arange(48, dtype=torch.float32).reshape(12, 4)
     q, k, v = fused[0:4], fused[4:8], fused[8:12]
     cols = fused[:, 1:3]
-    weights = {n: (t, TensorProperties(t)) for n, t in {"q": q, "k": k, "v": v, "cols": cols}.items()}
+    weights = {n: (t, TensorProperties(t))
+               for n, t in {"q": q, "k": k, "v": v, "cols": cols}.items()}
     artifact = materialize(collector_module, weights, tmp_path)
     layout = {e.fqn: (e.storage_offset, e.storage_nbytes, e.strides) for e in artifact.entries}
     assert layout == {
@@ -288,7 +296,8 @@ def test_weights_without_properties_describe_themselves(collector_module, tmp_pa
     zeros = torch.zeros(30, dtype=torch.float16)[:24].as_strided((3, 4), (8, 2), 0)
     artifact = materialize(collector_module, {"kv": (zeros, None)}, tmp_path)
     entry, _ = written(artifact, "kv")
-    assert (entry.storage_offset, entry.sizes, entry.strides, entry.storage_nbytes) == (0, (3, 4), (8, 2), 60)
+    assert (entry.storage_offset, entry.sizes, entry.strides, entry.storage_nbytes) == \
+        (0, (3, 4), (8, 2), 60)
     close(artifact)
 
 
@@ -332,11 +341,13 @@ def test_low_memory_compacted_clone_is_written_in_the_compiled_strides(
     view = LOW_MEMORY_VIEWS[kind]()
     compacted = low_memory_clone(view)
     assert compacted.stride() != view.stride()
-    assert weight_layout("buf", compacted, TensorProperties(view)).source is LayoutSource.COMPACTED_CLONE
+    assert weight_layout("buf", compacted, TensorProperties(view)).source is \
+        LayoutSource.COMPACTED_CLONE
     artifact = materialize(collector_module, {"buf": (compacted, TensorProperties(view))}, tmp_path)
     entry, data = written(artifact, "buf")
     # the manifest describes the bytes written, in the strides the kernels were compiled for
-    assert (entry.sizes, entry.strides, entry.storage_offset) == (tuple(view.shape), view.stride(), 0)
+    assert (entry.sizes, entry.strides, entry.storage_offset) == \
+        (tuple(view.shape), view.stride(), 0)
     assert entry.storage_nbytes == len(data) == span_nbytes(view)
     assert data == zero_gap_span(view)
     assert same_bits(rebuilt(artifact, "buf", view.dtype), view)
@@ -379,7 +390,8 @@ def test_broadcast_view_is_never_taken_for_a_compacted_clone(collector_module):
 def test_stock_collector_rejects_the_low_memory_clone(stock_collector_module, tmp_path):
     view = LOW_MEMORY_VIEWS["rows_cols"]()
     with pytest.raises(RuntimeError) as caught:
-        materialize(stock_collector_module, {"buf": (low_memory_clone(view), TensorProperties(view))}, tmp_path)
+        materialize(stock_collector_module,
+                    {"buf": (low_memory_clone(view), TensorProperties(view))}, tmp_path)
     assert str(caught.value) == "AOTI view 'buf' requires 236 bytes from a 192-byte cloned storage"
 
 

@@ -55,7 +55,8 @@ def compiled():
 
 
 def materialize(module, weights, directory):
-    return module.CudaWeightCollector().materialize(Weights(dict(weights)), str(directory), lambda _: CPU)
+    return module.CudaWeightCollector().materialize(Weights(dict(weights)), str(directory),
+                                                    lambda _: CPU)
 
 
 def rebuilt_constants(artifact, dtypes) -> dict[str, torch.Tensor]:
@@ -63,28 +64,33 @@ def rebuilt_constants(artifact, dtypes) -> dict[str, torch.Tensor]:
     for entry in artifact.entries:
         data = artifact.storages[entry.storage_key].to_bytes()
         assert len(data) == entry.storage_nbytes
-        out[entry.fqn] = read_back(data, dtypes[entry.fqn], entry.sizes, entry.strides, entry.storage_offset)
+        out[entry.fqn] = read_back(data, dtypes[entry.fqn], entry.sizes, entry.strides,
+                                   entry.storage_offset)
     return out
 
 
 def run_library(so_path: str, constants: dict[str, torch.Tensor], x: torch.Tensor):
     runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so_path, 1)
     names = runner.get_constant_names_to_original_fqns()
-    runner.update_constant_buffer({name: constants[fqn] for name, fqn in names.items()}, False, True, True)
+    runner.update_constant_buffer({name: constants[fqn] for name, fqn in names.items()},
+                                  False, True, True)
     return runner.run([x])
 
 
 def test_aoti_hands_the_collector_compact_clones_of_the_view_buffers(compiled):
     _, _, _, weights = compiled
     layout = {
-        fqn: (value.untyped_storage().nbytes(), value.storage_offset(), props.storage_size, props.offset)
+        fqn: (value.untyped_storage().nbytes(), value.storage_offset(), props.storage_size,
+              props.offset)
         for fqn, (value, props) in weights.items()
     }
     # value: its storage size and offset; TensorProperties: the original view's
-    assert layout == {"big_rows": (48, 0, 128, 8), "cols": (312, 0, None, 1), "q": (192, 16, 192, 16)}
+    assert layout == {"big_rows": (48, 0, 128, 8), "cols": (312, 0, None, 1),
+                      "q": (192, 16, 192, 16)}
 
 
-def test_patched_collector_accepts_and_rebuilds_every_constant_exactly(compiled, collector_module, tmp_path):
+def test_patched_collector_accepts_and_rebuilds_every_constant_exactly(compiled, collector_module,
+                                                                        tmp_path):
     model, x, so_path, weights = compiled
     artifact = materialize(collector_module, weights, tmp_path)
     entries = {e.fqn: (e.storage_nbytes, e.storage_offset, e.strides) for e in artifact.entries}
@@ -138,7 +144,8 @@ def test_the_library_reads_constants_through_its_compiled_strides(compiled):
         ("cols", "AOTI view 'cols' requires 316 bytes from a 312-byte cloned storage"),
     ],
 )
-def test_stock_collector_rejects_the_same_compile(compiled, stock_collector_module, tmp_path, fqn, message):
+def test_stock_collector_rejects_the_same_compile(compiled, stock_collector_module, tmp_path, fqn,
+                                                  message):
     _, _, _, weights = compiled
     with pytest.raises(RuntimeError) as caught:
         materialize(stock_collector_module, {fqn: weights[fqn]}, tmp_path)

@@ -93,7 +93,8 @@ def test_cuda_partitioner_lowers_device_view_buffers_and_the_program_runs(
     by_fqn = {e["fqn"]: e for e in entries}
     state = dict(model.named_buffers())
     assert set(by_fqn) == set(state)
-    dtypes = {6: torch.float32, 15: torch.bfloat16, 5: torch.float16, 4: torch.int64, 3: torch.int32}
+    dtypes = {6: torch.float32, 15: torch.bfloat16, 5: torch.float16, 4: torch.int64,
+              3: torch.int32}
     constants = {
         e["fqn"]: read_back(
             _named_bytes(output, e["storage_key"]), dtypes[e["dtype"]], e["sizes"], e["strides"],
@@ -121,13 +122,15 @@ def test_cuda_partitioner_lowers_device_view_buffers_and_the_program_runs(
         except Exception as error:  # the library wants executorch's CUDA shim runtime
             pytest.skip(f"the delegate's AOTI library does not load into torch: {error}")
         names = runner.get_constant_names_to_original_fqns()
-        runner.update_constant_buffer({n: constants[f] for n, f in names.items()}, False, True, True)
+        runner.update_constant_buffer({n: constants[f] for n, f in names.items()},
+                                      False, True, True)
         got = runner.run([x])
     for g, want in zip(got, model(x)):
         assert torch.equal(g.cpu(), want.cpu())
 
 
-def test_stock_collector_rejects_device_view_buffers(model_and_input, stock_collector_module, monkeypatch):
+def test_stock_collector_rejects_device_view_buffers(model_and_input, stock_collector_module,
+                                                     monkeypatch):
     pytest.importorskip("executorch.backends.cuda.cuda_partitioner")
     model, x = model_and_input
     with pytest.raises(Exception) as caught:

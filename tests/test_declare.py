@@ -12,7 +12,7 @@ from torch.export.graph_signature import OutputKind
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch import blob as blobfmt, lower
+from torch_tensorrt_ext.executorch import blob as blobfmt
 from torch_tensorrt_ext.executorch.backend import delegate_output_bindings
 from torch_tensorrt_ext.executorch.program import load
 from torch_tensorrt_ext.export import declare_mutations
@@ -72,7 +72,8 @@ def test_declared_program_runs_in_pytorch_like_eager():
     for step in range(4):
         with torch.no_grad():
             got = mod(*args_of(step))
-            torch.testing.assert_close(got[0] if isinstance(got, tuple) else got, eager(*args_of(step)))
+            torch.testing.assert_close(got[0] if isinstance(got, tuple) else got,
+                                       eager(*args_of(step)))
     for fqn in kinds:
         torch.testing.assert_close(mod.get_buffer(fqn), eager.get_buffer(fqn))
 
@@ -152,8 +153,9 @@ def test_delegate_outputs_out_of_engine_order_are_refused():
 
     class EP:
         graph = g
-    with pytest.raises(blobfmt.BlobError, match="delegate outputs are not in engine binding order: "
-                                                "'y0' \\(binding 0\\) comes after 'y1' \\(binding 1\\)"):
+    with pytest.raises(blobfmt.BlobError,
+                       match="delegate outputs are not in engine binding order: "
+                             "'y0' \\(binding 0\\) comes after 'y1' \\(binding 1\\)"):
         delegate_output_bindings(EP, call, ["y0", "y1"])
     g2 = torch.fx.Graph()
     x2 = g2.placeholder("x")
@@ -178,4 +180,5 @@ def test_pte_with_another_blob_version_is_refused_at_init(tmp_path, capfd):
     bad.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="Failed to load method forward"):
         load(bad)
-    assert "init refused the delegate blob: unsupported blob magic b'TR09'" in capfd.readouterr().err
+    assert ("init refused the delegate blob: unsupported blob magic b'TR09'"
+            in capfd.readouterr().err)

@@ -50,7 +50,8 @@ def test_pte_matches_eager_every_step(tmp_path, name):
 
 def test_decoder_pte_matches_eager_and_moves_no_kv_bytes(tmp_path):
     model = Decoder(layers=3).eval()
-    eager, compiled, prog = _run_pte(tmp_path, "decoder", model, lambda s: model.example_args(pos=s))
+    eager, compiled, prog = _run_pte(tmp_path, "decoder", model,
+                                     lambda s: model.example_args(pos=s))
     traffic = prog.state_traffic()
     assert len(compiled.plan) == 10
     for w in compiled.plan:
@@ -114,7 +115,8 @@ class _Reader(torch.nn.Module):
 
 
 @pytest.mark.parametrize("name,kw", [("kv_write_only", {}),
-                                     ("state_only_engine", {"torch_executed_ops": ["aten.mul.Tensor"]})])
+                                     ("state_only_engine",
+                                      {"torch_executed_ops": ["aten.mul.Tensor"]})])
 def test_state_written_without_readers_is_really_written(tmp_path, name, kw):
     """Read the state back through a second method of the same program after each step."""
     from e2e_models import _state_only, Stateful as S, x4

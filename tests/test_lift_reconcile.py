@@ -90,9 +90,11 @@ def test_lift_nested_names_resolve_by_fqn():
 def test_lift_refuses_a_plan_of_another_program():
     ep_a = export(Stateful(lambda m, x: (m.a.add_(x), x)[1], a=(4,)), torch.ones(4))
     ep_b = export(Stateful(lambda m, x: (m.b.add_(x), x)[1], b=(4,)), torch.ones(4))
-    with pytest.raises(tte.PlanError, match=r"plan names buffers \['a'\] that this graph does not write"):
+    with pytest.raises(tte.PlanError,
+                       match=r"plan names buffers \['a'\] that this graph does not write"):
         tte.lift_mutated_buffers(ep_b, tte.plan_mutations(ep_a))
-    with pytest.raises(tte.PlanError, match=r"buffers \['b'\] are written by the graph but missing"):
+    with pytest.raises(tte.PlanError,
+                       match=r"buffers \['b'\] are written by the graph but missing"):
         tte.lift_mutated_buffers(ep_b, tte.MutationPlan())
 
 
@@ -139,13 +141,15 @@ def test_reconcile_write_outside_engines_falls_back():
     eng = _engine(input_names=("x", "b_ring"), input_buffers=(("b_ring", "ring"),),
                   output_names=("y", "ring_out"), output_buffers=(("ring_out", "ring"),))
     out = tte.reconcile(_plan(), [eng])
-    assert out["k"].kind is CB and "no engine takes the buffer" in out["k"].reason and out.rebuilds == ()
+    assert out["k"].kind is CB and "no engine takes the buffer" in out["k"].reason
+    assert out.rebuilds == ()
 
 
 def test_reconcile_copy_back_aliased_is_an_error_naming_both():
     eng = _engine(aliased_io=(tte.AliasedIO("ring_out", "b_ring"),))
-    with pytest.raises(tte.PlanError, match=r"buffer 'ring' is planned COPY_BACK .* engine "
-                                            r"'engine_0' aliases output 'ring_out' to its input 'b_ring'"):
+    with pytest.raises(tte.PlanError,
+                       match=r"buffer 'ring' is planned COPY_BACK .* engine "
+                             r"'engine_0' aliases output 'ring_out' to its input 'b_ring'"):
         tte.reconcile(_plan(), [eng])
 
 

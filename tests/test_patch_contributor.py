@@ -140,7 +140,8 @@ def test_import_stops_on_a_conflict_and_3way_merges_it(tmp_path, repo, patches, 
 
     rc, out, err = run(capsys, "import", clone, patches, "--3way")
     assert (rc, err) == (0, "")
-    assert (clone / "src/gamma.py").read_bytes() == replace_line(G3, 8, "008 gamma moved on upstream")
+    assert (clone / "src/gamma.py").read_bytes() == \
+        replace_line(G3, 8, "008 gamma moved on upstream")
     assert git(clone, "rev-parse", "tte-patches~3") == head
     rc, out, _ = run(capsys, "export", clone, patches)
     assert out.splitlines()[1:] == [f"  unchanged  {NAMES[0]}", f"  unchanged  {NAMES[1]}",

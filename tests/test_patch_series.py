@@ -46,7 +46,8 @@ def test_a_corrupt_hunk_names_the_patch_and_the_file(tmp_path, site, capsys):
 
 
 def test_a_patch_without_a_reason_is_refused(tmp_path, site, capsys):
-    bare = patch_text("Patch core", "", [("lib/core.py", CORE, NEW)]).replace(b"\n\n\n---", b"\n\n---")
+    bare = patch_text("Patch core", "", [("lib/core.py", CORE, NEW)]).replace(b"\n\n\n---",
+                                                                            b"\n\n---")
     patches = write_series(tmp_path / "p", {"demo": TARGET}, {"demo": [("0001-x.patch", bare)]})
     assert apply(capsys, site, patches) == (
         "torch-tensorrt-ext patch apply: error: patch demo/0001-x.patch: the message body is "

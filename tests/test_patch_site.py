@@ -52,7 +52,8 @@ def test_apply_then_revert_is_byte_identical(env, capsys):
                    f"3 file(s) written in {site}; record: torch_tensorrt_ext_patches.json\n")
     assert installed(site) == {"alpha.py": A2, "beta.py": B2, "gamma.py": G3}
     assert not (site / "fake_pkg/__pycache__/alpha.cpython-311.pyc").exists()
-    assert (site / "fake_pkg/__pycache__/untouched.cpython-311.pyc").read_bytes() == b"kept bytecode"
+    assert (site / "fake_pkg/__pycache__/untouched.cpython-311.pyc").read_bytes() == \
+        b"kept bytecode"
 
     rc, out, err = run(capsys, "revert", site, patches)
     assert (rc, out, err) == (0, f"restored 3 file(s) in {site} to the pristine release\n", "")
@@ -144,7 +145,8 @@ def test_status_reports_applied_not_applied_and_stale(env, capsys):
                          + "other 2.0: no patches\n")
     run(capsys, "apply", site, patches)
     rc, out, _ = run(capsys, "status", site, patches)
-    assert out == header + "".join(f"  applied      {n}\n" for n in NAMES) + "other 2.0: no patches\n"
+    assert out == (header + "".join(f"  applied      {n}\n" for n in NAMES)
+                   + "other 2.0: no patches\n")
 
     (site / "fake_pkg/alpha.py").write_bytes(A2 + b"# a manual edit\n")
     rc, out, _ = run(capsys, "status", site, patches)

@@ -120,7 +120,8 @@ CASES = [
      {"s": (CB, "has no IKVCacheUpdateLayer converter")}),
     ("whole_copy", Stateful(lambda m, x: (m.s.copy_(x), x * 2)[1], s=(4,)), (torch.ones(4),),
      {"s": (CB, "")}),
-    ("read_after_write", Stateful(_read_after_write := None, cache=C4), (x1,), None),  # replaced below
+    # replaced below
+    ("read_after_write", Stateful(_read_after_write := None, cache=C4), (x1,), None),
 ]
 
 
@@ -152,9 +153,8 @@ CASES += [
     ("two_buffers_kv_and_counter", Stateful(lambda m, x, p: _kv_and_count(m, x, p), cache=C4,
                                             n=((1,), torch.int64)), (x1, pos3),
      {"cache": (KV, "index_copy"), "n": (CB, "aten.add.Tensor")}),
-    ("non_persistent", _non_persistent(), (x1,), {"cache": (KV, "[0:1)")})
-    if False else ("unmutated_buffer_absent", Stateful(lambda m, x: m.cache.sum() + x.sum(),
-                                                       cache=C4), (x1,), {}),
+    ("unmutated_buffer_absent", Stateful(lambda m, x: m.cache.sum() + x.sum(), cache=C4), (x1,),
+     {}),
 ]
 
 
@@ -242,7 +242,8 @@ def test_same_local_name_in_two_submodules():
     assert "write dim is 1" in plan["right.cache"].reason
 
 
-@pytest.mark.parametrize("excluded", ["aten.index_copy.default", "torch.ops.aten.index_copy.default",
+@pytest.mark.parametrize("excluded", ["aten.index_copy.default",
+                                      "torch.ops.aten.index_copy.default",
                                       "aten.index_copy", torch.ops.aten.index_copy.default,
                                       torch.ops.aten.index_copy])
 def test_torch_executed_ops_are_copy_back(excluded):

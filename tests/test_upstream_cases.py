@@ -42,7 +42,7 @@ def test_a_write_left_to_pytorch_is_copied_back(tmp_path):
 
 def test_several_methods_each_alias_the_cache_and_say_they_cannot_share_it():
     torch_tensorrt = torch_tensorrt_or_skip()
-    import torch_tensorrt.executorch  # noqa: F401
+    import torch_tensorrt.executorch  # noqa: F401, F811
     pre_args = (torch.randn(1, 2, 4, 4),)
     pre = compile_rtx(Stateful(_prefill, k=(1, 2, 8, 4)), pre_args)
     dec = compile_rtx(Stateful(_kv, k=(1, 2, 8, 4)), KV_ARGS)

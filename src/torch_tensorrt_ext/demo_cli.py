@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="decode steps to compare against eager, 1..the KV cache positions")
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--pte", default="", help="where to write the .pte (default: a temp dir)")
-    p.add_argument("--engine", default="reference", choices=("reference", "tensorrt-rtx", "tensorrt"),
+    p.add_argument("--engine", default="reference",
+                   choices=("reference", "tensorrt-rtx", "tensorrt"),
                    help="reference: CPU reference engines (runs here); tensorrt-rtx: TensorRT-RTX "
                         "engines built ahead of time and inspected (not runnable here); "
                         "tensorrt: TensorRT engines run on a GPU runner")

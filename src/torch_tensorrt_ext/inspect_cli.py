@@ -39,8 +39,8 @@ def _text(info) -> str:
                 where = f"delegate {b.delegate}:{b.binding}" if b.binding else "-"
                 lines.append(f"  {b.fqn:<{width}}  {b.kind:<9} {b.dtype:<8} "
                              f"{str(list(b.shape)):<16} {b.nbytes:>9}  {b.device:<6}  "
-                             f"{'yes' if b.initial_value else 'NO':<4}  {b.program_copy_bytes:>11}  "
-                             f"{where}")
+                             f"{'yes' if b.initial_value else 'NO':<4}  "
+                             f"{b.program_copy_bytes:>11}  {where}")
     return "\n".join(lines)
 
 

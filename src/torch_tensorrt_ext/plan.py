@@ -144,5 +144,6 @@ class MutationPlan:
                 binding = f"  [{w.engine}: {w.input_binding} -> {w.output_binding}]"
             lines.append(f"  {w.fqn:<{width}}  {w.kind.name:<9}  {w.op:<28}  {w.reason}{binding}")
         for r in self.rebuilds:
-            lines.append(f"  rebuild {r.engine} excluding {list(r.exclude_from_aliasing)}: {r.reason}")
+            lines.append(f"  rebuild {r.engine} excluding {list(r.exclude_from_aliasing)}: "
+                         f"{r.reason}")
         return "\n".join(lines)

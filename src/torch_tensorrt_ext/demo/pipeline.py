@@ -42,9 +42,9 @@ def check_engine(engine: str):
                                 "TensorRT-RTX build (pip install torch-tensorrt-rtx==2.14.0)")
     if engine == "tensorrt":
         if not torch.cuda.is_available():
-            raise EngineUnavailable("--engine tensorrt: TensorRT engines run on a CUDA GPU and this "
-                                    "machine has none; use --engine reference (runs on CPU) or "
-                                    "--engine tensorrt-rtx (builds the engines ahead of time)")
+            raise EngineUnavailable("--engine tensorrt: TensorRT engines run on a CUDA GPU and "
+                                    "this machine has none; use --engine reference (runs on CPU) "
+                                    "or --engine tensorrt-rtx (builds the engines ahead of time)")
         if rtx and torch.cuda.get_device_capability() == (9, 0):
             raise EngineUnavailable("--engine tensorrt: this torch_tensorrt is TensorRT-RTX, whose "
                                     "runtime refuses compute capability 9.0")

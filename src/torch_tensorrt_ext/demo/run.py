@@ -5,9 +5,10 @@ eager.
 Invariant: every figure printed comes from the run itself — parity from comparing the `.pte`'s
 outputs and eager's at each step, bytes moved from `Program.state_traffic()` (runtime counters
 plus the emitted program's copy ops); with TensorRT-RTX engines (built here, not runnable here)
-nothing is run and the figures are the saved program's (`inspect_pte`), parity `None`. Arguments that cannot give a meaningful run (no steps,
-more steps than the KV cache has positions, no layers, a `.pte` destination that cannot be
-written) are refused with `DemoArgumentError` before anything is exported. Without `pte` the
+nothing is run and the figures are the saved program's (`inspect_pte`), parity `None`. Arguments
+that cannot give a meaningful run (no steps, more steps than the KV cache has positions, no
+layers, a `.pte` destination that cannot be written) are refused with `DemoArgumentError` before
+anything is exported. Without `pte` the
 `.pte` goes to a temporary directory that is removed when the run ends, however it ends (and
 the result's "pte" is "").
 """

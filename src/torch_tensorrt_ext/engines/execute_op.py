@@ -18,7 +18,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence
 
 import torch
 

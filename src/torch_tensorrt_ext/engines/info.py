@@ -6,7 +6,7 @@ validates this, so code holding an `EngineInfo` never re-checks it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Tuple
 
 
@@ -44,9 +44,11 @@ class EngineInfo:
     def __post_init__(self) -> None:
         ins, outs = set(self.input_names), set(self.output_names)
         if len(ins) != len(self.input_names):
-            raise ValueError(f"engine {self.name!r}: duplicate input binding names {self.input_names}")
+            raise ValueError(f"engine {self.name!r}: duplicate input binding names "
+                             f"{self.input_names}")
         if len(outs) != len(self.output_names):
-            raise ValueError(f"engine {self.name!r}: duplicate output binding names {self.output_names}")
+            raise ValueError(f"engine {self.name!r}: duplicate output binding names "
+                             f"{self.output_names}")
         seen = set()
         for a in self.aliased_io:
             if a.output not in outs:
@@ -58,7 +60,8 @@ class EngineInfo:
                     f"engine {self.name!r}: aliased_io names input binding {a.input!r}, "
                     f"which is not among its inputs {list(self.input_names)}")
             if a.output in seen:
-                raise ValueError(f"engine {self.name!r}: output binding {a.output!r} is aliased twice")
+                raise ValueError(f"engine {self.name!r}: output binding {a.output!r} "
+                                 "is aliased twice")
             seen.add(a.output)
         for binding, _fqn in self.input_buffers:
             if binding not in ins:

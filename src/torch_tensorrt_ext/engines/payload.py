@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence, Tuple
 
 import torch
-from torch.fx import GraphModule, Node
+from torch.fx import GraphModule
 
 from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write

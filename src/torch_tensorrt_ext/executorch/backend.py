@@ -37,7 +37,8 @@ def delegate_output_bindings(ep: torch.export.ExportedProgram, call: torch.fx.No
     out = []
     last = -1
     for v in ep.graph.output_node().args[0]:
-        if not (isinstance(v, torch.fx.Node) and v.target is operator.getitem and v.args[0] is call):
+        if not (isinstance(v, torch.fx.Node) and v.target is operator.getitem
+                and v.args[0] is call):
             raise blobfmt.BlobError(f"delegate output {getattr(v, 'name', v)!r} is not an output "
                                     "binding of its engine")
         k = v.args[1]

@@ -12,11 +12,10 @@ declaring once.
 from __future__ import annotations
 
 import copy
-from typing import Dict, Iterable, Mapping, Optional, Union
+from typing import Iterable, Mapping, Union
 
 import operator
 
-import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
                                           TensorArgument)
@@ -89,7 +88,8 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
 
 def declare_mutations(ep: Union[ExportedProgram, Mapping[str, ExportedProgram]],
                       plan: Union[MutationPlan, Mapping[str, MutationPlan]],
-                      engines: Union[Iterable[EngineInfo], Mapping[str, Iterable[EngineInfo]]] = ()):
+                      engines: Union[Iterable[EngineInfo],
+                                     Mapping[str, Iterable[EngineInfo]]] = ()):
     """Declare the plan's writes on `ep`; for a `{method: ExportedProgram}` mapping, per method
     (`plan` and `engines` then map method names too)."""
     if isinstance(ep, Mapping):

@@ -6,7 +6,7 @@ aliased `IKVCacheUpdateLayer`; everything else is COPY_BACK with its reason. Not
 """
 from __future__ import annotations
 
-from typing import Iterable, Tuple, Union
+from typing import Iterable, Union
 
 import torch
 from torch.fx import GraphModule, Node

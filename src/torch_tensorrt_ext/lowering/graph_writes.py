@@ -38,7 +38,8 @@ class FoundWrite:
     root: Node
     value: Node
     copy_node: Optional[Node] = None
-    lifted_as: Tuple[str, ...] = ()   # constants torch.export lifted this state as (see mutated_inputs)
+    # constants torch.export lifted this state as (see mutated_inputs)
+    lifted_as: Tuple[str, ...] = ()
 
 
 def written_args(node: Node) -> Tuple[int, ...]:

@@ -4,8 +4,9 @@ Invariant: `kv_verdict` reproduces the eligibility rules of torch-tensorrt 2.14.
 (`slice_scatter` and `index_copy`) exactly — an `index_put` is judged as the converter form
 `index_put_kv` rewrites it to — with two deliberate differences: a strided
 `slice_scatter` (step != 1), which upstream's KV path accepts and silently miscompiles, is not
-eligible here, and neither is an empty or reversed slice (end < start). Every "no" comes with a reason a person can act on; a write is only ever called
-KV when every rule is proven on static shapes.
+eligible here, and neither is an empty or reversed slice (end < start). Every "no" comes with a
+reason a person can act on; a write is only ever called KV when every rule is proven on static
+shapes.
 """
 from __future__ import annotations
 
@@ -127,8 +128,8 @@ def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict
                               "and miscompiles it, so it is copied back")
     s_max = cache_shape[2]
     if end > s_max or end < start:
-        return Verdict(False, f"write [{start}:{end}] exceeds s_max {s_max} (the converter does not "
-                              "clamp an open-ended slice)")
+        return Verdict(False, f"write [{start}:{end}] exceeds s_max {s_max} (the converter does "
+                              "not clamp an open-ended slice)")
     return Verdict(True, f"slice_scatter of positions [{start}:{end}) along dim 2 of "
                          f"{_fmt(cache_shape)} -> IKVCacheUpdateLayer")
 
@@ -141,7 +142,8 @@ def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
     if problem:
         return Verdict(False, problem)
     if cache_shape[0] != 1:
-        return Verdict(False, f"batch {cache_shape[0]}; the index_copy KV path handles batch 1 only")
+        return Verdict(False, f"batch {cache_shape[0]}; the index_copy KV path handles "
+                              "batch 1 only")
     if dim != 2:
         return Verdict(False, f"write dim is {dim}; KV update needs the sequence dim 2 of "
                               "[b,d,s_max,h]")
@@ -242,9 +244,9 @@ def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
                               "copied back")
     cache = effective_cache_input(value.args[0], root)
     if cache is not root:
-        return Verdict(False, f"{name} writes into {getattr(cache, 'name', cache)!r}, not the buffer "
-                              "itself (written earlier in the same call); only a direct network "
-                              "input can be aliased")
+        return Verdict(False, f"{name} writes into {getattr(cache, 'name', cache)!r}, not the "
+                              "buffer itself (written earlier in the same call); only a direct "
+                              "network input can be aliased")
     if cache_shape is None:
         return Verdict(False, f"no meta['val'] on {root.name!r}; cache shape unknown")
     if value.target is SLICE_SCATTER:

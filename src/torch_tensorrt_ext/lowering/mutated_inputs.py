@@ -18,7 +18,6 @@ say so. Programs without such inputs are returned unchanged (the same object).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -184,6 +183,7 @@ def _rewrite(ep, merge: Dict[str, InputSpec], promote: List[InputSpec]):
         input_specs=specs, output_specs=list(ep.graph_signature.output_specs))
     new = torch.export.ExportedProgram(
         root=gm, graph=gm.graph, graph_signature=sig, state_dict=state_dict,
-        range_constraints=ep.range_constraints, module_call_graph=copy.deepcopy(ep.module_call_graph),
+        range_constraints=ep.range_constraints,
+        module_call_graph=copy.deepcopy(ep.module_call_graph),
         example_inputs=ep.example_inputs, constants=constants, verifiers=[ep.verifier])
     return new, {k: tuple(v) for k, v in origins.items()}

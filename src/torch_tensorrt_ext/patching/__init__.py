@@ -1,4 +1,5 @@
-"""The drop-in patch series: make installed (or checked-out) upstream releases call into this package.
+"""The drop-in patch series: make installed (or checked-out) upstream releases call into this
+package.
 
 Invariant: the series under `patches/` is applied all-or-nothing, only onto files whose bytes are
 the pinned release's (checked by sha256), and only with git's own patch machinery; every change

@@ -1,4 +1,5 @@
-"""The contributor flow on upstream git checkouts: import (git am), export (git format-patch), drift.
+"""The contributor flow on upstream git checkouts: import (git am), export (git format-patch),
+drift.
 
 Invariant: `import` only ever adds a new branch whose commits are the series (recording the
 branch point in the branch's git config), `export` only writes the target's patch folder — and
@@ -195,8 +196,9 @@ def _format_patches(top: Path, base: str, target, manifest: Manifest) -> List[Tu
             try:
                 patch = parse_patch(where, data)
             except PatchError as exc:
-                raise PatchError(f"commit {commit[:12]} ({subject!r}) cannot be exported: {exc}; "
-                                 f"reword it (git rebase -i {base[:12]}) and export again") from None
+                raise PatchError(f"commit {commit[:12]} ({subject!r}) cannot be exported: "
+                                 f"{exc}; reword it (git rebase -i {base[:12]}) and export "
+                                 "again") from None
             for rp in patch.files:
                 if rp not in target.baseline:
                     blob = git(["cat-file", "blob", f"{base}:{rp}"], top, check=False)
@@ -228,7 +230,8 @@ def _write_folder(folder: Path, patches: List[Tuple[str, bytes]]) -> List[str]:
 
 
 def drift(repo: Path, series: Series, rev: str = "HEAD") -> Tuple[List[str], bool]:
-    """How each patch fares on `rev` of a checkout, read from git objects; True when none conflicts."""
+    """How each patch fares on `rev` of a checkout, read from git objects; True when none
+    conflicts."""
     top = _toplevel(repo)
     commit = _out(top, "rev-parse", "--verify", f"{rev}^{{commit}}")
     described = _out(top, "log", "-1", "--format=%cs %s", commit)

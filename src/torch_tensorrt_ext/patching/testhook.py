@@ -2,10 +2,11 @@
 
 Invariant: `pause(point)` does nothing unless the environment names `point`. With
 TTE_PATCH_TEST_DELAY=`point`:SECONDS it sleeps that long there (racing runs then surely overlap
-unless the lock keeps them apart). With TTE_PATCH_TEST_PAUSE=`point` it writes `tte-test: paused at <point> (pid <pid>)` to stderr and waits until the
-file named by TTE_PATCH_TEST_RESUME exists (at most 120 s; without that variable, the full 120 s),
-so a test can SIGKILL the process there or let it go on. Points: `before-lock` (nothing done yet:
-a start line for racing runs), `locked` (the site lock is held, nothing read yet), `after-stage`
+unless the lock keeps them apart). With TTE_PATCH_TEST_PAUSE=`point` it writes
+`tte-test: paused at <point> (pid <pid>)` to stderr and waits until the file named by
+TTE_PATCH_TEST_RESUME exists (at most 120 s; without that variable, the full 120 s), so a test
+can SIGKILL the process there or let it go on. Points: `before-lock` (nothing done yet: a start
+line for racing runs), `locked` (the site lock is held, nothing read yet), `after-stage`
 (every new file staged beside its destination, none renamed), `after-first-rename` (the first
 staged file renamed into place).
 """

@@ -145,7 +145,8 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
                                                         list(info.output_names))),
         buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
         hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
-        device_id=int(device.split(":")[1]) if ":" in device else int(text[DEVICE_IDX].split("%")[0]),
+        device_id=(int(device.split(":")[1]) if ":" in device
+                   else int(text[DEVICE_IDX].split("%")[0])),
         serialized_metadata=text[SERIALIZED_METADATA_IDX],
         target_platform=text[TARGET_PLATFORM_IDX])
     blobfmt.validate(meta)
@@ -212,8 +213,8 @@ def _device_delegates(edge_manager) -> bool:
 def _share_state_across_methods(edge_manager, planner) -> None:
     """A buffer one method writes and others use shares one allocation, like eager's one module.
     ExecuTorch 1.5.1 shares mutable buffers only when every tensor lives in its default memory
-    (mem_id 1); with device delegates (state in device memory) it cannot, so each method keeps its own copy
-    — said in a warning naming the buffers, never silently."""
+    (mem_id 1); with device delegates (state in device memory) it cannot, so each method keeps its
+    own copy — said in a warning naming the buffers, never silently."""
     methods = list(edge_manager.methods)
     if len(methods) < 2 or not getattr(planner, "alloc_mutable_buffers", False):
         return
@@ -232,7 +233,8 @@ def _share_state_across_methods(edge_manager, planner) -> None:
         return
     import warnings
     warnings.warn(
-        f"buffers shared by several methods ({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
+        "buffers shared by several methods "
+        f"({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
         "live in device memory, where ExecuTorch 1.5.1 cannot share mutable buffers between "
         "methods (MemoryPlanningPass share_mutable_buffers needs mem_id 1): each method keeps "
         "its own copy of them. Export them as one method, or copy the state between methods "
