@@ -25,7 +25,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$vpy" -m pip uninstall -y -q torch-tensorrt
   fi
   "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 torch-tensorrt-rtx==2.14.0 \
-    "transformers>=5.23,<6" pytest hypothesis "cmake>=3.28" ninja
+    "transformers>=5.23,<6" pytest hypothesis "cmake>=3.28" ninja ruff
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
@@ -37,4 +37,16 @@ fi
 
 if [ -f runtime/CMakeLists.txt ]; then
   bash scripts/build_runtime.sh
+fi
+
+# clang-format (Debian's) checks the runtime's C++ style (.clang-format) in scripts/test.sh; without
+# it that check fails, so say so here instead of failing the setup.
+if ! command -v clang-format >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    { apt-get update -qq && apt-get install -y -qq clang-format; } ||
+      echo "setup: installing clang-format failed; scripts/test.sh's C++ style check will fail" >&2
+  else
+    echo "setup: clang-format is missing and only root can install it: run" \
+      "'apt-get install -y clang-format' as root (scripts/test.sh's C++ style check needs it)" >&2
+  fi
 fi
