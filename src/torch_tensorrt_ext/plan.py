@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, Optional, Tuple
 
+from .errors import TteError
+
 
 class WriteKind(enum.Enum):
     """How a buffer's new value gets back into the buffer."""
@@ -64,7 +66,7 @@ class RebuildRequest:
                 "reason": self.reason}
 
 
-class PlanError(ValueError):
+class PlanError(TteError, ValueError):
     """A program whose buffer writes cannot be planned (names the buffer or node)."""
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ..errors import TteError
+
 __all__ = [
     "ViewMetadataError",
     "check_view_metadata",
@@ -21,7 +23,7 @@ __all__ = [
 ]
 
 
-class ViewMetadataError(ValueError):
+class ViewMetadataError(TteError, ValueError):
     """The sizes/strides/offset recorded for a view cannot describe any tensor."""
 
 

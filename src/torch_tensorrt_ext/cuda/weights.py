@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from ..errors import TteError
 from .views import (
     ViewMetadataError,
     check_view_metadata,
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 
-class CudaWeightLayoutError(RuntimeError):
+class CudaWeightLayoutError(TteError, RuntimeError):
     """A weight's value cannot be read back as the view its TensorProperties describe."""
 
 

@@ -14,13 +14,14 @@ import copy
 
 import torch
 
+from ..errors import TteError
 from ..seams.upstream_api import UpstreamUnavailable, quiet
 from ..seams.upstream_api import torch_tensorrt_module as _torch_tensorrt
 
 ENGINES = ("reference", "tensorrt-rtx", "tensorrt")
 
 
-class EngineUnavailable(ValueError):
+class EngineUnavailable(TteError, ValueError):
     """The chosen engine kind cannot be built or run here; the message says why."""
 
 

@@ -22,12 +22,13 @@ from typing import Callable, Dict, List
 
 import torch
 
+from ..errors import TteError
 from .models import Decoder
 
 CACHE_POSITIONS = inspect.signature(Decoder).parameters["s_max"].default
 
 
-class DemoArgumentError(ValueError):
+class DemoArgumentError(TteError, ValueError):
     """Demo arguments refused before exporting; the message names the argument and the fix."""
 
 

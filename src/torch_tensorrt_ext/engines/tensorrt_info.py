@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ..errors import TteError
 from ..executorch import blob as blobfmt
 from .info import AliasedIO, EngineInfo
 
@@ -58,7 +59,7 @@ ALIAS_FIELD_DELIM = "@"    # SERIALIZED_ALIASED_IO_FIELD_DELIM: output@input@kin
 _DEVICE_TYPES = {0: "cuda", 1: "dla"}  # nvinfer1::DeviceType kGPU, kDLA
 
 
-class TensorRTInfoError(ValueError):
+class TensorRTInfoError(TteError, ValueError):
     """A torch-tensorrt engine artifact is unreadable; the message names the engine and what."""
 
 

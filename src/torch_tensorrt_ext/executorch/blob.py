@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 from ..engines.info import AliasedIO  # one definition for the engine interface and the blob
+from ..errors import TteError
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
@@ -58,7 +59,7 @@ DTYPES: Dict[str, int] = {
 }
 
 
-class BlobError(ValueError):
+class BlobError(TteError, ValueError):
     """A delegate blob is malformed or inconsistent; the message says what and where."""
 
 

@@ -12,12 +12,13 @@ from typing import Dict, List, Optional, Union
 
 import torch
 
+from ..errors import TteError
 from . import log_sink, runtime_lib
 from .pte_check import PteError, read_pte
 from .traffic import program_copy_bytes
 
 
-class NoSuchMethodError(KeyError):
+class NoSuchMethodError(TteError, KeyError):
     """A method name the `.pte` does not have; the message names the file and its methods."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted

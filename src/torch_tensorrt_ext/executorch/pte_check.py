@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import Union
 
+from ..errors import TteError
+
 __all__ = ["PteError", "read_pte", "check_pte_bytes", "IDENTIFIER"]
 
 IDENTIFIER = b"ET12"          # schema/program.fbs `file_identifier`
@@ -23,7 +25,7 @@ _EXTENDED_MIN_LENGTH = 24     # magic, u32 length, u64 program size, u64 segment
 _REEXPORT = "re-export it (torch_tensorrt_ext.executorch.lower.save_pte)"
 
 
-class PteError(ValueError):
+class PteError(TteError, ValueError):
     """A file cannot be loaded as an ExecuTorch program; the message names it and says why."""
 
 

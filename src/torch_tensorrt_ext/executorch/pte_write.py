@@ -17,12 +17,14 @@ import secrets
 from pathlib import Path
 from typing import BinaryIO, Callable, Union
 
+from ..errors import TteError
+
 __all__ = ["write_atomic", "check_destination", "DestinationError"]
 
 _TMP_SUFFIX = ".tte-tmp"
 
 
-class DestinationError(ValueError):
+class DestinationError(TteError, ValueError):
     """A `.pte` destination that cannot be written; the message names it and says why."""
 
 

@@ -26,6 +26,8 @@ import threading
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from ..errors import TteError
+
 __all__ = ["library_path", "search_path", "load", "copy_bytes", "execute_count", "reset_counters",
            "version", "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
            "RuntimeLibraryError", "DelegateRefusedError"]
@@ -36,11 +38,11 @@ _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 
 
-class RuntimeLibraryError(RuntimeError):
+class RuntimeLibraryError(TteError, RuntimeError):
     """The runtime library is missing or cannot be loaded."""
 
 
-class DelegateRefusedError(RuntimeError):
+class DelegateRefusedError(TteError, RuntimeError):
     """A TensorRTBackend delegate refused to load or run; the message carries ExecuTorch's error,
     then the runtime's reason and the delegate it names."""
 

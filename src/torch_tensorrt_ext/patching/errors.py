@@ -6,6 +6,8 @@ traceback. A `PatchError` raised before any write means nothing was changed.
 """
 from __future__ import annotations
 
+from ..errors import TteError
 
-class PatchError(Exception):
+
+class PatchError(TteError):
     """A foreseen failure of the patch tooling; `str()` is the full user-facing message."""

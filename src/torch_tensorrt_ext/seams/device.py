@@ -14,12 +14,14 @@ from typing import Optional, Tuple
 
 import torch
 
+from ..errors import TteError
+
 ENV_TARGET = "TTE_TARGET_COMPUTE_CAPABILITY"
 DEFAULT_TARGET = (8, 6)
 AOT_DEVICE_NAME = "ahead-of-time target (no CUDA device at build time)"
 
 
-class NoDeviceError(RuntimeError):
+class NoDeviceError(TteError, RuntimeError):
     """A TensorRT engine built ahead of time is run on a machine without a CUDA device."""
 
 

@@ -14,8 +14,10 @@ import sys
 import warnings
 from typing import Iterator
 
+from ..errors import TteError
 
-class UpstreamUnavailable(RuntimeError):
+
+class UpstreamUnavailable(TteError, RuntimeError):
     """torch_tensorrt cannot be used here (not installed, not importable, or unpatched)."""
 
 
