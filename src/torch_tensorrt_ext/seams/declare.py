@@ -2,10 +2,11 @@
 
 Invariant: `declare_program(ep)` returns a program in which every buffer the compiled module
 writes has exactly one BUFFER_MUTATION spec, paired by buffer FQN: a write an engine performs in
-place (its aliased I/O) is declared on the buffer's own placeholder (no write-back copy), a
-copy-back write on the value that reaches it — whether torch.export already functionalized the
-module's `aten.copy_` or an exporter left that `copy_` in the graph (torch-tensorrt's legacy
-exporter does). Running it again changes nothing. An engine aliasing an input that is not a
+place (its aliased I/O) or copies back itself (a reference engine's `copy_back`) is declared on
+the buffer's own placeholder (no write-back copy), any other copy-back write on the value that
+reaches it — whether torch.export already functionalized the module's `aten.copy_` or an
+exporter left that `copy_` in the graph (torch-tensorrt's legacy exporter does). Running it
+again changes nothing. An engine aliasing an input that is not a
 registered buffer is refused, naming the engine, binding and input.
 """
 from __future__ import annotations
