@@ -17,15 +17,11 @@ import torch
 
 @functools.lru_cache(maxsize=1)
 def _import():
+    from torch_tensorrt_ext.seams.upstream_api import UpstreamUnavailable, torch_tensorrt_module
     try:
-        import torch_tensorrt
-    except Exception as e:  # noqa: BLE001 - any import failure is a reason to skip
-        return None, f"torch_tensorrt does not import here: {type(e).__name__}: {e}"
-    from torch_tensorrt.dynamo import _compiler
-    if "torch_tensorrt_ext.seams" not in open(_compiler.__file__).read():
-        return None, ("torch_tensorrt is installed without this project's series "
-                      "(run `torch-tensorrt-ext patch apply`)")
-    return torch_tensorrt, ""
+        return torch_tensorrt_module(), ""
+    except UpstreamUnavailable as e:
+        return None, str(e)
 
 
 def torch_tensorrt_or_skip():

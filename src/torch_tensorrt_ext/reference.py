@@ -51,7 +51,8 @@ class CompiledModule(torch.nn.Module):
 
 
 def _engine_infos(gm: torch.fx.GraphModule) -> Tuple[EngineInfo, ...]:
-    modules = {n: m for n, m in gm.named_children() if hasattr(m, "aliased_io")}
+    from .seams.compile import _engine_modules
+    modules = _engine_modules(gm)
     infos = []
     for call in gm.graph.nodes:
         if call.op != "call_module" or call.target not in modules:

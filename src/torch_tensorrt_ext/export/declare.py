@@ -59,8 +59,7 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
                             f"program does not call (engines: {sorted(calls)})")
         if w.engine in infos:
             _check_engine(infos[w.engine], call)
-        node = gm.graph.find_nodes(op="call_function", target=call.node.target)
-        node = next(n for n in node if n.name == call.node.name)
+        node = nodes[call.node.name]   # the same call in the copied graph
         k = list(call.output_names).index(w.output_binding)
         items = [u for u in node.users  # export materialises a getitem per output, read or not
                  if u.target is operator.getitem and u.args[1] == k and u.users]

@@ -11,7 +11,7 @@ shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import operator
 
@@ -31,6 +31,12 @@ NO_KV_ALIAS_MARKER = "_trt_no_kv_alias"
 class Verdict:
     kv: bool
     reason: str
+
+
+def read_after_write(cache: Node, write: Node, order: Dict[Node, int]) -> bool:
+    """Whether something reads `cache` (its old value) after `write` in the graph order `order`
+    — an in-place update by `write` would change what that read sees."""
+    return any(u is not write and order[u] > order[write] for u in cache.users)
 
 
 def op_name(node: Node) -> str:

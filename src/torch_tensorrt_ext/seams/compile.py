@@ -25,7 +25,7 @@ from torch.fx import GraphModule, Node
 
 from ..engines.info import AliasedIO, EngineInfo
 from ..lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
-from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER
+from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, read_after_write
 from ..plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
@@ -118,12 +118,13 @@ READS_OLD_CACHE = ("the program reads the cache's old value after writing it; an
                    "write would change what that read sees")
 
 
-def _reads_after_write(lifted: LiftedGraph, fqn: str) -> bool:
-    graph = lifted.gm.graph
-    ph = next(n for n in graph.nodes if n.name == lifted.placeholder_of(fqn))
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    writes = [u for u in ph.users if u.target in (SLICE_SCATTER, INDEX_COPY) and u.args[0] is ph]
-    return any(u not in writes and order[u] > order[w] for w in writes for u in ph.users)
+def _cache_writes(ph: Node) -> List[Node]:
+    return [u for u in ph.users if u.target in (SLICE_SCATTER, INDEX_COPY) and u.args[0] is ph]
+
+
+def _old_value_read(ph: Node, order: Dict[Node, int]) -> bool:
+    """Something reads the cache `ph` after one of its cache writes (its old value)."""
+    return any(read_after_write(ph, write, order) for write in _cache_writes(ph))
 
 
 def _lift(gm: GraphModule, plan: MutationPlan) -> Tuple[MutationPlan, LiftedGraph]:
@@ -133,19 +134,21 @@ def _lift(gm: GraphModule, plan: MutationPlan) -> Tuple[MutationPlan, LiftedGrap
     again after the write (the old value) is copied back too: TensorRT would alias it, but an
     in-place update under a later read is not what eager computes."""
     lifted = lift_mutated_buffers(gm, plan)
-    stale = [w.fqn for w in plan.kv() if _reads_after_write(lifted, w.fqn)]
+    graph = lifted.gm.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    nodes = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    placeholder = dict(lifted.buffer_inputs)
+    stale = [w.fqn for w in plan.kv() if _old_value_read(nodes[placeholder[w.fqn]], order)]
     for fqn in stale:
         plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
                             reason=f"{plan[fqn].reason}, but {READS_OLD_CACHE}; copied back")
     if stale:
         lifted = lift_mutated_buffers(gm, plan)
-    nodes = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
+        nodes = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
     for fqn, ph_name in lifted.buffer_inputs:
-        if plan[fqn].kind is not WriteKind.COPY_BACK:
-            continue
-        for user in nodes[ph_name].users:
-            if user.target in (SLICE_SCATTER, INDEX_COPY) and user.args[0] is nodes[ph_name]:
-                user.meta[NO_KV_ALIAS_MARKER] = True
+        if plan[fqn].kind is WriteKind.COPY_BACK:
+            for write in _cache_writes(nodes[ph_name]):
+                write.meta[NO_KV_ALIAS_MARKER] = True
     if _SHARED.get():
         lifted = _lift_read_only(lifted, _SHARED.get())
     return plan, lifted
@@ -174,7 +177,8 @@ class StatefulCompile:
 
     def finish(self, trt_gm: GraphModule, rebuild: Optional[Build] = None) -> GraphModule:
         """Reconcile with the built engines (rebuilding once if asked), then module form."""
-        final = reconcile(self.plan, engine_infos(trt_gm, self.lifted))
+        infos = engine_infos(trt_gm, self.lifted)
+        final = reconcile(self.plan, infos)
         if final.rebuilds and rebuild is not None:
             excluded = {f for r in final.rebuilds for f in r.exclude_from_aliasing}
             plan = self.plan
@@ -184,9 +188,10 @@ class StatefulCompile:
                                                                "excluded from aliasing)")
             self.plan, self.lifted = _lift(self._source, plan)
             trt_gm = rebuild(self.lifted.gm)
-            final = reconcile(self.plan, engine_infos(trt_gm, self.lifted))
+            infos = engine_infos(trt_gm, self.lifted)
+            final = reconcile(self.plan, infos)
         final = dataclasses.replace(final, rebuilds=())
-        _bind_reference_buffers(trt_gm, engine_infos(trt_gm, self.lifted))
+        _bind_reference_buffers(trt_gm, infos)
         _to_module_form(trt_gm, self.lifted, final)
         _calling_convention_of(trt_gm, self._source)
         trt_gm.mutation_plan = final

@@ -24,7 +24,8 @@ from ..engines.info import AliasedIO
 from ..engines.payload import (scalar_inputs_as_tensors, to_executorch_program,
                                use_kv_update_layers)
 from ..executorch import blob as blobfmt
-from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict
+from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict,
+                                  read_after_write)
 
 _KIND = contextvars.ContextVar("tte_engine_kind", default="tensorrt")
 KINDS = ("tensorrt", "reference")
@@ -101,14 +102,13 @@ class ReferenceEngineModule(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _aliasable(sub: GraphModule, node: Node, inputs: Dict[Node, int]) -> bool:
+def _aliasable(node: Node, inputs: Dict[Node, int], order: Dict[Node, int]) -> bool:
     if node.target not in (SLICE_SCATTER, INDEX_COPY) or node.args[0] not in inputs:
         return False
     if node.meta.get(NO_KV_ALIAS_MARKER):
         return False
     cache = node.args[0]
-    order = {n: i for i, n in enumerate(sub.graph.nodes)}
-    if any(u is not node and order[u] > order[node] for u in cache.users):
+    if read_after_write(cache, node, order):
         return False  # an in-place write would change what a later read of the cache sees
     shape = tuple(cache.meta["val"].shape) if "val" in cache.meta else None
     return kv_verdict(node, cache, shape, frozenset()).kv
@@ -144,7 +144,8 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     single = not isinstance(out_node.args[0], (tuple, list))
     outs: List[Node] = [out_node.args[0]] if single else list(out_node.args[0])
     n_graph = len(outs)
-    kv = [n for n in graph.nodes if _aliasable(sub, n, index)]
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    kv = [n for n in graph.nodes if _aliasable(n, index, order)]
     outs += [n for n in kv if n not in outs]      # aliased outputs TensorRT would append
     out_node.args = (tuple(outs),)
     graph.lint()

@@ -85,6 +85,7 @@ def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
     device = _REFERENCE_DEVICE.get()
     # the target device only for accelerators: on CPU ExecuTorch would stage every argument
     specs = [] if device == "cpu" else [CompileSpec(DEVICE_SPEC, device.encode())]
+    lifted = set(sig.inputs_to_lifted_tensor_constants) | set(sig.inputs_to_buffers)
     for i, node in enumerate(calls):
         tag = f"tte_reference_{i}"
         tags[tag] = DelegationSpec(BACKEND_ID, list(specs))
@@ -93,7 +94,6 @@ def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
             if user.target is operator.getitem:
                 user.meta["delegation_tag"] = tag
         payload = node.args[1]
-        lifted = set(sig.inputs_to_lifted_tensor_constants) | set(sig.inputs_to_buffers)
         if payload.op != "placeholder" or payload.name not in lifted or len(payload.users) != 1:
             raise blobfmt.BlobError(f"reference engine call {node.name!r}: its payload "
                                     f"{payload.name!r} is not a constant of its own")
