@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 import runtime_helpers as H  # noqa: E402
-from torch_tensorrt_ext.executorch import runtime_lib  # noqa: E402
+from torch_tensorrt_ext import runtime_lib  # noqa: E402
 
 BENCH = ROOT / "build" / "runtime" / "tte_bench_execute"
 

@@ -17,7 +17,7 @@ import torch
 
 @functools.lru_cache(maxsize=1)
 def _import():
-    from torch_tensorrt_ext.seams.upstream_api import UpstreamUnavailable, torch_tensorrt_module
+    from torch_tensorrt_ext.upstream_api import UpstreamUnavailable, torch_tensorrt_module
     try:
         return torch_tensorrt_module(), ""
     except UpstreamUnavailable as e:

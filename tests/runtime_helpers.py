@@ -2,7 +2,7 @@
 
 Invariant: these helpers build inputs for the runtime the way the contracts say the product
 does — payloads are complete ExecuTorch programs with graph inputs/outputs not memory planned
-(CONTRACTS.md §2), blobs come from `torch_tensorrt_ext.executorch.blob.serialize` (§1), and the
+(CONTRACTS.md §2), blobs come from `torch_tensorrt_ext.contracts.blob.serialize` (§1), and the
 outer program's delegate carries backend id "TensorRTBackend" — but they compile nothing
 themselves: the engine is an explicit `nn.Module` whose inputs/outputs are the engine bindings.
 The test backend class has a private name (so it never shadows the product's `TensorRTBackend`
@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from torch_tensorrt_ext.engines import kv_op  # noqa: F401  (defines tte::kv_cache_update)
-from torch_tensorrt_ext.executorch import blob as B
+from torch_tensorrt_ext.contracts import blob as B
 
 BACKEND_ID = "TensorRTBackend"
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_tensorrt_ext.executorch import blob as B
+from torch_tensorrt_ext.contracts import blob as B
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
@@ -443,7 +443,7 @@ def test_tte_version_must_be_the_integer_3(version):
 
 
 def test_blob_module_keeps_its_names_and_validation_lives_apart():
-    from torch_tensorrt_ext.executorch import blob_validate as V
+    from torch_tensorrt_ext.contracts import blob_validate as V
     m = B.parse(raw(md=kv_meta())).metadata
     assert B._parse_metadata(B.MAGIC_TR03, json.dumps(sealed(kv_meta(), b"E" * 20)).encode()) == m
     twice = B.BlobMetadata(**{**m.__dict__, "io_bindings": m.io_bindings * 2})

@@ -11,8 +11,8 @@ from pathlib import Path
 
 
 import runtime_helpers as H
-from torch_tensorrt_ext.executorch import blob as B
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext.contracts import blob as B
+from torch_tensorrt_ext import runtime_lib
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

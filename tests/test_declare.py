@@ -12,7 +12,7 @@ from torch.export.graph_signature import OutputKind
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch import blob as blobfmt
+from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.executorch.backend import delegate_output_bindings
 from torch_tensorrt_ext.executorch.program import load
 from torch_tensorrt_ext.export import declare_mutations

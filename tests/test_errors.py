@@ -14,20 +14,20 @@ from torch_tensorrt_ext.errors import TteError
 
 # (module, class, the built-in base it keeps)
 PUBLIC_ERRORS = [
-    ("torch_tensorrt_ext.plan", "PlanError", ValueError),
-    ("torch_tensorrt_ext.executorch.blob", "BlobError", ValueError),
+    ("torch_tensorrt_ext.contracts.plan", "PlanError", ValueError),
+    ("torch_tensorrt_ext.contracts.blob", "BlobError", ValueError),
     ("torch_tensorrt_ext.executorch.pte_check", "PteError", ValueError),
     ("torch_tensorrt_ext.executorch.pte_write", "DestinationError", ValueError),
     ("torch_tensorrt_ext.executorch.program", "NoSuchMethodError", KeyError),
-    ("torch_tensorrt_ext.executorch.runtime_lib", "RuntimeLibraryError", RuntimeError),
-    ("torch_tensorrt_ext.executorch.runtime_lib", "DelegateRefusedError", RuntimeError),
+    ("torch_tensorrt_ext.runtime_lib", "RuntimeLibraryError", RuntimeError),
+    ("torch_tensorrt_ext.runtime_lib", "DelegateRefusedError", RuntimeError),
     ("torch_tensorrt_ext.engines.tensorrt_info", "TensorRTInfoError", ValueError),
     ("torch_tensorrt_ext.cuda.views", "ViewMetadataError", ValueError),
     ("torch_tensorrt_ext.cuda.weights", "CudaWeightLayoutError", RuntimeError),
     ("torch_tensorrt_ext.demo.pipeline", "EngineUnavailable", ValueError),
     ("torch_tensorrt_ext.demo.run", "DemoArgumentError", ValueError),
     ("torch_tensorrt_ext.seams.device", "NoDeviceError", RuntimeError),
-    ("torch_tensorrt_ext.seams.upstream_api", "UpstreamUnavailable", RuntimeError),
+    ("torch_tensorrt_ext.upstream_api", "UpstreamUnavailable", RuntimeError),
     ("torch_tensorrt_ext.patching.errors", "PatchError", Exception),
 ]
 

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from torch_tensorrt_ext import cli as tte_cli
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext import runtime_lib
 from torch_tensorrt_ext.patching import bundled
 from torch_tensorrt_ext.patching.dists import find_one_of
 from torch_tensorrt_ext.patching.errors import PatchError
@@ -40,7 +40,7 @@ BUILD_HINT = "run `bash scripts/build_runtime.sh` (it installs the runtime into 
 PROBE = r"""
 import json, torch_tensorrt_ext
 from torch_tensorrt_ext.patching import bundled
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext import runtime_lib
 lib = runtime_lib.load()
 print(json.dumps({"package": torch_tensorrt_ext.__file__, "series": str(bundled.series_dir()),
                   "search": [str(p) for p in runtime_lib.search_path()],

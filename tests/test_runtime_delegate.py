@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import runtime_helpers as H
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext import runtime_lib
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

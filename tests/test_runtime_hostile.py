@@ -16,8 +16,8 @@ import torch
 import runtime_helpers as H
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.engines import kv_op
-from torch_tensorrt_ext.executorch import blob as B
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext.contracts import blob as B
+from torch_tensorrt_ext import runtime_lib
 
 SPEC_SHAPE = dict(heads=2, s_max=6, hidden=8)
 

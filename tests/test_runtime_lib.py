@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_tensorrt_ext.executorch import runtime_lib
+from torch_tensorrt_ext import runtime_lib
 
 
 def test_library_path_searches_package_then_build_tree_and_honours_env(monkeypatch):

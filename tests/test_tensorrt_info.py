@@ -20,7 +20,7 @@ from torch.utils._sympy.functions import FloorDiv
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.engines import tensorrt_info as T
-from torch_tensorrt_ext.executorch import blob as B
+from torch_tensorrt_ext.contracts import blob as B
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK

@@ -2,9 +2,9 @@
 
 Invariant: this module re-exports the public API named in DESIGN.md and nothing else.
 """
-from .engines.info import AliasedIO, EngineInfo
+from .contracts.engine import AliasedIO, EngineInfo
 from .lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
-from .plan import BufferWrite, MutationPlan, PlanError, RebuildRequest, WriteKind
+from .contracts.plan import BufferWrite, MutationPlan, PlanError, RebuildRequest, WriteKind
 
 _SUBMODULES = ("reference", "executorch", "cuda", "export", "engines")
 

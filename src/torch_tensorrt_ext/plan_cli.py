@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from .lowering import plan_mutations
-    from .plan import PlanError
+    from .contracts.plan import PlanError
 
     try:
         if args.example:

@@ -20,8 +20,8 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .engines.info import AliasedIO, EngineInfo
-from .plan import MutationPlan
+from .contracts.engine import AliasedIO, EngineInfo
+from .contracts.plan import MutationPlan
 
 __all__ = ["CompiledModule", "compile", "engines", "export", "export_methods", "export_program"]
 
@@ -85,7 +85,7 @@ def _op_overloads(ops: Iterable[object]) -> set:
 
 
 def _torch_tensorrt():
-    from .seams.upstream_api import torch_tensorrt_module
+    from .upstream_api import torch_tensorrt_module
     return torch_tensorrt_module()
 
 

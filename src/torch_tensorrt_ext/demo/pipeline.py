@@ -15,8 +15,8 @@ import copy
 import torch
 
 from ..errors import TteError
-from ..seams.upstream_api import UpstreamUnavailable, quiet
-from ..seams.upstream_api import torch_tensorrt_module as _torch_tensorrt
+from ..upstream_api import UpstreamUnavailable, quiet
+from ..upstream_api import torch_tensorrt_module as _torch_tensorrt
 
 ENGINES = ("reference", "tensorrt-rtx", "tensorrt")
 

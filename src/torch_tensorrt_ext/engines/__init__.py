@@ -3,6 +3,6 @@
 Invariant: every engine implementation (TensorRT, reference) is described by one `EngineInfo`;
 nothing downstream of engine building looks at engine internals.
 """
-from .info import AliasedIO, EngineInfo
+from ..contracts.engine import AliasedIO, EngineInfo
 
 __all__ = ["AliasedIO", "EngineInfo"]

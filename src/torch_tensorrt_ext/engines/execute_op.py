@@ -1,11 +1,6 @@
-"""`tte::execute_engine`: the engine-call node of a compiled module, shaped like torch-tensorrt's.
-
-    tte::execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]
-
-`inputs` are the engine's input bindings in order, `engine` the payload bytes (uint8), and
-`signature` a JSON object `{"name": ..., "metadata": <blob metadata>}` (docs/CONTRACTS.md §1
-keys) from which shapes and dtypes are known without touching the payload, so the op traces
-under fake tensors. The op returns every output binding in binding order.
+"""The reference kernel behind `tte::execute_engine` (the engine-call contract is
+`contracts.engine_call`): registers the op, its fake kernel, and the CPU kernel that runs a
+reference payload (an ExecuTorch program) with ExecuTorch's kernels.
 
 Invariant: like a TensorRT engine with `IKVCacheUpdateLayer`s, a call writes each aliased output
 in place through its input's memory; unlike upstream, it also writes each copy-back output into
@@ -16,56 +11,25 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-from dataclasses import dataclass
 from typing import List, Sequence
 
 import torch
 
-from ..executorch import blob as blobfmt
+from ..contracts.dtypes import TORCH_DTYPES
+from ..contracts.engine_call import SCHEMA, Signature
 
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
-_lib.define("execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]")
-
-# the blob's dtype names are torch's own (torch.float32, torch.bfloat16, torch.bool, ...)
-_DTYPES = {name: getattr(torch, name) for name in blobfmt.DTYPES}
-DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    if dtype not in DTYPE_NAMES:
-        raise blobfmt.BlobError(f"dtype {dtype} has no engine binding type; supported: "
-                                f"{sorted(_DTYPES)}")
-    return DTYPE_NAMES[dtype]
-
-
-@dataclass(frozen=True)
-class Signature:
-    name: str
-    metadata: blobfmt.BlobMetadata
-
-    def to_json(self) -> str:
-        return json.dumps({"name": self.name, "metadata": self.metadata.to_json_dict()},
-                          separators=(",", ":"), sort_keys=False)
-
-    @staticmethod
-    @functools.lru_cache(maxsize=256)
-    def parse(text: str) -> "Signature":
-        obj = json.loads(text)
-        raw = json.dumps(obj["metadata"]).encode()
-        meta = blobfmt._parse_metadata(blobfmt.MAGIC_TR03, raw)
-        blobfmt.validate(meta)
-        return Signature(obj["name"], meta)
+_lib.define(SCHEMA)
 
 
 def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
     meta = Signature.parse(signature).metadata
-    return [engine.new_empty(b.shape, dtype=_DTYPES[b.dtype]) for b in meta.outputs]
+    return [engine.new_empty(b.shape, dtype=TORCH_DTYPES[b.dtype]) for b in meta.outputs]
 
 
 @functools.lru_cache(maxsize=64)
 def _loaded_method(payload_digest: str, payload: bytes):
-    from ..executorch import runtime_lib
+    from .. import runtime_lib
     runtime_lib.load()  # registers tte::kv_cache_update.out into the shared kernel registry
     from executorch.runtime import Runtime
     program = Runtime.get().load_program(payload)

@@ -7,7 +7,7 @@ Two artifacts describe a torch-tensorrt engine without TensorRT being installed:
   13 slots at the indices of `SerializedInfoIndex` in
   torch_tensorrt/dynamo/runtime/_serialized_engine_layout.py (ABI version "10");
 - the ExecuTorch delegate blob (TR01/TR02 from upstream, TR03 from this project), read by
-  `torch_tensorrt_ext.executorch.blob.parse`.
+  `torch_tensorrt_ext.contracts.blob.parse`.
 
 Invariant: the binding names, `aliased_io`, device and (where the artifact has them) shapes and
 dtypes of every `EngineInfo` returned here come from the artifact alone, read fail-closed — an
@@ -30,8 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from ..errors import TteError
-from ..executorch import blob as blobfmt
-from .info import AliasedIO, EngineInfo
+from ..contracts import blob as blobfmt
+from ..contracts.engine import AliasedIO, EngineInfo
 
 __all__ = [
     "ABI_VERSION", "SERIALIZATION_LEN", "TensorRTInfoError", "PickledObject", "SymbolicDim",

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
-from . import blob as blobfmt
+from ..contracts import blob as blobfmt
 from .traffic import _nbytes, mutable_buffers, program_copy_bytes
 
 _DTYPE = {getattr(schema.ScalarType, n): n.lower() for n in (

@@ -11,33 +11,19 @@ chooses the config.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Set, Union
+from typing import Mapping, Optional, Union
 
 import torch
 from executorch.exir import ExecutorchBackendConfig
-from executorch.exir.pass_base import ExportPass
 from executorch.exir.passes import MemoryPlanningPass
 
+from ..upstream_api import torch_tensorrt_module
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
+from .config import backend_config
+from .partition import reference_device
 from .pte_write import write_atomic
 
 Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
-
-
-class InitialiseMutableBuffers(ExportPass):
-    """Mark exactly the named buffer placeholders to be serialised with their initial value.
-
-    (ExecuTorch's own InitializedMutableBufferPass matches by substring, so a pattern "k" would
-    also initialise "k_cache_scale"; this pass takes exact placeholder names.)"""
-
-    def __init__(self, names: Set[str]):
-        super().__init__()
-        self.names = set(names)
-
-    def placeholder(self, name, arg, meta):
-        if name in self.names:
-            meta["et_init_buffer"] = True
-        return super().placeholder(name, arg, meta)
 
 
 def to_executorch(programs: Programs, *, device: str = "cpu",
@@ -46,8 +32,6 @@ def to_executorch(programs: Programs, *, device: str = "cpu",
     `device`: where reference delegates (and so the state they read) live."""
     import torch_tensorrt.executorch  # noqa: F401  (the patched upstream lowering)
 
-    from ..seams.executorch import backend_config, reference_device
-    from ..seams.upstream_api import torch_tensorrt_module
     torch_tensorrt = torch_tensorrt_module()
     with reference_device(device):
         edge = torch_tensorrt.executorch.export(programs)

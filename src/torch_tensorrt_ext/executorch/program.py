@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Union
 import torch
 
 from ..errors import TteError
-from . import log_sink, runtime_lib
+from .. import runtime_lib
+from . import log_sink
 from .pte_check import PteError, read_pte
 from .traffic import program_copy_bytes
 

@@ -20,8 +20,8 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
                                           TensorArgument)
 
-from ..engines.info import EngineInfo
-from ..plan import MutationPlan, PlanError
+from ..contracts.engine import EngineInfo
+from ..contracts.plan import MutationPlan, PlanError
 from .engine_calls import EngineCall, engine_calls
 
 

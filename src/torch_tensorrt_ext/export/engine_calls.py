@@ -15,11 +15,10 @@ from typing import Dict, FrozenSet, Mapping, Tuple
 import torch
 from torch.fx import Node
 
-from ..engines.execute_op import Signature
-from ..plan import PlanError
+from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
+    Signature, is_engine_call, is_reference_call, schema_name)
+from ..contracts.plan import PlanError
 
-TRT_OPS = ("tensorrt::execute_engine", "tensorrt::no_op_placeholder_for_execute_engine")
-TTE_OP = "tte::execute_engine"
 
 
 @dataclass(frozen=True)
@@ -34,20 +33,6 @@ class EngineCall:
 
     def argument(self, input_binding: str) -> object:
         return self.node.args[0][self.input_names.index(input_binding)]
-
-
-def _schema_name(node: Node) -> str:
-    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-    return schema.name if schema is not None else ""
-
-
-def is_engine_call(node: Node) -> bool:
-    """An engine call in ATen or edge dialect (whose ops are wrappers with the same schema)."""
-    return _schema_name(node) in TRT_OPS or is_reference_call(node)
-
-
-def is_reference_call(node: Node) -> bool:
-    return _schema_name(node) == TTE_OP
 
 
 def _tte_call(node: Node) -> EngineCall:

@@ -11,7 +11,7 @@ from typing import Iterable, Union
 import torch
 from torch.fx import GraphModule, Node
 
-from ..plan import BufferWrite, MutationPlan, WriteKind
+from ..contracts.plan import BufferWrite, MutationPlan, WriteKind
 from .graph_writes import Program, find_buffer_writes
 from .kv_rules import kv_verdict, static_shape, writer_op
 

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import torch
 from torch.fx import GraphModule, Node
 
-from ..plan import PlanError
+from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state
 
 Program = Union[torch.export.ExportedProgram, GraphModule]

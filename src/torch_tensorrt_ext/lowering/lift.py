@@ -17,7 +17,7 @@ from typing import Dict, Tuple, Union
 import torch
 from torch.fx import GraphModule, Node
 
-from ..plan import MutationPlan, PlanError, WriteKind
+from ..contracts.plan import MutationPlan, PlanError, WriteKind
 from .graph_writes import find_buffer_writes, functional_program
 from .index_put_kv import INDEX_PUT, kv_form, rewrite
 from .kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER

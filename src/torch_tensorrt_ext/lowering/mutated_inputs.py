@@ -24,7 +24,7 @@ import torch
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, TensorArgument
 from torch.fx import Node
 
-from ..plan import PlanError
+from ..contracts.plan import PlanError
 
 Origins = Dict[str, Tuple[str, ...]]   # buffer fqn -> constant fqns it was lifted as
 

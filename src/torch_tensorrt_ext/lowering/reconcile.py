@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterable, List, Tuple
 
-from ..engines.info import EngineInfo
-from ..plan import MutationPlan, PlanError, RebuildRequest, WriteKind
+from ..contracts.engine import EngineInfo
+from ..contracts.plan import MutationPlan, PlanError, RebuildRequest, WriteKind
 
 
 def _index(engines: Iterable[EngineInfo]):

@@ -23,10 +23,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch.fx import GraphModule, Node
 
-from ..engines.info import AliasedIO, EngineInfo
+from ..contracts.engine import AliasedIO, EngineInfo
 from ..lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
 from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, read_after_write
-from ..plan import MutationPlan, PlanError, WriteKind
+from ..contracts.plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
 Build = Callable[[GraphModule], torch.nn.Module]

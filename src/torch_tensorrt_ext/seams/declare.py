@@ -22,7 +22,7 @@ from torch.fx import Node
 
 from ..export.declare import declare_mutations
 from ..export.engine_calls import engine_calls
-from ..plan import BufferWrite, MutationPlan, PlanError, WriteKind
+from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
 
 
 def _in_place_copies(ep: ExportedProgram, graph) -> List[Tuple[Node, str]]:

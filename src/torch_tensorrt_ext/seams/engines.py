@@ -19,11 +19,13 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 import torch
 from torch.fx import GraphModule, Node
 
-from ..engines.execute_op import OP as EXECUTE_ENGINE, Signature, dtype_name
-from ..engines.info import AliasedIO
+from ..contracts.dtypes import dtype_name
+from ..contracts.engine_call import Signature
+from ..engines.execute_op import OP as EXECUTE_ENGINE
+from ..contracts.engine import AliasedIO
 from ..engines.payload import (scalar_inputs_as_tensors, to_executorch_program,
                                use_kv_update_layers)
-from ..executorch import blob as blobfmt
+from ..contracts import blob as blobfmt
 from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict,
                                   read_after_write)
 

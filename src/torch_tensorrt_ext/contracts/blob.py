@@ -26,181 +26,32 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional
 
-from ..engines.info import AliasedIO  # one definition for the engine interface and the blob
-from ..errors import TteError
+from .blob_json import load_json  # noqa: F401  (the strict reader, re-exported)
+from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
+    _RESERVED, DTYPES, ENGINE_ALIGNMENT, ENGINE_KINDS, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR01,
+    MAGIC_TR02, MAGIC_TR03, MAGICS, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO,
+    Blob, BlobError, BlobMetadata, BufferBinding, CopyBack, IOBinding,
+)
+from . import blob_validate
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
-    "parse", "serialize", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TR03_HEADER_SIZE",
-    "TTE_VERSION", "MAX_BINDING_BYTES",
+    "parse", "serialize", "validate", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
+    "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES",
 ]
 
-HEADER_FORMAT = "<4sIIIQ8s"
-HEADER_SIZE = struct.calcsize(HEADER_FORMAT)  # 32
-# TR03: the upstream header, then the SHA-256 of the metadata bytes (CONTRACTS.md §1 Integrity).
-TR03_HEADER_SIZE = HEADER_SIZE + 32
-# The largest binding both readers accept (static dims x element size), as the C++ reader's
-# kMaxBindingBytes.
-MAX_BINDING_BYTES = (1 << 63) - 1
-ENGINE_ALIGNMENT = 16
-MAGIC_TR01, MAGIC_TR02, MAGIC_TR03 = b"TR01", b"TR02", b"TR03"
-MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
-TTE_VERSION = 3
-# Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
-_RESERVED = b"\x01" + b"\x00" * 7
-ENGINE_KINDS = ("reference", "tensorrt")
-# dtype name -> element size in bytes (the same table as runtime/src/dtype.cpp).
-DTYPES: Dict[str, int] = {
-    "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
-    "bool": 1, "float64": 8,
-}
-
-
-class BlobError(TteError, ValueError):
-    """A delegate blob is malformed or inconsistent; the message says what and where."""
-
-
-@dataclass(frozen=True)
-class IOBinding:
-    """An engine binding. dtype "" with shape () is an unknown binding (TR01/TR02 only): its
-    dtype/shape come from the delegate's tensors at execute."""
-
-    name: str
-    dtype: str
-    shape: Tuple[int, ...]
-    is_input: bool
-
-    @property
-    def known(self) -> bool:
-        return self.dtype != ""
-
-    @property
-    def nbytes(self) -> int:
-        if not self.known:
-            raise BlobError(f"binding '{self.name}' has no dtype/shape in the blob (upstream "
-                            f"TR01/TR02); its size is the delegate tensor's")
-        n = DTYPES[self.dtype]
-        for s in self.shape:
-            n *= s
-        return n
-
-
-@dataclass(frozen=True)
-class BufferBinding:
-    """Input binding `input` carries the caller-owned buffer `fqn`."""
-
-    input: str
-    fqn: str
-
-
-@dataclass(frozen=True)
-class CopyBack:
-    """Output binding `output` holds the new value of input binding `input` (copied back once)."""
-
-    output: str
-    input: str
-
-
-@dataclass(frozen=True)
-class BlobMetadata:
-    """The metadata of a blob, TR03 view. `delegate_inputs`/`delegate_outputs` left as None mean
-    "every input/output binding, in binding order" (upstream's meaning)."""
-
-    io_bindings: Tuple[IOBinding, ...]
-    aliased_io: Tuple[AliasedIO, ...] = ()
-    engine_kind: str = "tensorrt"
-    delegate_inputs: Optional[Tuple[str, ...]] = None
-    delegate_outputs: Optional[Tuple[str, ...]] = None
-    buffers: Tuple[BufferBinding, ...] = ()
-    copy_back: Tuple[CopyBack, ...] = ()
-    hardware_compatible: bool = False
-    device_id: int = 0
-    serialized_metadata: str = ""
-    target_platform: str = ""
-    # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
-    # writes the digest of the payload it is given; not part of the metadata's identity.
-    engine_sha256: Optional[str] = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "io_bindings", tuple(self.io_bindings))
-        object.__setattr__(self, "aliased_io", tuple(self.aliased_io))
-        object.__setattr__(self, "buffers", tuple(self.buffers))
-        object.__setattr__(self, "copy_back", tuple(self.copy_back))
-        if self.delegate_inputs is None:
-            object.__setattr__(self, "delegate_inputs", tuple(self.input_names))
-        else:
-            object.__setattr__(self, "delegate_inputs", tuple(self.delegate_inputs))
-        if self.delegate_outputs is None:
-            object.__setattr__(self, "delegate_outputs", tuple(self.output_names))
-        else:
-            object.__setattr__(self, "delegate_outputs", tuple(self.delegate_outputs))
-
-    @property
-    def inputs(self) -> Tuple[IOBinding, ...]:
-        return tuple(b for b in self.io_bindings if b.is_input)
-
-    @property
-    def outputs(self) -> Tuple[IOBinding, ...]:
-        return tuple(b for b in self.io_bindings if not b.is_input)
-
-    @property
-    def input_names(self) -> Tuple[str, ...]:
-        return tuple(b.name for b in self.inputs)
-
-    @property
-    def output_names(self) -> Tuple[str, ...]:
-        return tuple(b.name for b in self.outputs)
-
-    def binding(self, name: str) -> IOBinding:
-        for b in self.io_bindings:
-            if b.name == name:
-                return b
-        raise KeyError(name)
-
-    def to_json_dict(self) -> Dict[str, Any]:
-        """TR03 metadata: upstream's keys first, in upstream's order, then the extensions."""
-        return {
-            "io_bindings": [{"name": b.name, "dtype": b.dtype, "shape": list(b.shape),
-                             "is_input": b.is_input} for b in self.io_bindings],
-            "aliased_io": [{"output": a.output, "input": a.input, "kind": a.kind}
-                           for a in self.aliased_io],
-            "hardware_compatible": self.hardware_compatible,
-            "device_id": self.device_id,
-            "serialized_metadata": self.serialized_metadata,
-            "target_platform": self.target_platform,
-            "tte_version": TTE_VERSION,
-            "engine_kind": self.engine_kind,
-            "delegate_inputs": list(self.delegate_inputs),
-            "delegate_outputs": list(self.delegate_outputs),
-            "buffers": [{"input": b.input, "fqn": b.fqn} for b in self.buffers],
-            "copy_back": [{"output": c.output, "input": c.input} for c in self.copy_back],
-        }
-
-
-@dataclass(frozen=True)
-class Blob:
-    magic: bytes
-    metadata: BlobMetadata
-    engine: bytes = field(repr=False)
-
-
 # ------------------------------------------------------------------------------------ validation
-# Reading and validating metadata live in blob_validate (imported here on first use: it imports
-# this module's data model).
 
 def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
     """Raise `BlobError` unless `meta` is self-consistent (CONTRACTS.md §1, "Validation") as a
     blob with `magic` (TR03, what `serialize` writes, refuses unknown bindings)."""
-    from . import blob_validate
     blob_validate.validate(meta, magic)
 
 
 def _parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
     """The metadata bytes of a blob with `magic`, read (not yet validated); `BlobError` if bad."""
-    from . import blob_validate
     return blob_validate.parse_metadata(magic, raw)
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, Optional, Tuple
 
-from .errors import TteError
+from ..errors import TteError
 
 
 class WriteKind(enum.Enum):

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .blob import BlobError
+from .blob_model import BlobError
 
 __all__ = ["load_json", "MAX_NESTING"]
 

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ..errors import TteError
+from .errors import TteError
 
 __all__ = ["library_path", "search_path", "load", "copy_bytes", "execute_count", "reset_counters",
            "version", "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
@@ -52,8 +52,8 @@ def _package_copy() -> Path:
 
 
 def _checkout_build() -> Optional[Path]:
-    # src/torch_tensorrt_ext/executorch/runtime_lib.py -> the repository root, in a checkout only
-    root = Path(__file__).resolve().parents[3]
+    # src/torch_tensorrt_ext/runtime_lib.py -> the repository root, in a checkout only
+    root = Path(__file__).resolve().parents[2]
     if not (root / "runtime" / "CMakeLists.txt").is_file():
         return None
     return root / "build" / "runtime" / LIB_NAME

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Iterator
 
-from ..errors import TteError
+from .errors import TteError
 
 
 class UpstreamUnavailable(TteError, RuntimeError):

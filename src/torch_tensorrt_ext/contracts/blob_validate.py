@@ -7,9 +7,7 @@ Invariant: `parse_metadata` returns a `BlobMetadata` only for metadata the C++ r
 message; everything else raises `BlobError` (and nothing else: no RecursionError, ValueError)
 naming the key, binding or value. The metadata text is read by `blob_json.load_json` (strict
 JSON as the C++ reader reads it); a binding larger than 2**63-1 bytes is refused.
-This module imports `blob` (its data model); `blob` imports this module only inside its
-`validate`/`_parse_metadata` wrappers (which other code imports from `blob`), so either may be
-imported first.
+It builds on `blob_model` and `blob_json` only; `blob` builds on it.
 """
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .blob import (
+from .blob_model import (
     DTYPES, ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSION, AliasedIO,
     BlobError, BlobMetadata, BufferBinding, CopyBack, IOBinding,
 )

@@ -1,0 +1,13 @@
+"""The floor of the package: the contracts every layer above shares.
+
+- `plan`: the `MutationPlan` that carries decisions from stage to stage;
+- `engine`: the engine interface as data (`EngineInfo`, `AliasedIO`);
+- `engine_call`: how an engine call appears in a graph (`tte::execute_engine`, torch-tensorrt's
+  ops) and its `Signature`;
+- `blob_model`, `blob_json`, `blob_validate`, `blob`: the delegate blob's data model, its strict
+  JSON reader, its validation, and reading/writing it (docs/CONTRACTS.md §1);
+- `dtypes`: the one binding dtype table.
+
+Invariant: nothing here imports from this package except `errors` and other contracts
+(tests/test_import_graph.py holds every layer to importing only layers below it).
+"""

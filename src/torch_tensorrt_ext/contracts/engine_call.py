@@ -1,0 +1,69 @@
+"""The engine-call node contract: how a compiled engine appears in a graph.
+
+    tte::execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]
+
+(this project's reference engines), or torch-tensorrt's `tensorrt::execute_engine` and its
+serialized form `tensorrt::no_op_placeholder_for_execute_engine`. For `tte::execute_engine`,
+`inputs` are the engine's input bindings in order, `engine` the payload bytes (uint8) and
+`signature` a JSON object `{"name": ..., "metadata": <blob metadata>}` (docs/CONTRACTS.md §1 keys)
+from which bindings, shapes and dtypes are known without touching the payload. The op returns
+every output binding in binding order.
+
+Invariant: these predicates recognise an engine call in ATen or edge dialect by its schema name
+alone, and a `Signature` is only ever built from metadata `blob.validate` accepts.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+from torch.fx import Node
+
+from . import blob
+
+__all__ = ["SCHEMA", "TTE_OP", "TRT_OPS", "Signature", "schema_name", "is_engine_call",
+           "is_reference_call", "is_tensorrt_call"]
+
+SCHEMA = "execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]"
+TTE_OP = "tte::execute_engine"
+TRT_OPS = ("tensorrt::execute_engine", "tensorrt::no_op_placeholder_for_execute_engine")
+
+
+def schema_name(node: Node) -> str:
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema.name if schema is not None else ""
+
+
+def is_reference_call(node: Node) -> bool:
+    return schema_name(node) == TTE_OP
+
+
+def is_tensorrt_call(node: Node) -> bool:
+    return schema_name(node) in TRT_OPS
+
+
+def is_engine_call(node: Node) -> bool:
+    """An engine call in ATen or edge dialect (whose ops are wrappers with the same schema)."""
+    return is_tensorrt_call(node) or is_reference_call(node)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The `signature` argument of a `tte::execute_engine` call: engine name + blob metadata."""
+
+    name: str
+    metadata: blob.BlobMetadata
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "metadata": self.metadata.to_json_dict()},
+                          separators=(",", ":"), sort_keys=False)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def parse(text: str) -> "Signature":
+        obj = json.loads(text)
+        raw = json.dumps(obj["metadata"]).encode()
+        meta = blob._parse_metadata(blob.MAGIC_TR03, raw)
+        blob.validate(meta)
+        return Signature(obj["name"], meta)

@@ -1,0 +1,75 @@
+"""A torch-tensorrt engine's partition → a TR03 blob carrying its serialized engine untouched.
+
+Invariant: every binding gets the dtype and shape the engine's own metadata records (refused,
+naming the engine, when it records none), aliased I/O is the engine's record, buffers are the
+partitioner's `tte_buffers` spec, and the blob is validated before it is written.
+"""
+from __future__ import annotations
+
+import json
+from typing import List
+
+import torch
+from executorch.exir.backend.backend_details import PreprocessResult
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from torch.export import ExportedProgram
+
+from ..contracts import blob as blobfmt
+from ..contracts.engine_call import is_engine_call
+from ..engines.tensorrt_info import engine_info_from_serialized
+from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
+
+__all__ = ["preprocess", "engine_info_record", "BUFFERS_SPEC", "DEVICE_SPEC"]
+
+BUFFERS_SPEC = "tte_buffers"
+DEVICE_SPEC = "target_device"
+
+
+def engine_info_record(ep: ExportedProgram, node: torch.fx.Node,
+                       metadata_only: bool = True) -> list:
+    """torch-tensorrt's serialized engine info of an engine call (upstream reads it)."""
+    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
+    return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
+
+
+def _bindings(info) -> tuple:
+    """Every binding with the dtype and shape the engine's metadata records (TR03 needs both)."""
+    if len(info.input_dtypes) != len(info.input_names) or \
+            len(info.output_dtypes) != len(info.output_names):
+        raise blobfmt.BlobError(f"engine {info.name!r}: its metadata records no binding types "
+                                "(no inout_symexprs); recompile it with torch-tensorrt 2.14.0")
+    ins = [blobfmt.IOBinding(n, info.input_dtypes[i], tuple(info.input_shapes[i]), True)
+           for i, n in enumerate(info.input_names)]
+    outs = [blobfmt.IOBinding(n, info.output_dtypes[i], tuple(info.output_shapes[i]), False)
+            for i, n in enumerate(info.output_names)]
+    return tuple(ins + outs)
+
+
+def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    """One TensorRT partition → one TR03 blob carrying the serialized engine."""
+    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
+        DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
+    call = single_engine_call(edge_program, is_engine_call)
+    raw = engine_info_record(edge_program, call, metadata_only=False)
+    engine = raw[ENGINE_IDX]
+    if isinstance(engine, torch.Tensor):
+        engine = bytes(memoryview(engine.cpu().contiguous().view(torch.uint8).numpy()))
+    info = engine_info_from_serialized(raw)
+    specs = {s.key: s.value for s in compile_specs}
+    pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
+    device = specs.get(DEVICE_SPEC, b"cuda:0").decode()
+    text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
+    meta = blobfmt.BlobMetadata(
+        io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind="tensorrt",
+        delegate_inputs=tuple(delegate_input_bindings(edge_program, call,
+                                                      list(info.input_names))),
+        delegate_outputs=tuple(delegate_output_bindings(edge_program, call,
+                                                        list(info.output_names))),
+        buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
+        hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
+        device_id=(int(device.split(":")[1]) if ":" in device
+                   else int(text[DEVICE_IDX].split("%")[0])),
+        serialized_metadata=text[SERIALIZED_METADATA_IDX],
+        target_platform=text[TARGET_PLATFORM_IDX])
+    blobfmt.validate(meta)
+    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(engine)))
