@@ -16,7 +16,7 @@ decide the files.
 from __future__ import annotations
 
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -159,78 +159,101 @@ def apply(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> L
         return swept + _apply(site, all_series)
 
 
+@dataclass
+class _Writes:
+    """What one `apply` will write: files (path, bytes), their site paths, and errors so far."""
+
+    changes: List[Tuple[Path, bytes]] = field(default_factory=list)
+    touched: List[str] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+
+    def want(self, path: Path, data: bytes, site_path: str) -> None:
+        if not path.is_file() or path.read_bytes() != data:
+            self.changes.append((path, data))
+            self.touched.append(site_path)
+
+
 def _apply(site: Path, all_series: List[Series]) -> List[str]:
     state = read_state(site) or State()
-    errors: List[str] = []
+    out = _Writes()
     lines: List[str] = []
-    changes: List[Tuple[Path, bytes]] = []
     records: Dict[str, TargetRecord] = {}
-    touched: List[str] = []
-    known = {s.target.name for s in all_series}
     for series in all_series:
-        t = series.target
-        old = state.targets.get(t.name)
-        if not series.patches and old is None:
-            lines.append(f"{t.name} {t.version}: no patches")
-            continue
-        dist = _distribution(site, series, errors) if series.patches else None
-        if series.patches and dist is None:
-            continue
-        dist_name = dist.name if dist else old.distribution
-        tree = _pristine_tree(site, series, old, dist_name, errors, writing=True)
-        if tree is None:
-            continue
-        applied = _apply_in_temp(series, tree, dist_name, errors)
-        if applied is None:
-            continue
-        patched, results = applied
-        desired = dict(patched)
-        leftovers = [f for f in _files(site, t, old.files, old) if f.repo_path not in desired] \
-            if old else []
-        for f in leftovers:            # patched by an earlier series, not by this one
-            if f.state == "patched":
-                desired[f.repo_path] = f.record.pristine
-            elif f.state == "changed":
-                errors.append(_unusable(t, f, site, dist_name))
-        sites = {f.repo_path: f.site_path for f in _files(site, t, series.files, old) + leftovers}
-        for rp, data in desired.items():
-            path = site / sites[rp]
-            if not path.is_file() or path.read_bytes() != data:
-                changes.append((path, data))
-                touched.append(sites[rp])
-        if series.patches:
-            records[t.name] = TargetRecord(
-                dist_name, t.version,
-                tuple(PatchRecord(p.name, p.sha256, p.files) for p in series.patches),
-                {rp: FileRecord(sites[rp], tree[rp], sha256(tree[rp]), sha256(patched[rp]))
-                 for rp in series.files})
-        lines.append(_applied_line(series, results))
+        line = _apply_series(site, series, state.targets.get(series.target.name), out, records)
+        if line is not None:
+            lines.append(line)
+    _restore_dropped_targets(site, state, {s.target.name for s in all_series}, out)
+    if out.errors:
+        raise PatchError("\n".join(out.errors) + f"\n{NOTHING_CHANGED}")
+    new_state = State(records)
+    old_bytes = state_path(site).read_bytes() if state_path(site).is_file() else None
+    new_bytes = new_state.to_json() if records else None
+    if not out.changes and old_bytes == new_bytes:
+        if not records:
+            return lines + [f"nothing to apply in {site}"]
+        return [f"the patch series is already applied in {site}; nothing to do"]
+    commit_files(around_record(site, state, records, out.changes, new_bytes))
+    drop_bytecode(site, out.touched)
+    return lines + [f"{len(out.changes)} file(s) written in {site}; record: "
+                    f"{state_path(site).name}"]
+
+
+def _apply_series(site: Path, series: Series, old: Optional[TargetRecord], out: _Writes,
+                  records: Dict[str, TargetRecord]) -> Optional[str]:
+    """Add one target's patched files (and the restoration of files an earlier series patched
+    and this one does not) to `out`, its record to `records`; the line to print, or None when
+    it failed (the reason is in `out.errors`)."""
+    t = series.target
+    if not series.patches and old is None:
+        return f"{t.name} {t.version}: no patches"
+    dist = _distribution(site, series, out.errors) if series.patches else None
+    if series.patches and dist is None:
+        return None
+    dist_name = dist.name if dist else old.distribution
+    tree = _pristine_tree(site, series, old, dist_name, out.errors, writing=True)
+    if tree is None:
+        return None
+    applied = _apply_in_temp(series, tree, dist_name, out.errors)
+    if applied is None:
+        return None
+    patched, results = applied
+    desired = dict(patched)
+    leftovers = [f for f in _files(site, t, old.files, old) if f.repo_path not in desired] \
+        if old else []
+    for f in leftovers:            # patched by an earlier series, not by this one
+        if f.state == "patched":
+            desired[f.repo_path] = f.record.pristine
+        elif f.state == "changed":
+            out.errors.append(_unusable(t, f, site, dist_name))
+    sites = {f.repo_path: f.site_path for f in _files(site, t, series.files, old) + leftovers}
+    for rp, data in desired.items():
+        out.want(site / sites[rp], data, sites[rp])
+    if series.patches:
+        records[t.name] = TargetRecord(
+            dist_name, t.version,
+            tuple(PatchRecord(p.name, p.sha256, p.files) for p in series.patches),
+            {rp: FileRecord(sites[rp], tree[rp], sha256(tree[rp]), sha256(patched[rp]))
+             for rp in series.files})
+    return _applied_line(series, results)
+
+
+def _restore_dropped_targets(site: Path, state: State, known: set, out: _Writes) -> None:
+    """A target dropped from upstream.toml: its patched files go back to pristine."""
     for name, old in sorted(state.targets.items()):
         if name in known:
-            continue                   # a target dropped from upstream.toml: restore its files
+            continue
         for rp, f in sorted(old.files.items()):
             path = site / f.site_path
             digest = sha256(path.read_bytes()) if path.is_file() else None
             if digest == f.patched_sha256:
-                changes.append((path, f.pristine))
-                touched.append(f.site_path)
+                out.changes.append((path, f.pristine))
+                out.touched.append(f.site_path)
             elif digest is not None and digest != f.pristine_sha256:
-                errors.append(f"{old.distribution} {old.version}: {rp} ({path}) changed since "
-                              f"`patch apply`, and its target {name} is no longer in the series; "
-                              f"reinstall it (pip install --force-reinstall --no-deps "
-                              f"{old.distribution}=={old.version}) and apply again")
-    if errors:
-        raise PatchError("\n".join(errors) + f"\n{NOTHING_CHANGED}")
-    new_state = State(records)
-    old_bytes = state_path(site).read_bytes() if state_path(site).is_file() else None
-    new_bytes = new_state.to_json() if records else None
-    if not changes and old_bytes == new_bytes:
-        if not records:
-            return lines + [f"nothing to apply in {site}"]
-        return [f"the patch series is already applied in {site}; nothing to do"]
-    commit_files(around_record(site, state, records, changes, new_bytes))
-    drop_bytecode(site, touched)
-    return lines + [f"{len(changes)} file(s) written in {site}; record: {state_path(site).name}"]
+                out.errors.append(
+                    f"{old.distribution} {old.version}: {rp} ({path}) changed since "
+                    f"`patch apply`, and its target {name} is no longer in the series; "
+                    f"reinstall it (pip install --force-reinstall --no-deps "
+                    f"{old.distribution}=={old.version}) and apply again")
 
 
 def _applied_line(series: Series, results: List[gitapply.Result]) -> str:
