@@ -4,12 +4,15 @@
 //   copy_bytes_per_call[<key>]=<int>   (for every counter key of the blob's copy plan)
 // Invariant: measures only init-once/execute-many, as a delegate runs; never a test gate.
 #include <tte/backend.h>
-#include <tte/blob.h>
 #include <tte/c_api.h>
-#include <tte/plan.h>
+
+#include "blob.h"
+#include "plan.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/platform/runtime.h>
 
 #include <chrono>
@@ -32,10 +35,10 @@ int main(int argc, char** argv) {
   const long iters = argc > 2 ? std::stol(argv[2]) : 20000;
   std::ifstream f(argv[1], std::ios::binary);
   std::string blob((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   if (!info.ok()) {
-    std::fprintf(stderr, "%s\n", why.c_str());
+    std::fprintf(stderr, "%s\n", why.text.c_str());
     return 1;
   }
   auto plan = tte::plan_bindings(info.get(), why);

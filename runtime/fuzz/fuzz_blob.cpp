@@ -2,14 +2,14 @@
 // validate_blob) and the alias planner on what it accepts.
 //
 // Invariant checked (besides ASan/UBSan's): an accepted blob yields a complete plan or a
-// refusal with a reason, never a crash; a refusal always says why. Each input runs twice: as
-// given (integrity checks included) and resealed (its TR03 digests recomputed, so mutations of
-// the metadata reach the checks behind them).
+// refusal with a reason, never a crash; a refusal always says why and names its check id. Each
+// input runs twice: as given (integrity checks included) and resealed (its TR03 digests recomputed,
+// so mutations of the metadata reach the checks behind them).
 #include "../tests/blob_builder.h"
 #include "fuzz_common.h"
 
-#include <tte/blob.h>
-#include <tte/plan.h>
+#include "blob.h"
+#include "plan.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -18,17 +18,17 @@
 namespace {
 
 void read_and_plan(const std::string& blob) {
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   if (!info.ok()) {
-    if (why.empty()) std::abort();  // every refusal must say why
+    if (why.text.empty() || why.check[0] == '\0') std::abort();  // every refusal says why
     return;
   }
   for (const auto& b : info.get().inputs) (void)b.nbytes();
   for (const auto& b : info.get().outputs) (void)b.nbytes();
-  std::string plan_why;
+  tte::Reason plan_why;
   auto plan = tte::plan_bindings(info.get(), plan_why);
-  if (!plan.ok() && plan_why.empty()) std::abort();
+  if (!plan.ok() && (plan_why.text.empty() || plan_why.check[0] == '\0')) std::abort();
 }
 
 }  // namespace

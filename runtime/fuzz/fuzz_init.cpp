@@ -10,9 +10,8 @@
 #include "../tests/delegate_args.h"
 #include "fuzz_common.h"
 
-#include <tte/backend.h>
-#include <tte/blob.h>
-#include <tte/refusal.h>
+#include "blob.h"
+#include "refusal.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
@@ -37,7 +36,7 @@ constexpr size_t kMaxTensorBytes = size_t(16) << 20;  // all delegate tensors of
 
 void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle* handle,
                   const std::string& blob) {
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   if (!info.ok()) std::abort();  // init accepted it: the reader must too
   std::vector<std::vector<uint8_t>> storage;
@@ -64,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tte::clear_refusal();
   auto handle = backend->init(ctx, &processed, {});
   if (!handle.ok()) {
-    if (tte::last_refusal()[0] == '\0') std::abort();  // every refusal names its reason
+    // every refusal names its reason and check id
+    if (tte::last_refusal()[0] == '\0' || tte::last_check()[0] == '\0') std::abort();
     return 0;
   }
   execute_once(backend, handle.get(), blob);

@@ -1,5 +1,5 @@
 // The PAL abort handler behind tte::contained; see tte/abort_guard.h.
-#include <tte/abort_guard.h>
+#include "abort_guard.h"
 
 #include <executorch/runtime/platform/platform.h>
 

@@ -1,7 +1,8 @@
-// Consistency of blob metadata (CONTRACTS.md §1 "Validation"): python's blob.validate(), check
-// for check and message for message. See tte/blob.h for the invariant it upholds.
-#include <tte/blob.h>
+// Consistency of blob metadata (CONTRACTS.md §1 "Validation"): python's contracts/blob_validate
+// .validate, check for check, in its order, with its check ids. See blob.h for the invariant.
+#include "blob.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -11,150 +12,206 @@ const char* const kUnknownInTr03 =
     "only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the delegate's "
     "tensors (dtype '' and shape []); a TR03 blob must give both";
 
-bool validate_blob(const BlobInfo& info, std::string& why) {
-  auto fail = [&](std::string msg) {
-    why = std::move(msg);
-    return false;
-  };
-  std::set<std::string> names;
-  // io_bindings order: walk inputs and outputs merged back into document order is not needed
-  // for the message — a duplicate is reported by its name.
-  for (const auto* side : {&info.inputs, &info.outputs}) {
-    for (const auto& b : *side) {
-      if (!names.insert(b.name).second) {
-        return fail("binding name '" + b.name + "' appears twice in io_bindings");
-      }
-      if (info.format == 3 && !b.known) {
-        return fail("binding '" + b.name + "' has an empty dtype; " + kUnknownInTr03);
-      }
-      if (!b.fits()) {
-        return fail("binding '" + b.name + "' (" + b.describe() + ") is larger than 2**63-1 bytes");
-      }
-    }
+namespace {
+
+class Validator {
+ public:
+  Validator(const BlobInfo& info, Reason& why) : info_(info), why_(why) {}
+
+  bool run() {
+    return bindings() && aliased_pairs() && delegate_inputs() && delegate_outputs() && buffers() &&
+           copy_back_pairs() && outputs_targeted();
   }
-  // Name lookup with direction check; nullptr + why on failure.
-  auto need = [&](const std::string& name, bool want_input,
-                  const std::string& where) -> const Binding* {
-    const char* kind = want_input ? "input" : "output";
-    const Binding* b = want_input ? info.input(name) : info.output(name);
-    if (b) return b;
-    const Binding* other = want_input ? info.output(name) : info.input(name);
-    if (!other) {
-      why = where + " names " + kind + " '" + name + "', which is not a binding";
-    } else {
-      why = where + " names " + kind + " '" + name + "', which is an " +
-            (other->is_input ? "input" : "output") + " binding";
+
+ private:
+  // Unique names, known in TR03, at most 2**63-1 bytes; in io_bindings' order.
+  bool bindings() {
+    std::vector<const Binding*> all;
+    for (const auto* side : {&info_.inputs, &info_.outputs}) {
+      for (const Binding& b : *side) all.push_back(&b);
     }
-    return nullptr;
-  };
-  auto same_type = [&](const Binding& out, const Binding& in, const char* what) {
-    if (out.known != in.known || out.dtype != in.dtype || out.shape != in.shape) {
-      why = std::string(what) + " pair '" + out.name + "' -> '" + in.name +
-            "' differs: output is " + out.describe() + ", input is " + in.describe();
-      return false;
+    std::stable_sort(all.begin(), all.end(),
+                     [](const Binding* a, const Binding* b) { return a->position < b->position; });
+    std::set<std::string> names;
+    for (const Binding* b : all) {
+      if (!names.insert(b->name).second) {
+        return why_.reject("binding.duplicate",
+                           "binding name '" + b->name + "' appears twice in io_bindings");
+      }
+      if (info_.format == 3 && !b->known) {
+        return why_.reject("binding.unknown_in_tr03",
+                           "binding '" + b->name + "' has an empty dtype; " + kUnknownInTr03);
+      }
+      if (!b->fits()) {
+        return why_.reject("binding.too_large", "binding '" + b->name + "' (" + b->describe() +
+                                                    ") is larger than 2**63-1 bytes");
+      }
     }
     return true;
-  };
-
-  std::map<std::string, std::string> writer_of;
-  std::set<std::string> aliased;
-  for (size_t i = 0; i < info.aliased_io.size(); ++i) {
-    const auto& a = info.aliased_io[i];
-    std::string where = format("aliased_io[%zu]", i);
-    const Binding* out = need(a.output, false, where);
-    if (!out) return false;
-    const Binding* in = need(a.input, true, where);
-    if (!in) return false;
-    // A pair with an unknown side is compared on the delegate's tensors at execute.
-    if (out->known && in->known && !same_type(*out, *in, "aliased")) return false;
-    if (!aliased.insert(a.output).second) {
-      return fail("output binding '" + a.output + "' is aliased twice in aliased_io");
-    }
-    auto it = writer_of.find(a.input);
-    if (it != writer_of.end()) {
-      return fail("input binding '" + a.input + "' is written by both '" + it->second + "' and '" +
-                  a.output + "'");
-    }
-    writer_of[a.input] = a.output;
   }
 
-  std::set<std::string> seen;
-  for (size_t i = 0; i < info.delegate_inputs.size(); ++i) {
-    const auto& name = info.delegate_inputs[i];
-    if (!need(name, true, format("delegate_inputs[%zu]", i))) return false;
-    if (!seen.insert(name).second) {
-      return fail("delegate_inputs lists input binding '" + name + "' twice");
+  // The binding `name` of the wanted direction, or nullptr with the refusal recorded.
+  const Binding* need(const std::string& name, bool want_input, const std::string& where) {
+    const char* kind = want_input ? "input" : "output";
+    const Binding* b = want_input ? info_.input(name) : info_.output(name);
+    if (b) return b;
+    const Binding* other = want_input ? info_.output(name) : info_.input(name);
+    if (!other) {
+      why_.reject("ref.missing",
+                  where + " names " + kind + " '" + name + "', which is not a binding");
+    } else {
+      why_.reject("ref.direction", where + " names " + kind + " '" + name + "', which is an " +
+                                       (other->is_input ? "input" : "output") + " binding");
     }
-  }
-  for (const auto& b : info.inputs) {
-    if (!seen.count(b.name)) {
-      return fail("delegate_inputs misses input binding '" + b.name +
-                  "' (every input binding must be a delegate argument)");
-    }
-  }
-  std::set<std::string> delegate_outs;
-  for (size_t i = 0; i < info.delegate_outputs.size(); ++i) {
-    const auto& name = info.delegate_outputs[i];
-    if (!need(name, false, format("delegate_outputs[%zu]", i))) return false;
-    if (!delegate_outs.insert(name).second) {
-      return fail("delegate_outputs lists output binding '" + name + "' twice");
-    }
+    return nullptr;
   }
 
-  std::map<std::string, std::string> fqns;
-  std::set<std::string> buffer_inputs;
-  for (size_t i = 0; i < info.buffers.size(); ++i) {
-    const auto& b = info.buffers[i];
-    if (!need(b.input, true, format("buffers[%zu]", i))) return false;
-    if (b.fqn.empty()) {
-      return fail(format("buffers[%zu] has an empty fqn for input '%s'", i, b.input.c_str()));
-    }
-    if (!buffer_inputs.insert(b.input).second) {
-      return fail("buffers lists input binding '" + b.input + "' twice");
-    }
-    auto it = fqns.find(b.fqn);
-    if (it != fqns.end()) {
-      return fail("buffer '" + b.fqn + "' is bound to both '" + it->second + "' and '" + b.input +
-                  "'");
-    }
-    fqns[b.fqn] = b.input;
+  bool same_type(const Binding& out, const Binding& in, const char* what, const char* check) {
+    if (out.known == in.known && out.dtype == in.dtype && out.shape == in.shape) return true;
+    return why_.reject(check, std::string(what) + " pair '" + out.name + "' -> '" + in.name +
+                                  "' differs: output is " + out.describe() + ", input is " +
+                                  in.describe());
   }
 
-  std::set<std::string> copied;
-  for (size_t i = 0; i < info.copy_back.size(); ++i) {
-    const auto& c = info.copy_back[i];
-    std::string where = format("copy_back[%zu]", i);
+  // An input binding is written by at most one output (aliased or copy-back).
+  bool record_writer(const std::string& input, const std::string& output) {
+    const auto it = writer_of_.find(input);
+    if (it != writer_of_.end()) {
+      return why_.reject("writer.twice", "input binding '" + input + "' is written by both '" +
+                                             it->second + "' and '" + output + "'");
+    }
+    writer_of_[input] = output;
+    return true;
+  }
+
+  bool aliased_pairs() {
+    for (size_t i = 0; i < info_.aliased_io.size(); ++i) {
+      const AliasedIO& a = info_.aliased_io[i];
+      const std::string where = format("aliased_io[%zu]", i);
+      const Binding* out = need(a.output, false, where);
+      const Binding* in = out ? need(a.input, true, where) : nullptr;
+      if (!in) return false;
+      // A pair with an unknown side is compared on the delegate's tensors at execute.
+      if (out->known && in->known && !same_type(*out, *in, "aliased", "aliased.mismatch")) {
+        return false;
+      }
+      if (!aliased_.insert(a.output).second) {
+        return why_.reject("aliased.twice",
+                           "output binding '" + a.output + "' is aliased twice in aliased_io");
+      }
+      if (!record_writer(a.input, a.output)) return false;
+    }
+    return true;
+  }
+
+  bool delegate_inputs() {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < info_.delegate_inputs.size(); ++i) {
+      const std::string& name = info_.delegate_inputs[i];
+      if (!need(name, true, format("delegate_inputs[%zu]", i))) return false;
+      if (!seen.insert(name).second) {
+        return why_.reject("delegate_inputs.duplicate",
+                           "delegate_inputs lists input binding '" + name + "' twice");
+      }
+    }
+    for (const Binding& b : info_.inputs) {
+      if (!seen.count(b.name)) {
+        return why_.reject("delegate_inputs.missing",
+                           "delegate_inputs misses input binding '" + b.name +
+                               "' (every input binding must be a delegate argument)");
+      }
+    }
+    return true;
+  }
+
+  bool delegate_outputs() {
+    for (size_t i = 0; i < info_.delegate_outputs.size(); ++i) {
+      const std::string& name = info_.delegate_outputs[i];
+      if (!need(name, false, format("delegate_outputs[%zu]", i))) return false;
+      if (!delegate_outs_.insert(name).second) {
+        return why_.reject("delegate_outputs.duplicate",
+                           "delegate_outputs lists output binding '" + name + "' twice");
+      }
+    }
+    return true;
+  }
+
+  bool buffers() {
+    std::map<std::string, std::string> fqns;
+    std::set<std::string> inputs;
+    for (size_t i = 0; i < info_.buffers.size(); ++i) {
+      const BufferRef& b = info_.buffers[i];
+      if (!need(b.input, true, format("buffers[%zu]", i))) return false;
+      if (b.fqn.empty()) {
+        return why_.reject("buffers.empty_fqn", format("buffers[%zu] has an empty fqn for "
+                                                       "input '%s'",
+                                                       i, b.input.c_str()));
+      }
+      if (!inputs.insert(b.input).second) {
+        return why_.reject("buffers.duplicate_input",
+                           "buffers lists input binding '" + b.input + "' twice");
+      }
+      const auto it = fqns.find(b.fqn);
+      if (it != fqns.end()) {
+        return why_.reject("buffers.duplicate_fqn", "buffer '" + b.fqn + "' is bound to both '" +
+                                                        it->second + "' and '" + b.input + "'");
+      }
+      fqns[b.fqn] = b.input;
+    }
+    return true;
+  }
+
+  bool copy_back_pair(size_t i) {
+    const CopyBackRef& c = info_.copy_back[i];
+    const std::string where = format("copy_back[%zu]", i);
     const Binding* out = need(c.output, false, where);
-    if (!out) return false;
-    const Binding* in = need(c.input, true, where);
-    if (!in) return false;
-    if (!same_type(*out, *in, "copy_back")) return false;
-    if (aliased.count(c.output)) {
-      return fail("output binding '" + c.output + "' is both aliased and copy-back");
+    const Binding* in = out ? need(c.input, true, where) : nullptr;
+    if (!in || !same_type(*out, *in, "copy_back", "copy_back.mismatch")) return false;
+    if (aliased_.count(c.output)) {
+      return why_.reject("copy_back.aliased",
+                         "output binding '" + c.output + "' is both aliased and copy-back");
     }
-    if (!copied.insert(c.output).second) {
-      return fail("copy_back lists output binding '" + c.output + "' twice");
+    if (!copied_.insert(c.output).second) {
+      return why_.reject("copy_back.duplicate",
+                         "copy_back lists output binding '" + c.output + "' twice");
     }
-    auto it = writer_of.find(c.input);
-    if (it != writer_of.end()) {
-      return fail("input binding '" + c.input + "' is written by both '" + it->second + "' and '" +
-                  c.output + "'");
+    if (!record_writer(c.input, c.output)) return false;
+    if (!delegate_outs_.count(c.output) && !out->is_static()) {  // its scratch is sized at init
+      return why_.reject("copy_back.dynamic_scratch",
+                         "copy-back output '" + c.output + "' has a dynamic shape " +
+                             shape_text(out->shape) +
+                             "; the runtime needs a static one for its scratch");
     }
-    writer_of[c.input] = c.output;
-    if (!delegate_outs.count(c.output) && !out->is_static()) {
-      return fail("copy-back output '" + c.output + "' has a dynamic shape " +
-                  shape_text(out->shape) + "; the runtime needs a static one for its scratch");
-    }
+    return true;
   }
 
-  for (const auto& b : info.outputs) {
-    if (!delegate_outs.count(b.name) && !aliased.count(b.name) && !copied.count(b.name)) {
-      return fail("output binding '" + b.name +
-                  "' is neither a delegate output, aliased (aliased_io) nor copy-back "
-                  "(copy_back): its value would be dropped");
+  bool copy_back_pairs() {
+    for (size_t i = 0; i < info_.copy_back.size(); ++i) {
+      if (!copy_back_pair(i)) return false;
     }
+    return true;
   }
-  return true;
-}
+
+  bool outputs_targeted() {
+    for (const Binding& b : info_.outputs) {
+      if (!delegate_outs_.count(b.name) && !aliased_.count(b.name) && !copied_.count(b.name)) {
+        return why_.reject("output.dropped",
+                           "output binding '" + b.name +
+                               "' is neither a delegate output, aliased (aliased_io) nor "
+                               "copy-back (copy_back): its value would be dropped");
+      }
+    }
+    return true;
+  }
+
+  const BlobInfo& info_;
+  Reason& why_;
+  std::map<std::string, std::string> writer_of_;  // input binding -> the output writing it
+  std::set<std::string> aliased_, delegate_outs_, copied_;
+};
+
+}  // namespace
+
+bool validate_blob(const BlobInfo& info, Reason& why) { return Validator(info, why).run(); }
 
 }  // namespace tte

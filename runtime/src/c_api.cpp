@@ -1,62 +1,69 @@
 // The C API of CONTRACTS.md §4; see tte/c_api.h.
-#include <tte/blob.h>
 #include <tte/c_api.h>
-#include <tte/counters.h>
-#include <tte/plan.h>
-#include <tte/refusal.h>
+
+#include "blob.h"
+#include "counters.h"
+#include "plan.h"
+#include "refusal.h"
 
 #include <cstdio>
-#include <exception>
 #include <string>
 
 #ifndef TTE_ENGINES  // as engine.cpp: set by CMake for the library
 #define TTE_ENGINES "reference"
 #endif
 
+#define TTE_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+// parse_blob and plan_bindings never throw; the std::string copies into `why` could.
+int check_blob(const void* data, size_t size, tte::Reason& why) {
+  auto info = tte::parse_blob(data, size, why);
+  if (!info.ok()) return static_cast<int>(info.error());
+  auto plan = tte::plan_bindings(info.get(), why);
+  return plan.ok() ? 0 : static_cast<int>(plan.error());
+}
+
+}  // namespace
+
 extern "C" {
 
-__attribute__((visibility("default"))) uint64_t tte_runtime_copy_bytes(const char* fqn) noexcept {
+TTE_EXPORT uint64_t tte_runtime_copy_bytes(const char* fqn) noexcept {
   return tte::copied_bytes(fqn);
 }
 
-__attribute__((visibility("default"))) uint64_t tte_runtime_execute_count(void) noexcept {
-  return tte::execute_count();
-}
+TTE_EXPORT uint64_t tte_runtime_execute_count(void) noexcept { return tte::execute_count(); }
 
-__attribute__((visibility("default"))) void tte_runtime_reset_counters(void) noexcept {
-  tte::reset_counters();
-}
+TTE_EXPORT void tte_runtime_reset_counters(void) noexcept { tte::reset_counters(); }
 
-__attribute__((visibility("default"))) const char* tte_runtime_version(void) noexcept {
+TTE_EXPORT const char* tte_runtime_version(void) noexcept {
   return "tte-runtime 0.1 (engines: " TTE_ENGINES ")";  // compiled_engines(), as a literal
 }
 
-__attribute__((visibility("default"))) const char* tte_runtime_last_refusal(void) noexcept {
-  return tte::last_refusal();
-}
+TTE_EXPORT const char* tte_runtime_last_refusal(void) noexcept { return tte::last_refusal(); }
 
-__attribute__((visibility("default"))) void tte_runtime_clear_last_refusal(void) noexcept {
-  tte::clear_refusal();
-}
+TTE_EXPORT const char* tte_runtime_last_check(void) noexcept { return tte::last_check(); }
 
-__attribute__((visibility("default"))) int tte_runtime_check_blob(const void* data, size_t size,
-                                                                  char* why,
-                                                                  size_t why_size) noexcept {
-  std::string reason;
+TTE_EXPORT void tte_runtime_clear_last_refusal(void) noexcept { tte::clear_refusal(); }
+
+TTE_EXPORT int tte_runtime_check_blob(const void* data, size_t size, char* why,
+                                      size_t why_size) noexcept {
+  tte::Reason reason;
   int code = 0;
   try {
-    auto info = tte::parse_blob(data, size, reason);
-    if (!info.ok()) {
-      code = static_cast<int>(info.error());
-    } else if (auto plan = tte::plan_bindings(info.get(), reason); !plan.ok()) {
-      code = static_cast<int>(plan.error());
-    }
-  } catch (const std::exception& e) {
+    code = check_blob(data, size, reason);
+  } catch (...) {
     code = static_cast<int>(tte::Error::MemoryAllocationFailed);
-    reason = e.what();
+    reason.check = "runtime.out_of_memory";
   }
-  if (why != nullptr && why_size > 0)
-    std::snprintf(why, why_size, "%s", code ? reason.c_str() : "");
+  const char* text = code == 0 ? "" : reason.text.empty() ? "out of memory" : reason.text.c_str();
+  if (code == 0) {
+    tte::clear_refusal();
+  } else {
+    tte::record_refusal(reason.check, text);
+  }
+  if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", text);
   return code;
 }
 

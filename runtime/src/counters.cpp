@@ -1,5 +1,5 @@
 // Process-wide copy/execute counters; see tte/counters.h.
-#include <tte/counters.h>
+#include "counters.h"
 
 #include <cstring>
 #include <mutex>

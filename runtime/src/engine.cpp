@@ -1,8 +1,8 @@
-// Engine factory: picks the implementation for a blob's engine_kind; see tte/engine.h.
-#include <tte/engine.h>
-#include <tte/reference_engine.h>
+// Engine factory: picks the implementation for a blob's engine_kind; see engine.h.
+#include "engine.h"
+#include "reference_engine.h"
 #ifdef TTE_HAVE_TENSORRT
-#include <tte/tensorrt_engine.h>
+#include "tensorrt_engine.h"
 #endif
 
 #ifndef TTE_ENGINES
@@ -13,24 +13,23 @@ namespace tte {
 
 const char* compiled_engines() { return TTE_ENGINES; }
 
-Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, std::string& why) {
+Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, Reason& why) {
   switch (info.engine_kind) {
     case EngineKind::Reference: return create_reference_engine(info, why);
     case EngineKind::TensorRT:
 #ifdef TTE_HAVE_TENSORRT
       return create_tensorrt_engine(info, why);
 #else
-      why = std::string(info.magic) +
-            " blob holds a TensorRT engine, but this runtime was built "
-            "without TensorRT (engines: " +
-            compiled_engines() +
-            "); rebuild with TensorRT found "
-            "(TENSORRT_ROOT) or export with the reference engine";
-      return Error::NotSupported;
+      return why.fail(Error::NotSupported, "engine.not_compiled",
+                      std::string(info.magic) +
+                          " blob holds a TensorRT engine, but this runtime was built without "
+                          "TensorRT (engines: " +
+                          compiled_engines() +
+                          "); rebuild with TensorRT found (TENSORRT_ROOT) or export with the "
+                          "reference engine");
 #endif
   }
-  why = "unknown engine kind";
-  return Error::NotSupported;
+  return why.fail(Error::NotSupported, "engine.unknown_kind", "unknown engine kind");
 }
 
 }  // namespace tte

@@ -30,16 +30,9 @@ bool overlap(const void* a, size_t na, const void* b, size_t nb) {
   return na && nb && pa < pb + nb && pb < pa + na;
 }
 
-// Every precondition of §3; logs the first violated one and returns false.
-bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor& update,
-           const Tensor& out) {
+// Ranks, dtypes and sizes: update differs from cache only along `dim`, out is cache's shape.
+bool check_shapes(const Tensor& cache, int64_t dim, const Tensor& update, const Tensor& out) {
   const int64_t rank = cache.dim();
-  if (rank < 1 || dim < -rank || dim >= rank) {
-    ET_LOG(Error, "%s: dim %lld is out of range for a rank-%lld cache", kOp, (long long)dim,
-           (long long)rank);
-    return false;
-  }
-  if (dim < 0) dim += rank;
   if (update.dim() != rank) {
     ET_LOG(Error, "%s: update has rank %zd, cache has rank %lld", kOp, (ssize_t)update.dim(),
            (long long)rank);
@@ -73,6 +66,13 @@ bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor&
       return false;
     }
   }
+  return true;
+}
+
+// index: 1-D int64, one entry per update position; then (the tensors contiguous) each entry
+// inside [0, cache.size(dim)).
+bool check_index(const Tensor& cache, int64_t dim, const Tensor& index, const Tensor& update,
+                 const Tensor& out) {
   if (index.scalar_type() != ScalarType::Long || index.dim() != 1) {
     ET_LOG(Error, "%s: index must be a 1-D int64 tensor, got %s of rank %zd", kOp,
            executorch::runtime::toString(index.scalar_type()), (ssize_t)index.dim());
@@ -96,6 +96,11 @@ bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor&
       return false;
     }
   }
+  return true;
+}
+
+// out either is cache or overlaps neither cache nor update.
+bool check_memory(const Tensor& cache, const Tensor& update, const Tensor& out) {
   const void* o = out.const_data_ptr();
   if (o != cache.const_data_ptr() &&
       overlap(o, out.nbytes(), cache.const_data_ptr(), cache.nbytes())) {
@@ -107,6 +112,20 @@ bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor&
     return false;
   }
   return true;
+}
+
+// Every precondition of §3, in order; logs the first violated one and returns false.
+bool check(const Tensor& cache, int64_t& dim, const Tensor& index, const Tensor& update,
+           const Tensor& out) {
+  const int64_t rank = cache.dim();
+  if (rank < 1 || dim < -rank || dim >= rank) {
+    ET_LOG(Error, "%s: dim %lld is out of range for a rank-%lld cache", kOp, (long long)dim,
+           (long long)rank);
+    return false;
+  }
+  if (dim < 0) dim += rank;
+  return check_shapes(cache, dim, update, out) && check_index(cache, dim, index, update, out) &&
+         check_memory(cache, update, out);
 }
 
 }  // namespace

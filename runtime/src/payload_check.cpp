@@ -5,8 +5,8 @@
 // = 0; Operator.name = 0, .overload = 1; EValue.val_type = 0, .val = 1; Tensor.sizes = 2,
 // .data_buffer_idx = 5, .allocation_info = 6, .extra_tensor_info = 9; the union members
 // KernelCall and Tensor are types 1 and 5), with a bounds check before every read.
-#include <tte/common.h>
-#include <tte/payload_check.h>
+#include "payload_check.h"
+#include "common.h"
 
 #include <cstdint>
 #include <cstring>
@@ -237,94 +237,133 @@ bool operator_named(const Flatbuffer& fb, size_t ops, uint32_t i, std::string& w
   return true;
 }
 
-}  // namespace
+// The instructions of one method, in order: kernel calls of named operators, whose tensor
+// arguments have data by the time they run.
+class KernelCallChecker {
+ public:
+  KernelCallChecker(const Flatbuffer& fb, const char* method, Reason& why)
+      : fb_(fb), method_(method), why_(why) {}
 
-bool check_kernel_calls(const void* data, size_t size, const char* method, std::string& why) {
-  const Flatbuffer fb(data, size);
-  const std::string unreadable = format(
-      "reference payload: the flatbuffer of method '%s' is "
-      "unreadable (an offset leaves the payload)",
-      method);
-  size_t plan = 0, chains = 0, ops = 0;
-  uint32_t n_chains = 0, n_ops = 0;
-  if (!find_plan(fb, method, plan)) return why = unreadable, false;
-  if (plan == 0) return true;  // no such method: Program::method_meta reports it
-  Values values;
-  if (!read_values(fb, plan, values)) return why = unreadable, false;
-  if (!fb.ref_field(plan, kPlanChains, chains) || !fb.ref_field(plan, kPlanOperators, ops) ||
-      (chains != 0 && !fb.vector(chains, 4, n_chains)) || (ops != 0 && !fb.vector(ops, 4, n_ops))) {
-    return why = unreadable, false;
+  bool run() {
+    size_t plan = 0, chains = 0;
+    uint32_t n_chains = 0;
+    if (!find_plan(fb_, method_, plan)) return unreadable();
+    if (plan == 0) return true;  // no such method: Program::method_meta reports it
+    if (!read_values(fb_, plan, values_)) return unreadable();
+    if (!fb_.ref_field(plan, kPlanChains, chains) || !fb_.ref_field(plan, kPlanOperators, ops_) ||
+        (chains != 0 && !fb_.vector(chains, 4, n_chains)) ||
+        (ops_ != 0 && !fb_.vector(ops_, 4, n_ops_))) {
+      return unreadable();
+    }
+    for (uint32_t c = 0; c < n_chains; ++c) {
+      if (!chain(chains, c)) return false;
+    }
+    return true;
   }
-  for (uint32_t c = 0; c < n_chains; ++c) {
+
+ private:
+  bool unreadable() {
+    return why_.reject("payload.unreadable",
+                       format("reference payload: the flatbuffer of method '%s' is unreadable "
+                              "(an offset leaves the payload)",
+                              method_));
+  }
+
+  bool chain(size_t chains, uint32_t c) {
     size_t chain = 0, instrs = 0;
     uint32_t n_instrs = 0;
-    if (!fb.deref(chains + 4 + 4 * size_t(c), chain) ||
-        !fb.ref_field(chain, kChainInstructions, instrs) ||
-        (instrs != 0 && !fb.vector(instrs, 4, n_instrs))) {
-      return why = unreadable, false;
+    if (!fb_.deref(chains + 4 + 4 * size_t(c), chain) ||
+        !fb_.ref_field(chain, kChainInstructions, instrs) ||
+        (instrs != 0 && !fb_.vector(instrs, 4, n_instrs))) {
+      return unreadable();
     }
     for (uint32_t k = 0; k < n_instrs; ++k) {
-      size_t instr = 0, type_at = 0, args = 0, index_at = 0;
-      uint8_t type = 0;
-      uint32_t raw_index = 0;
-      if (!fb.deref(instrs + 4 + 4 * size_t(k), instr) || !fb.field(instr, kInstrType, type_at) ||
-          (type_at != 0 && !fb.u8(type_at, type))) {
-        return why = unreadable, false;
-      }
-      if (type != kKernelCallType) {
-        static const char* const kNames[] = {"an empty", "a kernel", "a delegate",
-                                             "a move",   "a jump",   "a free"};
-        why = format(
-            "reference payload: method '%s' instruction %u:%u is %s call; the reference "
-            "engine runs straight-line kernel calls only (a free, move, jump or nested "
-            "delegate call could leave a tensor it later uses without data)",
-            method, c, k, type < 6 ? kNames[type] : "an unknown");
-        return false;
-      }
-      if (!fb.ref_field(instr, kInstrArgs, args) || args == 0 ||
-          !fb.field(args, kKernelOpIndex, index_at) ||
-          (index_at != 0 && !fb.u32(index_at, raw_index))) {
-        return why = unreadable, false;
-      }
-      const int32_t index = static_cast<int32_t>(raw_index);  // absent: 0
-      std::string what, op_name;
-      if (index < 0 || static_cast<uint32_t>(index) >= n_ops) {
-        why = format(
-            "reference payload: method '%s' instruction %u:%u calls operator %d, but "
-            "the method has %u operators",
-            method, c, k, index, n_ops);
-        return false;
-      }
-      if (!operator_named(fb, ops, static_cast<uint32_t>(index), what, op_name)) {
-        why = format(
-            "reference payload: method '%s' instruction %u:%u calls operator %d, which "
-            "%s",
-            method, c, k, index, what.c_str());
-        return false;
-      }
-      std::vector<int32_t> arg_list;
-      if (!int_vector(fb, args, kKernelArgs, arg_list)) return why = unreadable, false;
-      // A view's output gets its input's data when the view runs; every other argument must
-      // have data by the time its instruction runs (ExecuTorch leaves it null otherwise).
-      const bool view = op_name == kViewOperator && !arg_list.empty();
-      for (size_t i = 0; i + (view ? 1 : 0) < arg_list.size(); ++i) {
-        const int64_t v = dataless_arg(values, arg_list[i]);
-        if (v >= 0) {
-          why = format(
-              "reference payload: method '%s' instruction %u:%u (%s) passes tensor "
-              "value %lld, which has no data (no storage, not a method input or "
-              "output, not a view of data)",
-              method, c, k, op_name.c_str(), static_cast<long long>(v));
-          return false;
-        }
-      }
-      if (view) {
-        const int32_t out = arg_list.back();
-        if (out >= 0 && static_cast<size_t>(out) < values.data.size()) values.data[out] = 1;
+      if (!instruction(instrs, c, k)) return false;
+    }
+    return true;
+  }
+
+  bool instruction(size_t instrs, uint32_t c, uint32_t k) {
+    size_t instr = 0, type_at = 0, args = 0, index_at = 0;
+    uint8_t type = 0;
+    uint32_t raw_index = 0;
+    if (!fb_.deref(instrs + 4 + 4 * size_t(k), instr) || !fb_.field(instr, kInstrType, type_at) ||
+        (type_at != 0 && !fb_.u8(type_at, type))) {
+      return unreadable();
+    }
+    if (type != kKernelCallType) {
+      static const char* const kNames[] = {"an empty", "a kernel", "a delegate",
+                                           "a move",   "a jump",   "a free"};
+      return why_.reject(
+          "payload.instruction",
+          format("reference payload: method '%s' instruction %u:%u is %s call; the reference "
+                 "engine runs straight-line kernel calls only (a free, move, jump or nested "
+                 "delegate call could leave a tensor it later uses without data)",
+                 method_, c, k, type < 6 ? kNames[type] : "an unknown"));
+    }
+    if (!fb_.ref_field(instr, kInstrArgs, args) || args == 0 ||
+        !fb_.field(args, kKernelOpIndex, index_at) ||
+        (index_at != 0 && !fb_.u32(index_at, raw_index))) {
+      return unreadable();
+    }
+    std::string op_name;
+    return named_operator(static_cast<int32_t>(raw_index), c, k, op_name) &&
+           arguments_have_data(args, op_name, c, k);
+  }
+
+  bool named_operator(int32_t index, uint32_t c, uint32_t k, std::string& op_name) {
+    std::string what;
+    if (index < 0 || static_cast<uint32_t>(index) >= n_ops_) {
+      return why_.reject("payload.operator_index",
+                         format("reference payload: method '%s' instruction %u:%u calls operator "
+                                "%d, but the method has %u operators",
+                                method_, c, k, index, n_ops_));
+    }
+    if (!operator_named(fb_, ops_, static_cast<uint32_t>(index), what, op_name)) {
+      return why_.reject("payload.operator_name",
+                         format("reference payload: method '%s' instruction %u:%u calls operator "
+                                "%d, which %s",
+                                method_, c, k, index, what.c_str()));
+    }
+    return true;
+  }
+
+  // A view's output gets its input's data when the view runs; every other argument must have
+  // data by the time its instruction runs (ExecuTorch leaves it null otherwise).
+  bool arguments_have_data(size_t args, const std::string& op_name, uint32_t c, uint32_t k) {
+    std::vector<int32_t> arg_list;
+    if (!int_vector(fb_, args, kKernelArgs, arg_list)) return unreadable();
+    const bool view = op_name == kViewOperator && !arg_list.empty();
+    for (size_t i = 0; i + (view ? 1 : 0) < arg_list.size(); ++i) {
+      const int64_t v = dataless_arg(values_, arg_list[i]);
+      if (v >= 0) {
+        return why_.reject("payload.dataless_tensor",
+                           format("reference payload: method '%s' instruction %u:%u (%s) passes "
+                                  "tensor value %lld, which has no data (no storage, not a "
+                                  "method input or output, not a view of data)",
+                                  method_, c, k, op_name.c_str(), static_cast<long long>(v)));
       }
     }
+    if (view) {
+      const int32_t out = arg_list.back();
+      if (out >= 0 && static_cast<size_t>(out) < values_.data.size()) values_.data[out] = 1;
+    }
+    return true;
   }
-  return true;
+
+  const Flatbuffer& fb_;
+  const char* method_;
+  Reason& why_;
+  Values values_;
+  size_t ops_ = 0;
+  uint32_t n_ops_ = 0;
+};
+
+}  // namespace
+
+bool check_kernel_calls(const void* data, size_t size, const char* method, Reason& why) {
+  const Flatbuffer fb(data, size);
+  return KernelCallChecker(fb, method, why).run();
 }
 
 }  // namespace tte

@@ -1,8 +1,8 @@
-// The reference engine: an ExecuTorch program as the engine payload; see tte/reference_engine.h.
-#include <tte/abort_guard.h>
-#include <tte/payload_check.h>
-#include <tte/reference_engine.h>
-#include <tte/refusal.h>
+// The reference engine: an ExecuTorch program as the engine payload; see reference_engine.h.
+#include "reference_engine.h"
+#include "abort_guard.h"
+#include "payload_check.h"
+#include "refusal.h"
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -135,28 +135,47 @@ std::string sizes_text(Span<const int32_t> s) {
 }
 
 // The payload's declared tensor for a binding must match it exactly and must not be planned.
-bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, std::string& why) {
+bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, Reason& why) {
   if (ti.scalar_type() != dtype_scalar_type(b.dtype)) {
-    why = format("reference payload %s %zu ('%s') has scalar type %s, the binding says %s", side,
-                 b.index, b.name.c_str(), executorch::runtime::toString(ti.scalar_type()),
-                 dtype_name(b.dtype));
-    return false;
+    return why.reject("payload.dtype",
+                      format("reference payload %s %zu ('%s') has scalar type %s, the binding "
+                             "says %s",
+                             side, b.index, b.name.c_str(),
+                             executorch::runtime::toString(ti.scalar_type()), dtype_name(b.dtype)));
   }
   auto sizes = ti.sizes();
   bool same = sizes.size() == b.shape.size();
   for (size_t k = 0; same && k < sizes.size(); ++k) same = sizes[k] == b.shape[k];
   if (!same) {
-    why = format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side, b.index,
-                 b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str());
-    return false;
+    return why.reject(
+        "payload.shape",
+        format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side, b.index,
+               b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str()));
   }
   if (ti.is_memory_planned()) {
-    why = format(
-        "reference payload %s %zu ('%s') is memory planned: the engine could not bind "
-        "caller memory without a copy; emit the payload with MemoryPlanningPass("
-        "alloc_graph_input=False, alloc_graph_output=False)",
-        side, b.index, b.name.c_str());
-    return false;
+    return why.reject("payload.memory_planned_io",
+                      format("reference payload %s %zu ('%s') is memory planned: the engine "
+                             "could not bind caller memory without a copy; emit the payload with "
+                             "MemoryPlanningPass(alloc_graph_input=False, "
+                             "alloc_graph_output=False)",
+                             side, b.index, b.name.c_str()));
+  }
+  return true;
+}
+
+// Every binding of one side is a tensor of the payload's signature, as check_signature wants.
+template <class TagOf, class MetaOf>
+bool check_side(const std::vector<Binding>& side, const char* name, TagOf tag_of, MetaOf meta_of,
+                Reason& why) {
+  for (const Binding& b : side) {
+    auto tag = tag_of(b.index);
+    auto ti = meta_of(b.index);
+    if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
+      return why.reject("payload.not_tensor", format("reference payload %s %zu ('%s') is not a "
+                                                     "tensor",
+                                                     name, b.index, b.name.c_str()));
+    }
+    if (!check_signature(ti.get(), b, name, why)) return false;
   }
   return true;
 }
@@ -176,132 +195,25 @@ class ReferenceEngine final : public Engine {
  public:
   const char* kind() const override { return "reference"; }
 
-  Error init(const BlobInfo& info, std::string& why) {
-    // The payload normally points into the delegate's processed segment, which ExecuTorch keeps
-    // for the delegate's lifetime; only a misaligned one is copied (flatbuffers want alignment).
-    const void* data = info.engine;
-    if (reinterpret_cast<uintptr_t>(data) % kPayloadAlignment != 0) {
-      payload_copy_ = aligned_bytes(info.engine_size, kPayloadAlignment);
-      if (!payload_copy_) {
-        why = format("cannot allocate %llu bytes for the reference payload",
-                     static_cast<unsigned long long>(info.engine_size));
-        return Error::MemoryAllocationFailed;
-      }
-      std::memcpy(payload_copy_.get(), info.engine, info.engine_size);
-      data = payload_copy_.get();
+  // Loads the payload as a program, checks its 'forward' against the bindings, allocates its
+  // memory and loads the method.
+  ET_NODISCARD Error init(const BlobInfo& info, Reason& why) {
+    Error e = load_program(info, why);
+    if (e == Error::Ok) e = check_forward(info, why);
+    if (e == Error::Ok) e = allocate_memory(info, why);
+    if (e == Error::Ok) e = load_forward(why);
+    if (e == Error::Ok) {
+      for (const Binding& b : info.inputs) inputs_.emplace_back(b);
     }
-    loader_.emplace(data, info.engine_size);
-    std::optional<Result<Program>> loaded;
-    bool aborted = false;
-    (void)contained(
-        [&] {
-          loaded.emplace(Program::load(&*loader_, Program::Verification::InternalConsistency));
-          return Error::Ok;
-        },
-        aborted);
-    if (aborted) return refuse_aborted("loading it as a program", why);
-    auto& program = *loaded;
-    if (!program.ok()) {
-      why = format(
-          "reference payload (%llu bytes) is not a loadable ExecuTorch program "
-          "(Program::load error 0x%x)",
-          static_cast<unsigned long long>(info.engine_size),
-          static_cast<unsigned>(program.error()));
-      return Error::InvalidProgram;
-    }
-    if (!check_kernel_calls(data, info.engine_size, kMethod, why)) return Error::InvalidProgram;
-    program_.emplace(std::move(program.get()));
-    auto meta_r = program_->method_meta(kMethod);
-    if (!meta_r.ok()) {
-      why = "reference payload has no method 'forward'";
-      return Error::InvalidProgram;
-    }
-    const MethodMeta meta = meta_r.get();
-    if (meta.num_inputs() != info.inputs.size() || meta.num_outputs() != info.outputs.size()) {
-      why = format(
-          "reference payload 'forward' takes %zu inputs and returns %zu outputs; the "
-          "blob has %zu input and %zu output bindings",
-          meta.num_inputs(), meta.num_outputs(), info.inputs.size(), info.outputs.size());
-      return Error::InvalidProgram;
-    }
-    for (const Binding& b : info.inputs) {
-      auto tag = meta.input_tag(b.index);
-      auto ti = meta.input_tensor_meta(b.index);
-      if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
-        why = format("reference payload input %zu ('%s') is not a tensor", b.index, b.name.c_str());
-        return Error::InvalidProgram;
-      }
-      if (!check_signature(ti.get(), b, "input", why)) return Error::InvalidProgram;
-    }
-    for (const Binding& b : info.outputs) {
-      auto tag = meta.output_tag(b.index);
-      auto ti = meta.output_tensor_meta(b.index);
-      if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
-        why =
-            format("reference payload output %zu ('%s') is not a tensor", b.index, b.name.c_str());
-        return Error::InvalidProgram;
-      }
-      if (!check_signature(ti.get(), b, "output", why)) return Error::InvalidProgram;
-    }
-    for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
-      auto size = meta.memory_planned_buffer_size(i);
-      if (!size.ok() || size.get() < 0 || size.get() > kMaxPlannedBytes) {
-        why = format(
-            "reference payload's 'forward' declares memory-planned buffer %zu with an "
-            "invalid size (%lld bytes; at most %lld)",
-            i, size.ok() ? static_cast<long long>(size.get()) : -1LL,
-            static_cast<long long>(kMaxPlannedBytes));
-        return Error::InvalidProgram;
-      }
-      const size_t n = static_cast<size_t>(size.get());
-      planned_buffers_.push_back(aligned_bytes(n, 64));
-      if (!planned_buffers_.back()) {
-        why = format(
-            "cannot allocate %zu bytes for memory-planned buffer %zu of the reference "
-            "payload's 'forward' (bindings %s)",
-            n, i, binding_names(info).c_str());
-        return Error::MemoryAllocationFailed;
-      }
-      planned_spans_.emplace_back(planned_buffers_.back().get(), n);
-    }
-    planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
-    temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
-    if (!temp_buffer_) {
-      why = format(
-          "cannot allocate the %zu-byte temp arena of the reference payload's 'forward' "
-          "(bindings %s)",
-          kReferenceTempArenaBytes, binding_names(info).c_str());
-      return Error::MemoryAllocationFailed;
-    }
-    temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
-    memory_.emplace(&method_allocator_, &*planned_, &*temp_);
-    std::optional<Result<Method>> method_loaded;
-    (void)contained(
-        [&] {
-          method_loaded.emplace(program_->load_method(kMethod, &*memory_));
-          return Error::Ok;
-        },
-        aborted);
-    if (aborted) return refuse_aborted("loading its method 'forward'", why);
-    auto& method = *method_loaded;
-    if (!method.ok()) {
-      why = format(
-          "reference payload: loading method 'forward' failed with error 0x%x (a "
-          "missing operator is logged above by ExecuTorch)",
-          static_cast<unsigned>(method.error()));
-      return Error::InvalidProgram;
-    }
-    method_.emplace(std::move(method.get()));
-    for (const Binding& b : info.inputs) inputs_.emplace_back(b);
-    return Error::Ok;
+    return e;
   }
 
-  Result<void*> allocate_scratch(size_t nbytes, std::string& why) override {
+  Result<void*> allocate_scratch(size_t nbytes, Reason& why) override {
     scratch_.push_back(aligned_bytes(nbytes, 64));
     if (!scratch_.back()) {
       scratch_.pop_back();
-      why = format("cannot allocate %zu scratch bytes", nbytes);  // the caller names the output
-      return Error::MemoryAllocationFailed;
+      return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",  // the caller
+                      format("cannot allocate %zu scratch bytes", nbytes));    // names the output
     }
     return static_cast<void*>(scratch_.back().get());
   }
@@ -323,10 +235,10 @@ class ReferenceEngine final : public Engine {
     if (aborted_) return refuse_after_abort();
     Error e = contained([&] { return method_->execute(); }, aborted_);
     if (aborted_) {
-      refuse(
-          "TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
-          "above says why): its program does not fit its operators; this delegate refuses "
-          "this and every later call (re-export the .pte)");
+      refuse("execute.aborted",
+             "TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
+             "above says why): its program does not fit its operators; this delegate refuses "
+             "this and every later call (re-export the .pte)");
     }
     return e;
   }
@@ -338,19 +250,137 @@ class ReferenceEngine final : public Engine {
 
  private:
   static Error refuse_after_abort() {
-    refuse(
-        "TensorRTBackend: the reference payload aborted inside ExecuTorch in an earlier call; "
-        "this delegate refuses every later call (re-export the .pte)");
+    refuse("execute.aborted",
+           "TensorRTBackend: the reference payload aborted inside ExecuTorch in an earlier call; "
+           "this delegate refuses every later call (re-export the .pte)");
     return Error::InvalidState;
   }
 
-  static Error refuse_aborted(const char* when, std::string& why) {
-    why = std::string("reference payload: ExecuTorch aborted while ") + when +
-          " (the log line above says why); the payload is corrupt";
-    return Error::InvalidProgram;
+  static Error refuse_aborted(const char* when, Reason& why) {
+    return why.fail(Error::InvalidProgram, "payload.aborted",
+                    std::string("reference payload: ExecuTorch aborted while ") + when +
+                        " (the log line above says why); the payload is corrupt");
+  }
+
+  // The payload normally points into the delegate's processed segment, which ExecuTorch keeps
+  // for the delegate's lifetime; only a misaligned one is copied (flatbuffers want alignment).
+  Error load_program(const BlobInfo& info, Reason& why) {
+    payload_ = info.engine;
+    payload_size_ = info.engine_size;
+    if (reinterpret_cast<uintptr_t>(payload_) % kPayloadAlignment != 0) {
+      payload_copy_ = aligned_bytes(info.engine_size, kPayloadAlignment);
+      if (!payload_copy_) {
+        return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                        format("cannot allocate %llu bytes for the reference payload",
+                               static_cast<unsigned long long>(info.engine_size)));
+      }
+      std::memcpy(payload_copy_.get(), info.engine, info.engine_size);
+      payload_ = payload_copy_.get();
+    }
+    loader_.emplace(payload_, payload_size_);
+    std::optional<Result<Program>> loaded;
+    bool aborted = false;
+    (void)contained(
+        [&] {
+          loaded.emplace(Program::load(&*loader_, Program::Verification::InternalConsistency));
+          return Error::Ok;
+        },
+        aborted);
+    if (aborted) return refuse_aborted("loading it as a program", why);
+    if (!loaded->ok()) {
+      return why.fail(Error::InvalidProgram, "payload.not_program",
+                      format("reference payload (%llu bytes) is not a loadable ExecuTorch "
+                             "program (Program::load error 0x%x)",
+                             static_cast<unsigned long long>(payload_size_),
+                             static_cast<unsigned>(loaded->error())));
+    }
+    if (!check_kernel_calls(payload_, payload_size_, kMethod, why)) return Error::InvalidProgram;
+    program_.emplace(std::move(loaded->get()));
+    return Error::Ok;
+  }
+
+  // 'forward' takes the input bindings and returns the output bindings, as tensors.
+  Error check_forward(const BlobInfo& info, Reason& why) {
+    auto meta_r = program_->method_meta(kMethod);
+    if (!meta_r.ok()) {
+      return why.fail(Error::InvalidProgram, "payload.no_forward",
+                      "reference payload has no method 'forward'");
+    }
+    const MethodMeta meta = meta_r.get();
+    if (meta.num_inputs() != info.inputs.size() || meta.num_outputs() != info.outputs.size()) {
+      return why.fail(
+          Error::InvalidProgram, "payload.arity",
+          format("reference payload 'forward' takes %zu inputs and returns %zu "
+                 "outputs; the blob has %zu input and %zu output bindings",
+                 meta.num_inputs(), meta.num_outputs(), info.inputs.size(), info.outputs.size()));
+    }
+    const bool ok = check_side(
+                        info.inputs, "input", [&](size_t i) { return meta.input_tag(i); },
+                        [&](size_t i) { return meta.input_tensor_meta(i); }, why) &&
+                    check_side(
+                        info.outputs, "output", [&](size_t i) { return meta.output_tag(i); },
+                        [&](size_t i) { return meta.output_tensor_meta(i); }, why);
+    return ok ? Error::Ok : Error::InvalidProgram;
+  }
+
+  // The memory-planned buffers and the temp arena of 'forward' (all of its memory).
+  Error allocate_memory(const BlobInfo& info, Reason& why) {
+    const MethodMeta meta = program_->method_meta(kMethod).get();
+    for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
+      auto size = meta.memory_planned_buffer_size(i);
+      if (!size.ok() || size.get() < 0 || size.get() > kMaxPlannedBytes) {
+        return why.fail(Error::InvalidProgram, "payload.planned_size",
+                        format("reference payload's 'forward' declares memory-planned buffer %zu "
+                               "with an invalid size (%lld bytes; at most %lld)",
+                               i, size.ok() ? static_cast<long long>(size.get()) : -1LL,
+                               static_cast<long long>(kMaxPlannedBytes)));
+      }
+      const size_t n = static_cast<size_t>(size.get());
+      planned_buffers_.push_back(aligned_bytes(n, 64));
+      if (!planned_buffers_.back()) {
+        return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                        format("cannot allocate %zu bytes for memory-planned buffer %zu of the "
+                               "reference payload's 'forward' (bindings %s)",
+                               n, i, binding_names(info).c_str()));
+      }
+      planned_spans_.emplace_back(planned_buffers_.back().get(), n);
+    }
+    planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
+    temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
+    if (!temp_buffer_) {
+      return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                      format("cannot allocate the %zu-byte temp arena of the reference "
+                             "payload's 'forward' (bindings %s)",
+                             kReferenceTempArenaBytes, binding_names(info).c_str()));
+    }
+    temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
+    memory_.emplace(&method_allocator_, &*planned_, &*temp_);
+    return Error::Ok;
+  }
+
+  Error load_forward(Reason& why) {
+    std::optional<Result<Method>> loaded;
+    bool aborted = false;
+    (void)contained(
+        [&] {
+          loaded.emplace(program_->load_method(kMethod, &*memory_));
+          return Error::Ok;
+        },
+        aborted);
+    if (aborted) return refuse_aborted("loading its method 'forward'", why);
+    if (!loaded->ok()) {
+      return why.fail(Error::InvalidProgram, "payload.method_load",
+                      format("reference payload: loading method 'forward' failed with error "
+                             "0x%x (a missing operator is logged above by ExecuTorch)",
+                             static_cast<unsigned>(loaded->error())));
+    }
+    method_.emplace(std::move(loaded->get()));
+    return Error::Ok;
   }
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
+  const void* payload_ = nullptr;
+  uint64_t payload_size_ = 0;
   Bytes payload_copy_;
   std::optional<BufferDataLoader> loader_;
   std::optional<Program> program_;
@@ -368,7 +398,7 @@ class ReferenceEngine final : public Engine {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, std::string& why) {
+Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, Reason& why) {
   auto engine = std::make_unique<ReferenceEngine>();
   Error e = engine->init(info, why);
   if (e != Error::Ok) return e;

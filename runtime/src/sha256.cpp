@@ -1,6 +1,6 @@
 // SHA-256 as FIPS 180-4 §6.2 specifies it; see tte/sha256.h. Written for this project (one
 // block function, one padding step): the blob digests need no other hash and no dependency.
-#include <tte/sha256.h>
+#include "sha256.h"
 
 #include <cstring>
 

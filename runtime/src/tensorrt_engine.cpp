@@ -1,5 +1,7 @@
-// The TensorRT engine (nvinfer1); see tte/tensorrt_engine.h. Compiled only with TensorRT found.
-#include <tte/tensorrt_engine.h>
+// The TensorRT engine (nvinfer1); see tensorrt_engine.h. Compiled only with TensorRT found.
+#include "tensorrt_engine.h"
+
+#include "refusal.h"
 
 #include <NvInferRuntime.h>
 #include <cuda_runtime_api.h>
@@ -38,20 +40,16 @@ struct TrtDeleter {
 template <class T>
 using TrtPtr = std::unique_ptr<T, TrtDeleter>;
 
-// The blob dtype of a TensorRT I/O type; false for types a binding cannot carry (FP8, INT4, ...).
-bool from_trt_type(nvinfer1::DataType t, DType& out) {
-  switch (t) {
-    case nvinfer1::DataType::kFLOAT: out = DType::Float32; return true;
-    case nvinfer1::DataType::kHALF: out = DType::Float16; return true;
-    case nvinfer1::DataType::kBF16: out = DType::BFloat16; return true;
-    case nvinfer1::DataType::kINT64: out = DType::Int64; return true;
-    case nvinfer1::DataType::kINT32: out = DType::Int32; return true;
-    case nvinfer1::DataType::kINT8: out = DType::Int8; return true;
-    case nvinfer1::DataType::kUINT8: out = DType::UInt8; return true;
-    case nvinfer1::DataType::kBOOL: out = DType::Bool; return true;
-    default: return false;
-  }
-}
+// The table's TensorRT numbering is nvinfer1's (dtype.h).
+static_assert(static_cast<int32_t>(nvinfer1::DataType::kFLOAT) == trt_type::kFloat &&
+                  static_cast<int32_t>(nvinfer1::DataType::kHALF) == trt_type::kHalf &&
+                  static_cast<int32_t>(nvinfer1::DataType::kINT8) == trt_type::kInt8 &&
+                  static_cast<int32_t>(nvinfer1::DataType::kINT32) == trt_type::kInt32 &&
+                  static_cast<int32_t>(nvinfer1::DataType::kBOOL) == trt_type::kBool &&
+                  static_cast<int32_t>(nvinfer1::DataType::kUINT8) == trt_type::kUInt8 &&
+                  static_cast<int32_t>(nvinfer1::DataType::kBF16) == trt_type::kBF16 &&
+                  static_cast<int32_t>(nvinfer1::DataType::kINT64) == trt_type::kInt64,
+              "dtype.cpp's TensorRT column must use nvinfer1::DataType's values");
 
 std::string dims_text(const nvinfer1::Dims& d) {
   std::string s = "[";
@@ -118,84 +116,18 @@ class TensorRTEngine final : public Engine {
 
   const char* kind() const override { return "tensorrt"; }
 
-  Error init(const BlobInfo& info, std::string& why) {
+  ET_NODISCARD Error init(const BlobInfo& info, Reason& why) {
     device_ = static_cast<int>(info.device_id);
     DeviceScope scope(device_);
     if (!scope.ok()) {
-      why = format("cannot make CUDA device %d (the blob's device_id) current", device_);
-      return Error::DelegateInvalidCompatibility;
+      return why.fail(Error::DelegateInvalidCompatibility, "tensorrt.device",
+                      format("cannot make CUDA device %d (the blob's device_id) current", device_));
     }
-    runtime_.reset(nvinfer1::createInferRuntime(logger()));
-    if (!runtime_) {
-      why = "nvinfer1::createInferRuntime failed";
-      return Error::InvalidState;
-    }
-    engine_.reset(runtime_->deserializeCudaEngine(info.engine, info.engine_size));
-    if (!engine_) {
-      why = format(
-          "TensorRT could not deserialize the %llu-byte engine (built for another "
-          "TensorRT version or GPU? see the TensorRT error above)",
-          static_cast<unsigned long long>(info.engine_size));
-      return Error::DelegateInvalidCompatibility;
-    }
-    const size_t n_io = info.inputs.size() + info.outputs.size();
-    if (engine_->getNbIOTensors() != static_cast<int32_t>(n_io)) {
-      why = format("the TensorRT engine has %d I/O tensors, the blob declares %zu bindings",
-                   engine_->getNbIOTensors(), n_io);
-      return Error::InvalidProgram;
-    }
-    context_.reset(engine_->createExecutionContext());
-    if (!context_) {
-      why = "TensorRT could not create an execution context";
-      return Error::MemoryAllocationFailed;
-    }
-    for (const Binding& b : info.inputs) {
-      IoTensor t;
-      if (Error e = resolve_type(b, nvinfer1::TensorIOMode::kINPUT, t, why); e != Error::Ok) {
-        return e;
-      }
-      const nvinfer1::Dims engine_dims = engine_->getTensorShape(b.name.c_str());
-      if (Error e = resolve_input_shape(b, engine_dims, t, why); e != Error::Ok) return e;
-      if (!context_->setInputShape(b.name.c_str(), t.dims)) {
-        why = "TensorRT refused shape " + dims_text(t.dims) + " for input binding '" + b.name + "'";
-        return Error::InvalidProgram;
-      }
-      inputs_.push_back(std::move(t));
-    }
-    for (const Binding& b : info.outputs) {  // shapes once every input shape is set
-      IoTensor t;
-      if (Error e = resolve_type(b, nvinfer1::TensorIOMode::kOUTPUT, t, why); e != Error::Ok) {
-        return e;
-      }
-      const nvinfer1::Dims got = context_->getTensorShape(b.name.c_str());
-      if (!is_static(got)) {
-        why = "TensorRT output '" + b.name + "' has the data-dependent shape " + dims_text(got) +
-              "; this runtime binds static shapes only";
-        return Error::NotSupported;
-      }
-      if (b.known) {  // a -1 in the binding is sized by the delegate tensor (CONTRACTS §1)
-        bool same = got.nbDims == static_cast<int32_t>(b.shape.size());
-        for (int32_t k = 0; same && k < got.nbDims; ++k) {
-          same = b.shape[k] < 0 || got.d[k] == b.shape[k];
-        }
-        if (!same) {
-          why = "TensorRT output '" + b.name + "' has shape " + dims_text(got) +
-                ", the binding says " + b.describe();
-          return Error::InvalidProgram;
-        }
-      }
-      t.dims = got;
-      finish_tensor(t);
-      outputs_.push_back(std::move(t));
-    }
-    // Blocking (plain cudaStreamCreate): ordered with the legacy default stream, where other
-    // producers of the caller's inputs may have written them.
-    cudaError_t ce = cudaStreamCreate(&stream_);
-    if (ce != cudaSuccess) {
-      why = format("cudaStreamCreate failed: %s", cudaGetErrorString(ce));
-      return Error::InvalidState;
-    }
-    return Error::Ok;
+    Error e = deserialize(info, why);
+    if (e == Error::Ok) e = resolve_inputs(info, why);
+    if (e == Error::Ok) e = resolve_outputs(info, why);
+    if (e == Error::Ok) e = create_stream(why);
+    return e;
   }
 
   bool binding_type(bool is_input, size_t index, DType& dtype,
@@ -208,14 +140,15 @@ class TensorRTEngine final : public Engine {
     return true;
   }
 
-  Result<void*> allocate_scratch(size_t nbytes, std::string& why) override {
+  Result<void*> allocate_scratch(size_t nbytes, Reason& why) override {
     DeviceScope scope(device_);
     void* p = nullptr;
     cudaError_t ce = scope.ok() ? cudaMalloc(&p, nbytes ? nbytes : 1) : cudaErrorInvalidDevice;
     if (ce != cudaSuccess) {
-      why = format("cudaMalloc(%zu) on device %d for a copy-back scratch buffer failed: %s", nbytes,
-                   device_, cudaGetErrorString(ce));
-      return Error::MemoryAllocationFailed;
+      return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                      format("cudaMalloc(%zu) on device %d for a copy-back scratch buffer "
+                             "failed: %s",
+                             nbytes, device_, cudaGetErrorString(ce)));
     }
     scratch_.push_back(p);
     return p;
@@ -245,7 +178,8 @@ class TensorRTEngine final : public Engine {
     if (!scope.ok()) return Error::InvalidState;
     cudaError_t ce = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream_);
     if (ce != cudaSuccess) {
-      ET_LOG(Error, "cudaMemcpyAsync(%zu bytes) failed: %s", nbytes, cudaGetErrorString(ce));
+      refuse("execute.copy", "cudaMemcpyAsync(%zu bytes) failed: %s", nbytes,
+             cudaGetErrorString(ce));
       return Error::Internal;
     }
     return Error::Ok;
@@ -254,40 +188,127 @@ class TensorRTEngine final : public Engine {
   Error finish() override {
     cudaError_t ce = cudaStreamSynchronize(stream_);
     if (ce != cudaSuccess) {
-      ET_LOG(Error, "cudaStreamSynchronize failed: %s", cudaGetErrorString(ce));
+      refuse("execute.finish", "cudaStreamSynchronize failed: %s", cudaGetErrorString(ce));
       return Error::Internal;
     }
     return Error::Ok;
   }
 
  private:
+  // The runtime, the engine and its execution context; the engine has the blob's I/O count.
+  Error deserialize(const BlobInfo& info, Reason& why) {
+    runtime_.reset(nvinfer1::createInferRuntime(logger()));
+    if (!runtime_) {
+      return why.fail(Error::InvalidState, "tensorrt.runtime",
+                      "nvinfer1::createInferRuntime failed");
+    }
+    engine_.reset(runtime_->deserializeCudaEngine(info.engine, info.engine_size));
+    if (!engine_) {
+      return why.fail(Error::DelegateInvalidCompatibility, "tensorrt.deserialize",
+                      format("TensorRT could not deserialize the %llu-byte engine (built for "
+                             "another TensorRT version or GPU? see the TensorRT error above)",
+                             static_cast<unsigned long long>(info.engine_size)));
+    }
+    const size_t n_io = info.inputs.size() + info.outputs.size();
+    if (engine_->getNbIOTensors() != static_cast<int32_t>(n_io)) {
+      return why.fail(Error::InvalidProgram, "tensorrt.io_count",
+                      format("the TensorRT engine has %d I/O tensors, the blob declares %zu "
+                             "bindings",
+                             engine_->getNbIOTensors(), n_io));
+    }
+    context_.reset(engine_->createExecutionContext());
+    if (!context_) {
+      return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                      "TensorRT could not create an execution context");
+    }
+    return Error::Ok;
+  }
+
+  Error resolve_inputs(const BlobInfo& info, Reason& why) {
+    for (const Binding& b : info.inputs) {
+      IoTensor t;
+      Error e = resolve_type(b, nvinfer1::TensorIOMode::kINPUT, t, why);
+      if (e == Error::Ok)
+        e = resolve_input_shape(b, engine_->getTensorShape(b.name.c_str()), t, why);
+      if (e != Error::Ok) return e;
+      if (!context_->setInputShape(b.name.c_str(), t.dims)) {
+        return why.fail(
+            Error::InvalidProgram, "tensorrt.shape",
+            "TensorRT refused shape " + dims_text(t.dims) + " for input binding '" + b.name + "'");
+      }
+      inputs_.push_back(std::move(t));
+    }
+    return Error::Ok;
+  }
+
+  // Output shapes, once every input shape is set: static, fitting a known binding's (whose -1
+  // dimensions are sized by the delegate tensor, CONTRACTS §1).
+  Error resolve_outputs(const BlobInfo& info, Reason& why) {
+    for (const Binding& b : info.outputs) {
+      IoTensor t;
+      if (Error e = resolve_type(b, nvinfer1::TensorIOMode::kOUTPUT, t, why); e != Error::Ok) {
+        return e;
+      }
+      const nvinfer1::Dims got = context_->getTensorShape(b.name.c_str());
+      if (!is_static(got)) {
+        return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
+                        "TensorRT output '" + b.name + "' has the data-dependent shape " +
+                            dims_text(got) + "; this runtime binds static shapes only");
+      }
+      bool same = !b.known || got.nbDims == static_cast<int32_t>(b.shape.size());
+      for (int32_t k = 0; b.known && same && k < got.nbDims; ++k) {
+        same = b.shape[k] < 0 || got.d[k] == b.shape[k];
+      }
+      if (!same) {
+        return why.fail(Error::InvalidProgram, "tensorrt.shape",
+                        "TensorRT output '" + b.name + "' has shape " + dims_text(got) +
+                            ", the binding says " + b.describe());
+      }
+      t.dims = got;
+      finish_tensor(t);
+      outputs_.push_back(std::move(t));
+    }
+    return Error::Ok;
+  }
+
+  // Blocking (plain cudaStreamCreate): ordered with the legacy default stream, where other
+  // producers of the caller's inputs may have written them.
+  Error create_stream(Reason& why) {
+    const cudaError_t ce = cudaStreamCreate(&stream_);
+    if (ce != cudaSuccess) {
+      return why.fail(Error::InvalidState, "tensorrt.stream",
+                      format("cudaStreamCreate failed: %s", cudaGetErrorString(ce)));
+    }
+    return Error::Ok;
+  }
+
   // Direction and data type: the engine's, checked against a known binding's.
-  Error resolve_type(const Binding& b, nvinfer1::TensorIOMode want, IoTensor& t, std::string& why) {
+  Error resolve_type(const Binding& b, nvinfer1::TensorIOMode want, IoTensor& t, Reason& why) {
     const char* side = want == nvinfer1::TensorIOMode::kINPUT ? "input" : "output";
     const char* name = b.name.c_str();
     if (engine_->getTensorIOMode(name) != want) {
-      why = std::string("the TensorRT engine has no ") + side + " tensor '" + b.name + "'";
-      return Error::InvalidProgram;
+      return why.fail(
+          Error::InvalidProgram, "tensorrt.direction",
+          std::string("the TensorRT engine has no ") + side + " tensor '" + b.name + "'");
     }
     const nvinfer1::DataType engine_type = engine_->getTensorDataType(name);
     DType d;
-    if (!from_trt_type(engine_type, d)) {
-      why = format(
-          "TensorRT %s '%s' has data type %d (nvinfer1::DataType), which a binding "
-          "cannot carry",
-          side, name, static_cast<int>(engine_type));
-      return Error::NotSupported;
+    if (!dtype_from_trt(static_cast<int32_t>(engine_type), d)) {
+      return why.fail(Error::NotSupported, "tensorrt.dtype",
+                      format("TensorRT %s '%s' has data type %d (nvinfer1::DataType), which a "
+                             "binding cannot carry",
+                             side, name, static_cast<int>(engine_type)));
     }
     if (b.known && d != b.dtype) {
-      why = std::string("TensorRT ") + side + " '" + b.name + "' is " + dtype_name(d) +
-            ", the binding says " + b.describe();
-      return Error::InvalidProgram;
+      return why.fail(Error::InvalidProgram, "tensorrt.dtype",
+                      std::string("TensorRT ") + side + " '" + b.name + "' is " + dtype_name(d) +
+                          ", the binding says " + b.describe());
     }
     if (engine_->getTensorFormat(name) != nvinfer1::TensorFormat::kLINEAR) {
-      why = std::string("TensorRT ") + side + " '" + b.name +
-            "' has a vectorized format; this "
-            "runtime binds linear (row-major) tensors only";
-      return Error::NotSupported;
+      return why.fail(Error::NotSupported, "tensorrt.format",
+                      std::string("TensorRT ") + side + " '" + b.name +
+                          "' has a vectorized format; this runtime binds linear (row-major) "
+                          "tensors only");
     }
     t.name = b.name;
     t.dtype = d;
@@ -297,23 +318,24 @@ class TensorRTEngine final : public Engine {
   // A known input's shape must be static and fit the engine's (whose -1 dims it fixes); an
   // unknown input takes the engine's, which must then be static.
   Error resolve_input_shape(const Binding& b, const nvinfer1::Dims& engine_dims, IoTensor& t,
-                            std::string& why) {
+                            Reason& why) {
     if (!b.known) {
       if (!is_static(engine_dims)) {
-        why = "input binding '" + b.name +
-              "' leaves its shape to the engine (dtype '' and shape "
-              "[] in the blob), and the engine's shape " +
-              dims_text(engine_dims) + " is dynamic; this runtime binds static shapes only";
-        return Error::NotSupported;
+        return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
+                        "input binding '" + b.name +
+                            "' leaves its shape to the engine (dtype '' and shape [] in the "
+                            "blob), and the engine's shape " +
+                            dims_text(engine_dims) +
+                            " is dynamic; this runtime binds static shapes only");
       }
       t.dims = engine_dims;
       finish_tensor(t);
       return Error::Ok;
     }
     if (!b.is_static()) {
-      why = "input binding '" + b.name + "' has a dynamic shape " + b.describe() +
-            "; this runtime binds static shapes only";
-      return Error::NotSupported;
+      return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
+                      "input binding '" + b.name + "' has a dynamic shape " + b.describe() +
+                          "; this runtime binds static shapes only");
     }
     bool same = engine_dims.nbDims == static_cast<int32_t>(b.shape.size()) &&
                 b.shape.size() <= static_cast<size_t>(nvinfer1::Dims::MAX_DIMS);
@@ -321,9 +343,9 @@ class TensorRTEngine final : public Engine {
       same = engine_dims.d[k] < 0 || engine_dims.d[k] == b.shape[k];
     }
     if (!same) {
-      why = "TensorRT input '" + b.name + "' has shape " + dims_text(engine_dims) +
-            ", the binding says " + b.describe();
-      return Error::InvalidProgram;
+      return why.fail(Error::InvalidProgram, "tensorrt.shape",
+                      "TensorRT input '" + b.name + "' has shape " + dims_text(engine_dims) +
+                          ", the binding says " + b.describe());
     }
     t.dims.nbDims = static_cast<int32_t>(b.shape.size());
     for (size_t k = 0; k < b.shape.size(); ++k) t.dims.d[k] = b.shape[k];
@@ -342,8 +364,9 @@ class TensorRTEngine final : public Engine {
   // is checked only here).
   static bool sized(const IoTensor& t, const char* side, size_t nbytes) {
     if (nbytes == t.nbytes) return true;
-    ET_LOG(Error, "TensorRT %s '%s' is %s (%zu bytes); the tensor bound to it holds %zu bytes",
-           side, t.name.c_str(), t.text.c_str(), t.nbytes, nbytes);
+    refuse("execute.nbytes",
+           "TensorRT %s '%s' is %s (%zu bytes); the tensor bound to it holds %zu bytes", side,
+           t.name.c_str(), t.text.c_str(), t.nbytes, nbytes);
     return false;
   }
 
@@ -358,7 +381,7 @@ class TensorRTEngine final : public Engine {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> create_tensorrt_engine(const BlobInfo& info, std::string& why) {
+Result<std::unique_ptr<Engine>> create_tensorrt_engine(const BlobInfo& info, Reason& why) {
   auto engine = std::make_unique<TensorRTEngine>();
   Error e = engine->init(info, why);
   if (e != Error::Ok) return e;

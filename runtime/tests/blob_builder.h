@@ -9,7 +9,7 @@
 // test; `seal = false` leaves both to the test.
 #pragma once
 
-#include <tte/sha256.h>
+#include "sha256.h"
 
 #include <cstdint>
 #include <cstring>

@@ -7,7 +7,7 @@
 // binding's dtype and shape (a dynamic dimension is 1), backed by `storage`.
 #pragma once
 
-#include <tte/blob.h>
+#include "blob.h"
 
 #include <executorch/extension/tensor/tensor_ptr.h>
 

@@ -9,8 +9,10 @@
 #include "pages.h"
 
 #include <tte/backend.h>
-#include <tte/blob.h>
 #include <tte/c_api.h>
+
+#include "blob.h"
+#include "executor.h"
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -97,9 +99,78 @@ std::string payload_file(const char* name) { return tte_test::read_file(kPayload
 
 // The engine section of a blob (for re-wrapping a payload under other metadata).
 std::string engine_of(const std::string& blob) {
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   return std::string(reinterpret_cast<const char*>(info.get().engine), info.get().engine_size);
+}
+
+// An engine whose run/copy/finish results are chosen by the test, counting the calls.
+struct FakeEngine final : tte::Engine {
+  Error run_result = Error::Ok, copy_result = Error::Ok, finish_result = Error::Ok;
+  int runs = 0, copies = 0, finishes = 0;
+  size_t copied = 0;
+  std::vector<std::vector<uint8_t>> scratch;
+  // What binding_type reports: (is_input, index) -> dtype, shape.
+  std::vector<std::tuple<bool, size_t, tte::DType, std::vector<int64_t>>> types;
+  const char* kind() const override { return "fake"; }
+  bool binding_type(bool is_input, size_t index, tte::DType& dtype,
+                    std::vector<int64_t>& shape) const override {
+    for (const auto& [in, i, d, s] : types) {
+      if (in == is_input && i == index) {
+        dtype = d;
+        shape = s;
+        return true;
+      }
+    }
+    return false;
+  }
+  executorch::runtime::Result<void*> allocate_scratch(size_t n, tte::Reason&) override {
+    scratch.emplace_back(n);
+    return static_cast<void*>(scratch.back().data());
+  }
+  Error bind_input(size_t, void*, size_t) override { return Error::Ok; }
+  Error bind_output(size_t, void*, size_t) override { return Error::Ok; }
+  Error run() override {
+    ++runs;
+    return run_result;
+  }
+  Error copy(void*, const void*, size_t n) override {
+    ++copies;
+    copied += n;
+    return copy_result;
+  }
+  Error finish() override {
+    ++finishes;
+    return finish_result;
+  }
+};
+
+// A DelegateExecutor over `blob` (read by parse_blob) driving a FakeEngine the test steers.
+struct FakeDelegate {
+  std::string blob;  // info.engine points into it
+  tte::DelegateExecutor executor;
+  FakeEngine* engine = nullptr;
+};
+
+std::unique_ptr<FakeDelegate> fake_delegate(std::string blob) {
+  auto d = std::make_unique<FakeDelegate>();
+  d->blob = std::move(blob);
+  tte::Reason why;
+  auto info = tte::parse_blob(d->blob.data(), d->blob.size(), why);
+  if (!info.ok()) return nullptr;
+  auto engine = std::make_unique<FakeEngine>();
+  d->engine = engine.get();
+  if (d->executor.init(std::move(info.get()), std::move(engine), why) != Error::Ok) {
+    std::printf("  executor init failed: %s\n", why.text.c_str());
+    return nullptr;
+  }
+  return d;
+}
+
+std::vector<EValue*> pointers(std::vector<EValue>& values) {
+  std::vector<EValue*> args;
+  for (auto& v : values) args.push_back(&v);
+  return args;
 }
 
 }  // namespace
@@ -201,13 +272,16 @@ TEST(init_refuses_other_versions_and_engines_with_the_reason) {
   CHECK(other.init_error == Error::DelegateInvalidCompatibility);
   CHECK(
       tte_test::logged("TensorRTBackend: init refused the delegate blob: unsupported blob "
-                       "magic b'TR04': this reader accepts TR01, TR02 and TR03"));
+                       "magic \"TR04\" (bytes 54 52 30 34): this reader accepts TR01, TR02 and "
+                       "TR03"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("blob.magic"));
   tte_test::clear_logs();
   Delegate trt(tte_test::read_file(kFixtures + "/upstream_tr01.blob"));
   CHECK(trt.init_error == Error::NotSupported);
   CHECK(
       tte_test::logged("TR01 blob holds a TensorRT engine, but this runtime was built without "
                        "TensorRT (engines: reference)"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("engine.not_compiled"));
 }
 
 TEST(init_refuses_payloads_that_do_not_match_the_contract) {
@@ -216,6 +290,7 @@ TEST(init_refuses_payloads_that_do_not_match_the_contract) {
   CHECK(
       tte_test::logged("reference payload input 0 ('x') is memory planned: the engine could "
                        "not bind caller memory without a copy"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("payload.memory_planned_io"));
   tte_test::clear_logs();
   const std::string md = R"({"io_bindings":[
     {"name":"x","dtype":"float32","shape":[4],"is_input":true},
@@ -232,11 +307,13 @@ TEST(init_refuses_payloads_that_do_not_match_the_contract) {
   CHECK(
       tte_test::logged("reference payload input 0 ('x') has shape [3], the binding says "
                        "float32 [4]"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("payload.shape"));
   tte_test::clear_logs();
   f.engine = "not a program at all";
   Delegate garbage(tte_test::build(f));
   CHECK(garbage.init_error == Error::InvalidProgram);
   CHECK(tte_test::logged("reference payload (20 bytes) is not a loadable ExecuTorch program"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("payload.not_program"));
 }
 
 TEST(execute_refuses_wrong_tensors_naming_the_binding) {
@@ -251,11 +328,13 @@ TEST(execute_refuses_wrong_tensors_naming_the_binding) {
   CHECK(
       tte_test::logged("TensorRTBackend: delegate input 0 (binding 'x') holds 16 bytes, the "
                        "binding float32 [3] needs 12"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.nbytes"));
   std::vector<EValue> few = {EValue(*tring), EValue(*ty)};
   CHECK(d.execute(few) == Error::InvalidArgument);
   CHECK(
       tte_test::logged("the delegate call has 2 arguments, the blob declares 2 inputs + 1 "
                        "outputs"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.arity"));
   std::vector<int64_t> xi(3);
   auto txi = make_tensor_ptr({3}, xi.data(), ScalarType::Long);
   std::vector<EValue> typed = {EValue(*txi), EValue(*tring), EValue(*ty)};
@@ -263,6 +342,7 @@ TEST(execute_refuses_wrong_tensors_naming_the_binding) {
   CHECK(
       tte_test::logged("delegate input 0 (binding 'x') has scalar type Long, the binding is "
                        "float32"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.dtype"));
 }
 
 TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
@@ -276,17 +356,16 @@ TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
       R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
   f.engine = "a TensorRT engine";
   const std::string blob = tte_test::build(f);
-  std::string why;
-  auto info = tte::parse_blob(blob.data(), blob.size(), why);
-  REQUIRE(info.ok());
-  auto plan = tte::plan_bindings(info.get(), why);
-  REQUIRE(plan.ok());
   // Without TensorRT, init gets past the blob and stops at the engine.
   Delegate d(blob);
   CHECK(d.init_error == Error::NotSupported);
   CHECK(
       tte_test::logged("TR02 blob holds a TensorRT engine, but this runtime was built without "
                        "TensorRT"));
+  // An engine that cannot describe the bindings leaves the pair to the tensors.
+  auto fake = fake_delegate(blob);
+  REQUIRE(fake != nullptr);
+  REQUIRE(fake->executor.plan().alias_checks.size() == 1);
 
   std::vector<float> cache(2 * 8 * 4), tokens(2 * 4), logits(2), out32(2 * 8 * 4);
   std::vector<uint16_t> out16(2 * 8 * 4);
@@ -299,14 +378,12 @@ TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
   auto check = [&](const TensorPtr& cache_out) {
     std::vector<EValue> values = {EValue(*t_cache), EValue(*t_tokens), EValue(*t_logits),
                                   EValue(*cache_out)};
-    std::vector<EValue*> args;
-    for (auto& v : values) args.push_back(&v);
+    std::vector<EValue*> args = pointers(values);
     Error e;
     size_t allocations;
     {
       tte_test::AllocCounter counter;
-      e = tte::check_unknown_aliases(info.get(), plan.get(),
-                                     Span<EValue*>(args.data(), args.size()));
+      e = fake->executor.check_aliases(Span<EValue*>(args.data(), args.size()));
       allocations = counter.count();
     }
     if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
@@ -320,6 +397,7 @@ TEST(unknown_aliased_pair_is_compared_on_the_tensors_at_execute) {
       tte_test::logged("TensorRTBackend: aliased pair 'cache_out' -> 'cache_in' differs at "
                        "execute: output tensor is Half (128 bytes), input tensor is Float "
                        "(256 bytes); the blob leaves their dtype/shape to the tensors"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.alias_mismatch"));
   tte_test::clear_logs();
   CHECK(check(t_short) == Error::InvalidArgument);
   CHECK(
@@ -424,119 +502,55 @@ TEST(execute_refuses_a_tensor_in_another_dim_order) {
       tte_test::logged("TensorRTBackend: delegate input 1 (binding 'ring') has dim order "
                        "[1,0]; the engine reads its bindings as contiguous tensors in dim "
                        "order 0..n-1"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.dim_order"));
 }
-
-namespace {
-
-// An engine whose run/copy/finish results are chosen by the test, counting the calls.
-struct FakeEngine final : tte::Engine {
-  Error run_result = Error::Ok, copy_result = Error::Ok, finish_result = Error::Ok;
-  int runs = 0, copies = 0, finishes = 0;
-  size_t copied = 0;
-  // What binding_type reports: (is_input, index) -> dtype, shape.
-  std::vector<std::tuple<bool, size_t, tte::DType, std::vector<int64_t>>> types;
-  const char* kind() const override { return "fake"; }
-  bool binding_type(bool is_input, size_t index, tte::DType& dtype,
-                    std::vector<int64_t>& shape) const override {
-    for (const auto& [in, i, d, s] : types) {
-      if (in == is_input && i == index) {
-        dtype = d;
-        shape = s;
-        return true;
-      }
-    }
-    return false;
-  }
-  executorch::runtime::Result<void*> allocate_scratch(size_t, std::string&) override {
-    return Error::NotSupported;
-  }
-  Error bind_input(size_t, void*, size_t) override { return Error::Ok; }
-  Error bind_output(size_t, void*, size_t) override { return Error::Ok; }
-  Error run() override {
-    ++runs;
-    return run_result;
-  }
-  Error copy(void*, const void*, size_t n) override {
-    ++copies;
-    copied += n;
-    return copy_result;
-  }
-  Error finish() override {
-    ++finishes;
-    return finish_result;
-  }
-};
-
-struct PlannedBlob {
-  std::string blob;
-  tte::BlobInfo info;
-  tte::BindingPlan plan;
-  tte::CallState state;
-};
-
-std::unique_ptr<PlannedBlob> planned(std::string blob) {
-  auto p = std::make_unique<PlannedBlob>();
-  p->blob = std::move(blob);
-  std::string why;
-  auto info = tte::parse_blob(p->blob.data(), p->blob.size(), why);
-  if (!info.ok()) return nullptr;
-  p->info = std::move(info.get());
-  auto plan = tte::plan_bindings(p->info, why);
-  if (!plan.ok()) return nullptr;
-  p->plan = std::move(plan.get());
-  auto& st = p->state;
-  st.scratch.assign(p->plan.scratch_nbytes.size(), nullptr);
-  for (const auto& c : p->plan.copies) st.counters.push_back(tte::copy_counter(c.counter_key));
-  st.input_addr.assign(p->info.inputs.size(), nullptr);
-  st.input_nbytes.assign(p->info.inputs.size(), 0);
-  st.delegate_out_addr.assign(p->info.delegate_outputs.size(), nullptr);
-  st.delegate_out_nbytes.assign(p->info.delegate_outputs.size(), 0);
-  return p;
-}
-
-}  // namespace
 
 TEST(engine_is_finished_on_every_path_once_it_ran) {
-  auto p = planned(payload_file("ring.blob"));
-  REQUIRE(p != nullptr);
-  REQUIRE(p->plan.copies.size() == 1);
+  const std::string ring = payload_file("ring.blob");
   tte_runtime_reset_counters();
   {
-    FakeEngine e;
-    e.copy_result = Error::Internal;
-    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
-    CHECK_EQ(e.finishes, 1);  // the run may still be writing the caller's buffers
+    auto d = fake_delegate(ring);
+    REQUIRE(d != nullptr);
+    REQUIRE(d->executor.plan().copies.size() == 1);
+    d->engine->copy_result = Error::Internal;
+    tte_runtime_clear_last_refusal();  // as execute does before prepare_args and forward
+    CHECK(d->executor.forward() == Error::Internal);
+    CHECK_EQ(d->engine->finishes, 1);  // the run may still be writing the caller's buffers
     CHECK(tte_test::logged("TensorRTBackend: copying output 'ring_out' into 'ring.buf' failed"));
+    CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.copy"));
     CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(0));
   }
   {
-    FakeEngine e;
-    e.run_result = Error::Internal;
-    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
-    CHECK_EQ(e.finishes, 1);
-    CHECK_EQ(e.copies, 0);
+    auto d = fake_delegate(ring);
+    REQUIRE(d != nullptr);
+    d->engine->run_result = Error::Internal;
+    CHECK(d->executor.forward() == Error::Internal);
+    CHECK_EQ(d->engine->finishes, 1);
+    CHECK_EQ(d->engine->copies, 0);
   }
   {
-    FakeEngine e;
-    e.finish_result = Error::Internal;
-    CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Internal);
-    CHECK_EQ(e.finishes, 1);
+    auto d = fake_delegate(ring);
+    REQUIRE(d != nullptr);
+    d->engine->finish_result = Error::Internal;
+    CHECK(d->executor.forward() == Error::Internal);
+    CHECK_EQ(d->engine->finishes, 1);
   }
   tte_runtime_reset_counters();  // the failed finish above came after a counted copy
   {
-    FakeEngine e;
+    auto d = fake_delegate(ring);
+    REQUIRE(d != nullptr);
     size_t allocations;
     Error r;
     {
       tte_test::AllocCounter counter;
-      r = tte::run_and_copy(e, p->info, p->plan, p->state);
+      r = d->executor.forward();
       allocations = counter.count();
     }
     CHECK(r == Error::Ok);
     if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
-    CHECK_EQ(e.runs, 1);
-    CHECK_EQ(e.finishes, 1);
-    CHECK_EQ(e.copied, size_t(48));
+    CHECK_EQ(d->engine->runs, 1);
+    CHECK_EQ(d->engine->finishes, 1);
+    CHECK_EQ(d->engine->copied, size_t(48));
     CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48));
   }
 }
@@ -550,34 +564,37 @@ TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
   f.metadata = tte_test::upstream_metadata(
       {upstream_binding("cache_in", true), upstream_binding("cache_out", false)},
       R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
-  auto p = planned(tte_test::build(f));
+  auto p = fake_delegate(tte_test::build(f));
   REQUIRE(p != nullptr);
-  p->state.delegate_out_nbytes[0] = 256;
-  FakeEngine e;
-  CHECK(tte::run_and_copy(e, p->info, p->plan, p->state) == Error::Ok);
-  CHECK_EQ(e.copied, size_t(256));
+  std::vector<float> in(64), out(64);
+  auto t_in = make_tensor_ptr({1, 2, 8, 4}, in.data(), ScalarType::Float);
+  auto t_out = make_tensor_ptr({1, 2, 8, 4}, out.data(), ScalarType::Float);
+  std::vector<EValue> io = {EValue(*t_in), EValue(*t_out)};
+  std::vector<EValue*> io_args = pointers(io);
+  REQUIRE(p->executor.prepare_args(Span<EValue*>(io_args.data(), io_args.size())) == Error::Ok);
+  CHECK(p->executor.forward() == Error::Ok);
+  CHECK_EQ(p->engine->copied, size_t(256));
 
   // A known pair with a dynamic dimension is compared on its tensors like an unknown one.
   f.metadata = tte_test::upstream_metadata(
       {R"({"name":"cache_in","dtype":"float32","shape":[1,-1,4],"is_input":true})",
        R"({"name":"cache_out","dtype":"float32","shape":[1,-1,4],"is_input":false})"},
       R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
-  auto d = planned(tte_test::build(f));
+  auto d = fake_delegate(tte_test::build(f));
   REQUIRE(d != nullptr);
   std::vector<float> a(32), b(16);
   auto ta = make_tensor_ptr({1, 8, 4}, a.data(), ScalarType::Float);
   auto tb = make_tensor_ptr({1, 4, 4}, b.data(), ScalarType::Float);
   std::vector<EValue> values = {EValue(*ta), EValue(*tb)};
-  std::vector<EValue*> args = {&values[0], &values[1]};
+  std::vector<EValue*> args = pointers(values);
   tte_test::clear_logs();
-  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) ==
-        Error::InvalidArgument);
+  CHECK(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::InvalidArgument);
   CHECK(
       tte_test::logged("aliased pair 'cache_out' -> 'cache_in' differs at execute: output "
                        "tensor is Float (64 bytes), input tensor is Float (128 bytes); the "
                        "blob leaves their dynamic dimensions to the tensors"));
   values[1] = EValue(*ta);
-  CHECK(tte::check_unknown_aliases(d->info, d->plan, Span<EValue*>(args.data(), 2)) == Error::Ok);
+  CHECK(d->executor.check_aliases(Span<EValue*>(args.data(), 2)) == Error::Ok);
 }
 
 TEST(unknown_bindings_take_the_engines_types_at_init) {
@@ -591,7 +608,7 @@ TEST(unknown_bindings_take_the_engines_types_at_init) {
        upstream_binding("logits", false), upstream_binding("cache_out", false)},
       R"([{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}])");
   const std::string blob = tte_test::build(f);
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   REQUIRE(info.ok());
   using tte::DType;
@@ -616,9 +633,11 @@ TEST(unknown_bindings_take_the_engines_types_at_init) {
   std::get<2>(e.types[3]) = DType::Float16;
   resolved = info.get();
   CHECK(tte::resolve_unknown_bindings(resolved, e, why) == Error::InvalidProgram);
-  CHECK_EQ(why, std::string("with the dtypes and shapes the fake engine gives the bindings the "
-                            "blob leaves unknown: aliased pair 'cache_out' -> 'cache_in' differs: "
-                            "output is float16 [1,2,8,4], input is float32 [1,2,8,4]"));
+  CHECK_EQ(std::string(why.check), std::string("aliased.mismatch"));
+  CHECK_EQ(why.text,
+           std::string("with the dtypes and shapes the fake engine gives the bindings the "
+                       "blob leaves unknown: aliased pair 'cache_out' -> 'cache_in' differs: "
+                       "output is float16 [1,2,8,4], input is float32 [1,2,8,4]"));
 
   // An engine that cannot tell leaves them unknown (sized by the tensors at execute).
   FakeEngine silent;
@@ -632,6 +651,7 @@ TEST(c_api_never_allocates_locks_or_throws) {
   static_assert(noexcept(tte_runtime_execute_count()));
   static_assert(noexcept(tte_runtime_reset_counters()));
   static_assert(noexcept(tte_runtime_version()));
+  static_assert(noexcept(tte_runtime_last_check()));
   Delegate d(payload_file("kv_step.blob"));  // creates the counter slots of its buffers
   REQUIRE(d.init_error == Error::Ok);
   const std::string unknown(200, 'k');  // keys past any small-string buffer
@@ -645,6 +665,7 @@ TEST(c_api_never_allocates_locks_or_throws) {
     sum += tte_runtime_execute_count();
     tte_runtime_reset_counters();
     sum += tte_runtime_version()[0];
+    sum += tte_runtime_last_check()[0];
     allocations = counter.count();
   }
   CHECK(sum > 0);

@@ -8,11 +8,11 @@
 #include "check.h"
 #include "delegate_args.h"
 
-#include <tte/abort_guard.h>
-
 #include <tte/backend.h>
-#include <tte/blob.h>
 #include <tte/c_api.h>
+
+#include "abort_guard.h"
+#include "blob.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <csignal>
+#include <cstring>
 #include <vector>
 
 using executorch::aten::ScalarType;
@@ -74,7 +75,7 @@ Outcome init_and_run(const std::string& blob, std::string& refusal) {
 
 TEST(every_flipped_payload_byte_is_refused_at_init_or_runs_without_crashing) {
   const std::string good = tte_test::read_file(kPayloads + "/kv_step.blob");
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(good.data(), good.size(), why);
   REQUIRE(info.ok());
   const size_t off = info->engine - reinterpret_cast<const uint8_t*>(good.data());
@@ -111,7 +112,7 @@ TEST(an_operator_index_out_of_range_is_refused_at_init_naming_it) {
   // Flip the payload until init names an out-of-range operator (ExecuTorch 1.5.1 alone loads
   // such a program and crashes at execute).
   const std::string good = tte_test::read_file(kPayloads + "/kv_step.blob");
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(good.data(), good.size(), why);
   REQUIRE(info.ok());
   const size_t off = info->engine - reinterpret_cast<const uint8_t*>(good.data());
@@ -143,14 +144,17 @@ TEST(last_refusal_names_init_and_execute_refusals_until_cleared) {
                       "mismatch: ",
                       0) == 0);
   CHECK(refusal.find("(delegate of method 'forward': ") != std::string::npos);
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("blob.engine_digest"));
   // execute: ring's delegate takes x, ring and returns y; kv_step's five arguments are wrong
   const std::string ring = tte_test::read_file(kPayloads + "/ring.blob");
   CHECK(init_and_run(ring, refusal) == Outcome::RunFailed);
   CHECK_EQ(std::string(tte_runtime_last_refusal()),
            std::string("TensorRTBackend: the delegate call has 5 arguments, the blob declares 2 "
                        "inputs + 1 outputs"));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.arity"));
   tte_runtime_clear_last_refusal();
   CHECK_EQ(std::string(tte_runtime_last_refusal()), std::string(""));
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string(""));
 }
 
 TEST(check_blob_gives_the_readers_verdict) {
@@ -161,6 +165,12 @@ TEST(check_blob_gives_the_readers_verdict) {
   CHECK_EQ(tte_runtime_check_blob("TR03", 4, why, sizeof why),
            static_cast<int>(Error::InvalidProgram));
   CHECK_EQ(std::string(why), std::string("blob is 4 bytes, shorter than its 32-byte header"));
+  // the verdict is also the thread's last refusal, check id beside it; acceptance clears both
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("blob.short"));
+  CHECK_EQ(std::string(tte_runtime_last_refusal()), std::string(why));
+  CHECK_EQ(tte_runtime_check_blob(good.data(), good.size(), why, sizeof why), 0);
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string(""));
+  CHECK_EQ(std::string(tte_runtime_last_refusal()), std::string(""));
   char tiny[8];
   CHECK_EQ(tte_runtime_check_blob("TR09", 4, tiny, sizeof tiny),
            static_cast<int>(Error::InvalidProgram));
@@ -180,7 +190,7 @@ std::vector<std::string> run_any(const std::string& blob, int calls) {
   auto handle = backend()->init(ctx, &processed, {});
   said.push_back(handle.ok() ? "" : tte_runtime_last_refusal());
   if (!handle.ok()) return said;
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(bytes.data(), bytes.size(), why);
   std::vector<std::vector<uint8_t>> storage;
   std::vector<executorch::extension::TensorPtr> tensors;
@@ -211,6 +221,7 @@ TEST(fuzz_regressions_fail_their_calls_instead_of_the_process) {
                        "payload aborted inside ExecuTorch") != std::string::npos);
     CHECK(said[2].find("aborted inside ExecuTorch in an earlier call; this delegate refuses "
                        "every later call") != std::string::npos);
+    CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.aborted"));
   }
   // A tensor-list argument where a tensor is unboxed: the same containment.
   auto list = run_any(tte_test::reseal(tte_test::read_file(dir + "/init-1cbbf047c4a4.blob")), 1);
@@ -248,6 +259,9 @@ TEST(fuzz_regressions_with_null_tensor_data_are_refused_at_init) {
     CHECK(said[0].rfind("TensorRTBackend: init refused the delegate blob: reference payload: " +
                             std::string(reason),
                         0) == 0);
+    CHECK_EQ(std::string(tte_runtime_last_check()),
+             std::string(std::strstr(reason, "free call") ? "payload.instruction"
+                                                          : "payload.dataless_tensor"));
   }
 }
 

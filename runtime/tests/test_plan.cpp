@@ -2,7 +2,7 @@
 #include "blob_builder.h"
 #include "check.h"
 
-#include <tte/plan.h>
+#include "plan.h"
 
 using executorch::runtime::Error;
 using tte::CopyKind;
@@ -22,16 +22,16 @@ struct Planned {
 Planned plan_for(std::string blob) {
   Planned p;
   p.blob = std::move(blob);
-  std::string why;
+  tte::Reason why;
   auto info = tte::parse_blob(p.blob.data(), p.blob.size(), why);
   if (!info.ok()) {
-    std::printf("  parse failed: %s\n", why.c_str());
+    std::printf("  parse failed: %s\n", why.text.c_str());
     return p;
   }
   p.info = std::move(info.get());
   auto plan = tte::plan_bindings(p.info, why);
   if (!plan.ok()) {
-    std::printf("  plan failed: %s\n", why.c_str());
+    std::printf("  plan failed: %s\n", why.text.c_str());
     return p;
   }
   p.plan = std::move(plan.get());
@@ -130,11 +130,12 @@ TEST(hand_built_info_with_untargeted_output_is_refused) {
   out.is_input = false;
   out.shape = {2};
   info.outputs.push_back(out);
-  std::string why;
+  tte::Reason why;
   auto r = tte::plan_bindings(info, why);
   CHECK(!r.ok());
-  CHECK_EQ(why, std::string("output binding 'lost' has no target (neither delegate output, "
-                            "aliased nor copy-back)"));
+  CHECK_EQ(std::string(why.check), std::string("plan.no_target"));
+  CHECK_EQ(why.text, std::string("output binding 'lost' has no target (neither delegate output, "
+                                 "aliased nor copy-back)"));
 }
 
 TEST(alias_checks_and_tensor_sizes_are_planned_at_init) {
@@ -195,10 +196,12 @@ TEST(hand_built_dynamic_copy_back_scratch_is_refused) {
   info.outputs.push_back(out);
   info.delegate_inputs = {"state"};
   info.copy_back.push_back({"state_out", "state"});
-  std::string why;
+  tte::Reason why;
   CHECK(!tte::plan_bindings(info, why).ok());
-  CHECK_EQ(why, std::string("copy-back output 'state_out' is float32 [-1]; the runtime needs a "
-                            "static shape for its scratch"));
+  CHECK_EQ(std::string(why.check), std::string("plan.dynamic_scratch"));
+  CHECK_EQ(why.text,
+           std::string("copy-back output 'state_out' is float32 [-1]; the runtime needs a "
+                       "static shape for its scratch"));
 }
 
 TEST_MAIN()

@@ -10,15 +10,17 @@
 //
 // Invariant: `check_kernel_calls` reads the flatbuffer with its own bounds checks on every offset
 // it follows (it does not trust the program to have been verified), never reads outside
-// [data, data+size), never allocates except for `why`, and returns false with `why` naming the
-// method, the instruction and the operator index on the first defect.
+// [data, data+size), and returns false with `why` (payload.unreadable, payload.instruction,
+// payload.operator_index, payload.operator_name or payload.dataless_tensor) naming the method,
+// the instruction and the operator index on the first defect.
 #pragma once
 
+#include "common.h"
+
 #include <cstddef>
-#include <string>
 
 namespace tte {
 
-bool check_kernel_calls(const void* data, size_t size, const char* method, std::string& why);
+bool check_kernel_calls(const void* data, size_t size, const char* method, Reason& why);
 
 }  // namespace tte

@@ -13,10 +13,10 @@
 // duration: the caller's current device is restored before it returns.
 #pragma once
 
-#include <tte/engine.h>
+#include "engine.h"
 
 namespace tte {
 
-Result<std::unique_ptr<Engine>> create_tensorrt_engine(const BlobInfo& info, std::string& why);
+Result<std::unique_ptr<Engine>> create_tensorrt_engine(const BlobInfo& info, Reason& why);
 
 }  // namespace tte

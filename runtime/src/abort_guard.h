@@ -12,7 +12,7 @@
 // engine refuses every later call). Nothing here allocates unless an abort is contained.
 #pragma once
 
-#include <tte/common.h>
+#include "common.h"
 
 namespace tte {
 

@@ -1,28 +1,29 @@
 // The delegate blob (CONTRACTS.md §1): 32-byte header `<4sIIIQ8s>` (TR03: 64 bytes, the last 32
 // the metadata's SHA-256), JSON metadata, engine.
 //
-// Invariant: a `BlobInfo` returned by `parse_blob` is fully validated — the same checks, and as
-// far as possible the same messages, as python's `torch_tensorrt_ext.executorch.blob.parse`:
-// offsets inside the blob, TR03 integrity (the metadata's and the payload's SHA-256 match the
-// recorded digests), metadata valid UTF-8, complete JSON nested at most 64 levels without
-// duplicate keys, non-finite numbers, unpaired surrogate escapes or NUL characters in strings,
-// bindings of at most 2**63-1 bytes, unique binding names, every referenced name an
-// existing binding of the right direction, aliased and copy-back pairs of equal dtype and shape,
-// every output binding a delegate output, aliased or copy-back. TR01/TR02 are given upstream's
-// meaning (TensorRT engine, all inputs/outputs are delegate args in binding order). A magic other
-// than TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
-// Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram.
+// Invariant: a `BlobInfo` returned by `parse_blob` is fully validated — check for check what
+// python's `torch_tensorrt_ext.contracts.blob.parse` checks, in the same order, each refusal
+// carrying the same check id (CONTRACTS.md §1 "Check ids"; tests/test_blob_differential.py
+// compares the two): offsets inside the blob, TR03 integrity (the metadata's and the payload's
+// SHA-256 match the recorded digests), strict JSON (blob_json.h), typed metadata, bindings of at
+// most 2**63-1 bytes, unique binding names, every referenced name an existing binding of the
+// right direction, aliased and copy-back pairs of equal dtype and shape, every output binding a
+// delegate output, aliased or copy-back. TR01/TR02 are given upstream's meaning (TensorRT
+// engine, all inputs/outputs are delegate args in binding order). A magic other than
+// TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
+// Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram (an
+// allocation failure with Error::MemoryAllocationFailed: nothing here throws).
 // A TR01/TR02 binding with dtype "" and shape [] (what upstream's preprocess writes) is unknown
-// (`Binding::known` false): the backend fills it in from the engine at init
-// (tte::resolve_unknown_bindings), else its dtype, shape and byte size are the delegate tensor's
-// at execute and an aliased pair with an unknown side is compared there
-// (tte::check_unknown_aliases), not here; a TR03 blob must give every binding's dtype and shape.
-// A known binding's -1 dimension is sized by its delegate tensor at execute (CONTRACTS.md §1).
+// (`Binding::known` false): the executor fills it in from the engine at init
+// (resolve_unknown_bindings), else its dtype, shape and byte size are the delegate tensor's at
+// execute and an aliased pair with an unknown side is compared there, not here; a TR03 blob must
+// give every binding's dtype and shape. A known binding's -1 dimension is sized by its delegate
+// tensor at execute (CONTRACTS.md §1).
 // `engine` points into the parsed bytes: the caller keeps them alive as long as it uses it.
 #pragma once
 
-#include <tte/common.h>
-#include <tte/dtype.h>
+#include "common.h"
+#include "dtype.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,7 @@ struct Binding {
   bool is_input = true;
   bool known = true;       // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
   size_t index = 0;        // position among the inputs (or among the outputs)
+  size_t position = 0;     // position in io_bindings (document order, for validation order)
   bool is_static() const;  // false when dynamic or unknown
   size_t numel() const;    // 0 when dynamic or unknown; SIZE_MAX when !fits()
   size_t nbytes() const;   // 0 when dynamic or unknown: then the delegate tensor's
@@ -93,11 +95,17 @@ struct BlobInfo {
   const std::string* buffer_fqn(const std::string& input) const;
 };
 
-Result<BlobInfo> parse_blob(const void* data, size_t size, std::string& why);
+// Never throws (an allocation failure is refused with Error::MemoryAllocationFailed).
+Result<BlobInfo> parse_blob(const void* data, size_t size, Reason& why);
 
 // The cross-reference checks of parse_blob on an already-read BlobInfo (also usable on a
 // hand-built one): false with `why` set on the first inconsistency.
-bool validate_blob(const BlobInfo& info, std::string& why);
+bool validate_blob(const BlobInfo& info, Reason& why);
+
+// Reads the metadata JSON of a blob whose header was read (`info.magic`/`format` set) into
+// `info`: Error::Ok, Error::DelegateInvalidCompatibility (a TR03 tte_version other than 3) or
+// Error::InvalidProgram, with `why` set. Not yet validated (blob_metadata.cpp).
+ET_NODISCARD Error read_metadata(const char* text, size_t size, BlobInfo& info, Reason& why);
 
 // "[1,2,8,4]"
 std::string shape_text(const std::vector<int64_t>& shape);

@@ -10,7 +10,7 @@
 // memory (planned arenas, method allocator, temp arena) is allocated in `create`.
 #pragma once
 
-#include <tte/engine.h>
+#include "engine.h"
 
 #include <memory>
 #include <string>
@@ -20,6 +20,6 @@ namespace tte {
 // Temp-allocator arena a kernel may use during one `run` (allocated once, reset after each run).
 constexpr size_t kReferenceTempArenaBytes = 1 << 20;
 
-Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, std::string& why);
+Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, Reason& why);
 
 }  // namespace tte

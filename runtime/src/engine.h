@@ -8,7 +8,7 @@
 // valid until `finish` returned. Scratch memory belongs to the engine and lives as long as it.
 #pragma once
 
-#include <tte/blob.h>
+#include "blob.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -30,19 +30,20 @@ class Engine {
     return false;
   }
   // Init time: memory the engine can write an output to and `copy` can read (host or device).
-  virtual Result<void*> allocate_scratch(size_t nbytes, std::string& why) = 0;
-  virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;
-  virtual Error bind_output(size_t binding, void* data, size_t nbytes) = 0;
-  virtual Error run() = 0;
+  virtual Result<void*> allocate_scratch(size_t nbytes, Reason& why) = 0;
+  // Execute time (no allocation); a refusal is recorded with tte::refuse (refusal.h).
+  ET_NODISCARD virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;
+  ET_NODISCARD virtual Error bind_output(size_t binding, void* data, size_t nbytes) = 0;
+  ET_NODISCARD virtual Error run() = 0;
   // Ordered after `run` (same stream for device engines).
-  virtual Error copy(void* dst, const void* src, size_t nbytes) = 0;
+  ET_NODISCARD virtual Error copy(void* dst, const void* src, size_t nbytes) = 0;
   // Wait until run and copies are complete (no-op for synchronous engines).
-  virtual Error finish() { return Error::Ok; }
+  ET_NODISCARD virtual Error finish() { return Error::Ok; }
 };
 
 // The engine for `info.engine_kind` over the payload `info.engine`/`engine_size`; fails with
-// Error::NotSupported when that kind was not compiled into this runtime.
-Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, std::string& why);
+// Error::NotSupported (engine.not_compiled) when that kind was not compiled into this runtime.
+Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, Reason& why);
 
 // "reference" or "reference,tensorrt".
 const char* compiled_engines();

@@ -18,7 +18,7 @@
 // positions execute compares, so execute does no name lookup.
 #pragma once
 
-#include <tte/blob.h>
+#include "blob.h"
 
 #include <cstdint>
 #include <string>
@@ -69,6 +69,8 @@ struct BindingPlan {
   std::vector<AliasCheck> alias_checks;  // before anything is bound
 };
 
-Result<BindingPlan> plan_bindings(const BlobInfo& info, std::string& why);
+// Error::InvalidArgument with `why` (plan.*) for an inconsistency parse_blob refuses earlier (a
+// hand-built BlobInfo may have one).
+Result<BindingPlan> plan_bindings(const BlobInfo& info, Reason& why);
 
 }  // namespace tte
