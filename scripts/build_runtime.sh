@@ -39,3 +39,9 @@ fi
 # nothing to relink (and prints nothing when the copy is current).
 installed=$("$cmake" --install build --prefix "$pkg_prefix" --component tte_runtime)
 printf '%s\n' "$installed" | grep -v -e '^-- Up-to-date' -e '^-- Install configuration' || true
+# A header the runtime no longer ships as public (moved into runtime/src, or deleted) must not
+# linger in the package's copy: a wheel would carry it.
+for h in "$pkg_prefix"/include/tte/*.h; do
+  [ -e "$h" ] && [ ! -f "runtime/include/tte/$(basename "$h")" ] && rm -f "$h"
+done
+exit 0

@@ -20,11 +20,9 @@ import torch
 
 from torch_tensorrt_ext.engines import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from torch_tensorrt_ext.contracts import blob as B
+from torch_tensorrt_ext.contracts.dtypes import DTYPE_NAMES as _DTYPE_NAMES
 
 BACKEND_ID = "TensorRTBackend"
-_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-                torch.int64: "int64", torch.int32: "int32", torch.int8: "int8",
-                torch.uint8: "uint8", torch.bool: "bool", torch.float64: "float64"}
 
 
 def _et_config(alloc_graph_input: bool, alloc_graph_output: bool):

@@ -74,10 +74,12 @@ def kv_meta(**over):
     return md
 
 
-def refused(data, match):
+def refused(data, match, check):
+    """`blob.parse` refuses `data` with the message `match` under the check id `check`."""
     with pytest.raises(B.BlobError) as e:
         B.parse(data)
-    assert str(e.value) == match
+    assert (e.value.check, str(e.value)) == (check, match)
+    assert check in B.CHECKS
     return e
 
 
@@ -164,14 +166,16 @@ def test_reads_upstream_preprocess_blob_with_unknown_bindings():
 def test_unknown_bindings_are_refused_in_tr03_and_with_a_shape():
     tr03 = dict(upstream_kv_meta(), tte_version=3, engine_kind="tensorrt",
                 delegate_inputs=["cache_in", "tokens", "pos"], delegate_outputs=["logits"])
-    refused(raw(md=tr03), f"io_bindings[0] 'cache_in': empty dtype; {UNKNOWN_IN_TR03}")
+    refused(raw(md=tr03), f"io_bindings[0] 'cache_in': empty dtype; {UNKNOWN_IN_TR03}",
+            "binding.unknown_in_tr03")
     md = kv_meta()
     md["io_bindings"][2].update(dtype="", shape=[])
-    refused(raw(md=md), f"io_bindings[2] 'pos': empty dtype; {UNKNOWN_IN_TR03}")
+    refused(raw(md=md), f"io_bindings[2] 'pos': empty dtype; {UNKNOWN_IN_TR03}",
+            "binding.unknown_in_tr03")
     bad = upstream_kv_meta({"name": "cache_out", "dtype": "", "shape": [1, 4], "is_input": False})
     refused(raw(magic=b"TR02", md=bad),
             "io_bindings[4] 'cache_out': empty dtype with shape [1,4]; a binding left to the "
-            "delegate's tensors has dtype '' and shape []")
+            "delegate's tensors has dtype '' and shape []", "binding.unknown_with_shape")
     # what we write is TR03: an upstream blob's metadata is not re-serialized with unknowns
     up = B.parse(raw(magic=b"TR02", md=upstream_kv_meta()))
     with pytest.raises(B.BlobError) as e:
@@ -185,7 +189,8 @@ def test_known_aliased_pair_in_tr02_is_still_compared_at_parse():
     md["io_bindings"][0] = {"name": "cache_in", "dtype": "float32", "shape": [1, 2, 8, 4],
                             "is_input": True}
     refused(raw(magic=b"TR02", md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output "
-                                       "is float16 [1,2,8,4], input is float32 [1,2,8,4]")
+                                       "is float16 [1,2,8,4], input is float32 [1,2,8,4]",
+            "aliased.mismatch")
 
 
 # ------------------------------------------------------------------------------------ TR03 write
@@ -226,11 +231,13 @@ def test_serialize_refuses_inconsistent_metadata():
 
 def test_refuses_bad_magic_naming_it():
     refused(raw(magic=b"TRX1", md=kv_meta()),
-            "unsupported blob magic b'TRX1': this reader accepts TR01, TR02 and TR03")
+            "unsupported blob magic b'TRX1': this reader accepts TR01, TR02 and TR03",
+            "blob.magic")
 
 
 def test_refuses_short_blob():
-    refused(b"TR03" + b"\0" * 10, "blob is 14 bytes, shorter than its 32-byte header")
+    refused(b"TR03" + b"\0" * 10, "blob is 14 bytes, shorter than its 32-byte header",
+            "blob.short")
 
 
 def test_refuses_metadata_past_end():
@@ -238,7 +245,8 @@ def test_refuses_metadata_past_end():
     n = len(data)
     md_size = struct.unpack_from("<I", data, 8)[0]
     bad = data[:8] + struct.pack("<I", n) + data[12:]
-    refused(bad, f"metadata [64, {64 + n}) runs past the end of the {n}-byte blob")
+    refused(bad, f"metadata [64, {64 + n}) runs past the end of the {n}-byte blob",
+            "blob.metadata_range")
     assert md_size < n
 
 
@@ -247,21 +255,25 @@ def test_refuses_engine_past_end():
     eng_off = struct.unpack_from("<I", data, 12)[0]
     bad = data[:16] + struct.pack("<Q", 21) + data[24:]
     refused(bad, f"engine [{eng_off}, {eng_off + 21}) runs past the end of the "
-                 f"{len(data)}-byte blob")
+                 f"{len(data)}-byte blob", "blob.engine_range")
 
 
 def test_refuses_unaligned_engine_and_overlap_and_header_overlap():
     md = kv_meta()
-    refused(raw(md=md, eng_off=40, eng_size=0), "engine offset 40 is not 16-byte aligned")
+    refused(raw(md=md, eng_off=40, eng_size=0), "engine offset 40 is not 16-byte aligned",
+            "blob.engine_alignment")
     data = raw(md=md)
     md_size = struct.unpack_from("<I", data, 8)[0]
     refused(raw(md=md, eng_off=48, eng_size=0),
-            f"metadata [64, {64 + md_size}) overlaps the engine at offset 48")
-    refused(raw(md=md, md_off=16), "metadata offset 16 lies inside the 64-byte header")
+            f"metadata [64, {64 + md_size}) overlaps the engine at offset 48",
+            "blob.overlap")
+    refused(raw(md=md, md_off=16), "metadata offset 16 lies inside the 64-byte header",
+            "blob.metadata_offset")
     # a TR03 header holds the metadata digest at [32, 64)
-    refused(raw(md=md, md_off=32), "metadata offset 32 lies inside the 64-byte header")
+    refused(raw(md=md, md_off=32), "metadata offset 32 lies inside the 64-byte header",
+            "blob.metadata_offset")
     refused(raw(magic=b"TR02", md=upstream_kv_meta(), md_off=16),
-            "metadata offset 16 lies inside the 32-byte header")
+            "metadata offset 16 lies inside the 32-byte header", "blob.metadata_offset")
 
 
 def test_refuses_truncated_json():
@@ -270,78 +282,89 @@ def test_refuses_truncated_json():
     with pytest.raises(B.BlobError) as e:
         B.parse(raw(md=cut))
     assert str(e.value).startswith(f"metadata JSON is truncated or malformed at byte {len(cut)}:")
-    refused(raw(md=b"[1, 2]"), "metadata JSON must be an object")
+    refused(raw(md=b"[1, 2]"), "metadata JSON must be an object", "metadata.root")
 
 
 def test_refuses_alias_naming_unknown_binding():
     md = kv_meta(aliased_io=[{"output": "cache_out", "input": "v_cache",
                               "kind": "kv_cache_update"}])
-    refused(raw(md=md), "aliased_io[0] names input 'v_cache', which is not a binding")
+    refused(raw(md=md), "aliased_io[0] names input 'v_cache', which is not a binding",
+            "ref.missing")
     md = kv_meta(aliased_io=[{"output": "nope", "input": "cache_in"}])
-    refused(raw(md=md), "aliased_io[0] names output 'nope', which is not a binding")
+    refused(raw(md=md), "aliased_io[0] names output 'nope', which is not a binding",
+            "ref.missing")
     md = kv_meta(aliased_io=[{"output": "cache_in", "input": "cache_in"}])
-    refused(raw(md=md), "aliased_io[0] names output 'cache_in', which is an input binding")
+    refused(raw(md=md), "aliased_io[0] names output 'cache_in', which is an input binding",
+            "ref.direction")
 
 
 def test_refuses_shape_and_dtype_mismatch_in_aliased_pair():
     md = kv_meta()
     md["io_bindings"][5]["shape"] = [1, 2, 4, 4]
     refused(raw(md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output is "
-                        "float32 [1,2,4,4], input is float32 [1,2,8,4]")
+                        "float32 [1,2,4,4], input is float32 [1,2,8,4]",
+            "aliased.mismatch")
     md = kv_meta()
     md["io_bindings"][5]["dtype"] = "float16"
     refused(raw(md=md), "aliased pair 'cache_out' -> 'cache_in' differs: output is "
-                        "float16 [1,2,8,4], input is float32 [1,2,8,4]")
+                        "float16 [1,2,8,4], input is float32 [1,2,8,4]",
+            "aliased.mismatch")
 
 
 def test_refuses_internal_output_neither_aliased_nor_copy_back():
     refused(raw(md=kv_meta(copy_back=[])),
             "output binding 'step_out' is neither a delegate output, aliased (aliased_io) nor "
-            "copy-back (copy_back): its value would be dropped")
+            "copy-back (copy_back): its value would be dropped", "output.dropped")
 
 
 def test_refuses_other_tte_version_and_unknown_engine_kind():
     refused(raw(md=kv_meta(tte_version=4)),
-            "TR03 blob has tte_version 4; this reader understands version 3 only")
+            "TR03 blob has tte_version 4; this reader understands version 3 only",
+            "metadata.tte_version")
     refused(raw(md=kv_meta(engine_kind="onnx")),
-            "engine_kind 'onnx' is not one of ['reference', 'tensorrt']")
+            "engine_kind 'onnx' is not one of ['reference', 'tensorrt']",
+            "metadata.engine_kind")
 
 
 def test_refuses_duplicates_and_missing_delegate_inputs():
     md = kv_meta()
     md["io_bindings"].append(dict(md["io_bindings"][0]))
-    refused(raw(md=md), "binding name 'cache_in' appears twice in io_bindings")
+    refused(raw(md=md), "binding name 'cache_in' appears twice in io_bindings",
+            "binding.duplicate")
     refused(raw(md=kv_meta(delegate_inputs=["tok", "pos", "cache_in"])),
             "delegate_inputs misses input binding 'step_in' (every input binding must be a "
-            "delegate argument)")
+            "delegate argument)", "delegate_inputs.missing")
     refused(raw(md=kv_meta(delegate_outputs=["logits", "logits"])),
-            "delegate_outputs lists output binding 'logits' twice")
+            "delegate_outputs lists output binding 'logits' twice", "delegate_outputs.duplicate")
 
 
 def test_refuses_two_writers_of_one_input_and_aliased_copy_back():
     md = kv_meta(copy_back=[{"output": "step_out", "input": "step_in"},
                             {"output": "cache_out", "input": "cache_in"}])
-    refused(raw(md=md), "output binding 'cache_out' is both aliased and copy-back")
+    refused(raw(md=md), "output binding 'cache_out' is both aliased and copy-back",
+            "copy_back.aliased")
     md = kv_meta(copy_back=[{"output": "step_out", "input": "step_in"},
                             {"output": "step_out", "input": "step_in"}])
-    refused(raw(md=md), "copy_back lists output binding 'step_out' twice")
+    refused(raw(md=md), "copy_back lists output binding 'step_out' twice", "copy_back.duplicate")
 
 
 def test_refuses_copy_back_type_mismatch_and_unknown_dtype():
     md = kv_meta()
     md["io_bindings"][6]["dtype"] = "int32"
     refused(raw(md=md), "copy_back pair 'step_out' -> 'step_in' differs: output is int32 [1], "
-                        "input is int64 [1]")
+                        "input is int64 [1]", "copy_back.mismatch")
     md = kv_meta()
     md["io_bindings"][1]["dtype"] = "complex64"
     refused(raw(md=md), "io_bindings[1] 'tok': unknown dtype 'complex64' (known: float32, "
-                        "float16, bfloat16, int64, int32, int8, uint8, bool, float64)")
+                        "float16, bfloat16, int64, int32, int8, uint8, bool, float64)",
+            "binding.unknown_dtype")
 
 
 def test_tr01_with_aliased_io_is_refused():
     md = kv_meta()
     refused(raw(magic=b"TR01", md=md),
-            "TR01 blob carries aliased_io; upstream writes such blobs as TR02")
+            "TR01 blob carries aliased_io; upstream writes such blobs as TR02",
+            "metadata.tr01_aliased")
 
 
 def test_tr02_ignores_extension_keys_but_refuses_tte_version():
@@ -354,11 +377,12 @@ def test_tr02_ignores_extension_keys_but_refuses_tte_version():
     # tte_version is what a TR03 writer puts there: a TR02 magic on it is a damaged TR03 magic
     refused(raw(magic=b"TR02", md={**md, "tte_version": 3}),
             "TR02 blob carries the TR03 key 'tte_version': its magic is damaged; "
-            "re-export the .pte")
+            "re-export the .pte", "metadata.damaged_magic")
 
 
-# ------------------------------------------------- JSON the C++ reader refuses: refused here too
-# runtime/tests/test_blob.cpp::json_defects_refused_like_python checks the same texts and messages.
+# ------------------------------------------------------ JSON both readers refuse, check for check
+# runtime/tests/test_blob.cpp::json_defects_are_refused_with_their_check reads the same texts and
+# names the same check ids (tests/test_blob_differential.py compares the readers on a corpus).
 
 KV_TEXT = json.dumps(kv_meta())
 
@@ -370,26 +394,37 @@ def kv_text(old, new):
 
 def test_refuses_duplicate_keys_naming_them():
     refused(raw(md=kv_text('"device_id": 0', '"device_id": 0, "device_id": 1')),
-            "metadata JSON has the key 'device_id' twice in one object")
+            "metadata JSON has the key 'device_id' twice in one object",
+            "json.duplicate_key")
     # in a nested object; reported when that object closes, before the rest is read
     refused(raw(md=kv_text('"name": "pos"', '"name": "pos", "name": "pos2"')),
-            "metadata JSON has the key 'name' twice in one object")
+            "metadata JSON has the key 'name' twice in one object", "json.duplicate_key")
 
 
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e999", "-1.5e400",
                                   "1" * 400])
 def test_refuses_non_finite_numbers(text):
     refused(raw(md=kv_text('"device_id": 0', f'"device_id": {text}')),
-            f"metadata JSON holds the non-finite number {text}; numbers must be finite")
+            f"metadata JSON holds the non-finite number {text}; numbers must be finite",
+            "json.non_finite")
 
 
-def test_integer_beyond_int64_reads_as_the_double_cpp_makes_of_it():
+def test_typed_integers_must_fit_int64():
     refused(raw(md=kv_text('"device_id": 0', '"device_id": 100000000000000000000')),
-            "metadata: 'device_id' must be int, got 1e+20")
+            "metadata: 'device_id' must be int (int64), got 100000000000000000000",
+            "metadata.type")
+    refused(raw(md=kv_text('"device_id": 0', '"device_id": -9223372036854775809')),
+            "metadata: 'device_id' must be int (int64), got -9223372036854775809",
+            "metadata.type")
     refused(raw(md=kv_text('"shape": [1]', '"shape": [9223372036854775808]')),
-            "io_bindings[2] 'pos': shape [9.223372036854776e+18] must hold integers >= -1")
+            "io_bindings[2] 'pos': shape [9223372036854775808] must hold integers >= -1",
+            "binding.shape")
+    # a key no reader reads is not typed: any integer a double holds is fine there
+    assert B.parse(raw(md=kv_text('"device_id": 0',
+                                  '"device_id": 0, "x": 100000000000000000000')))
     refused(raw(md=kv_text('"shape": [1]', '"shape": [1, 2.5, "a\\n\\u00e9"]')),
-            'io_bindings[2] \'pos\': shape [1, 2.5, "a\\n\\u00e9"] must hold integers >= -1')
+            'io_bindings[2] \'pos\': shape [1, 2.5, "a\\n\\u00e9"] must hold integers >= -1',
+            "binding.shape")
     ok = B.parse(raw(md=kv_text('"device_id": 0', '"device_id": 9223372036854775807')))
     assert ok.metadata.device_id == 2 ** 63 - 1
 
@@ -401,7 +436,8 @@ def test_integer_beyond_int64_reads_as_the_double_cpp_makes_of_it():
 def test_refuses_invalid_utf8_at_the_byte(bad, at):
     text = kv_text('"target_platform": ""', '"target_platform": "@@"')
     start = text.index(b"@@")
-    refused(raw(md=text.replace(b"@@", bad)), f"metadata is not UTF-8 at byte {start + at}")
+    refused(raw(md=text.replace(b"@@", bad)), f"metadata is not UTF-8 at byte {start + at}",
+            "json.utf8")
 
 
 def test_valid_utf8_and_escapes_are_read():
@@ -412,12 +448,32 @@ def test_valid_utf8_and_escapes_are_read():
 
 @pytest.mark.parametrize("escape, named", [
     ("\\ud800", "\\ud800"), ("\\udc00", "\\udc00"), ("x\\ud800\\u0041", "\\ud800"),
-    ("\\ud800\\ud800\\udc00", "\\ud800"),
+    ("\\ud800\\ud800\\udc00", "\\ud800"), ("\\udfff\\ud800", "\\udfff"),
 ])
 def test_refuses_unpaired_surrogate_escape(escape, named):
     refused(raw(md=kv_text('"target_platform": ""', f'"target_platform": "{escape}"')),
             f"metadata JSON holds the unpaired surrogate escape {named}; strings must be "
-            f"valid Unicode")
+            f"valid Unicode", "json.surrogate")
+
+
+def test_json_defects_are_refused_where_they_are():
+    """First defect in document order (a surrogate or a non-finite number where it is, a
+    duplicate key when its object closes), a NUL only once the whole text parsed; arrays and
+    objects nest at most 64 deep, scalars inside them do not count."""
+    def check(old, new):
+        with pytest.raises(B.BlobError) as e:
+            B.parse(raw(md=kv_text(old, new)))
+        return e.value.check
+    tp = '"target_platform": ""'
+    assert check(tp, '"target_platform": "\\ud800", "device_id": NaN') == "json.surrogate"
+    assert check(tp, '"target_platform": NaN, "x": "\\ud800"') == "json.non_finite"
+    assert check(tp, '"target_platform": "\\u0000", "x": "\\ud800"') == "json.surrogate"
+    assert check(tp, '"x": {"a": 1, "a": "\\ud800"}') == "json.surrogate"
+    assert check(tp, '"x": {"a": 1, "a": 2}, "y": NaN') == "json.duplicate_key"
+    assert check(tp, '"x": {NaN: 1}') == "json.syntax"
+    assert check(tp, '"x": ' + "[" * 64 + "]" * 64) == "json.depth"  # the root is depth 1
+    assert B.parse(raw(md=kv_text(tp, tp + ', "x": ' + "[" * 63 + "1" + "]" * 63)))
+    assert check(tp, '"x": ' + "[" * 64 + "1e999" + "]" * 64) == "json.depth"
 
 
 def test_serialize_never_writes_what_the_readers_refuse():
@@ -427,19 +483,20 @@ def test_serialize_never_writes_what_the_readers_refuse():
         B.serialize(bad, b"")
 
 
-def test_json_error_offset_counts_bytes_like_cpp():
+def test_json_error_offset_counts_bytes():
     text = kv_text('"target_platform": ""', '"target_platform": "\u00e9\u00e9",,')
-    # python's JSONDecodeError.pos counts characters; the message gives the byte, as C++ does
+    # python's JSONDecodeError.pos counts characters; the message gives the blob's byte
     refused(raw(md=text), f"metadata JSON is truncated or malformed at byte "
                           f"{text.index(b',,') + 1}: Expecting property name enclosed in double "
-                          f"quotes")
+                          f"quotes", "json.syntax")
 
 
 @pytest.mark.parametrize("version", ["3.0", "3e0", "true", '"3"', "null"])
 def test_tte_version_must_be_the_integer_3(version):
     shown = {"3e0": "3.0"}.get(version, version)
     refused(raw(md=kv_text('"tte_version": 3', f'"tte_version": {version}')),
-            f"TR03 blob has tte_version {shown}; this reader understands version 3 only")
+            f"TR03 blob has tte_version {shown}; this reader understands version 3 only",
+            "metadata.tte_version")
 
 
 def test_blob_module_keeps_its_names_and_validation_lives_apart():

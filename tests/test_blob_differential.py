@@ -1,8 +1,9 @@
-"""The two blob readers agree (issue 12 item 4): one corpus — hand-made hostile metadata and
-seeded mutations of valid blobs — goes through python's `blob.parse` and the C++ runtime's reader
-(`tte_runtime_check_blob` through ctypes: parse, integrity, validation, binding plan), and each
-input must be accepted by both or refused by both; python may raise nothing but `BlobError`.
-Where both refuse, the messages are compared too (they are written to match check for check)."""
+"""The two blob readers agree (issue 12 item 4, issue 9 item 3): one corpus — hand-made hostile
+metadata and seeded mutations of valid blobs — goes through python's `blob.parse` and the C++
+runtime's reader (`tte_runtime_check_blob` through ctypes: parse, integrity, validation, binding
+plan), and each input must be accepted by both or refused by both, and where both refuse, under
+the same check id (`BlobError.check`, `tte_runtime_last_check`: CONTRACTS.md §1 "Check ids");
+python may raise nothing but `BlobError`. The messages are each reader's own and not compared."""
 import hashlib
 import json
 import random
@@ -13,6 +14,8 @@ from pathlib import Path
 import runtime_helpers as H
 from torch_tensorrt_ext.contracts import blob as B
 from torch_tensorrt_ext import runtime_lib
+
+CONTRACTS = Path(__file__).resolve().parents[1] / "docs" / "CONTRACTS.md"
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -113,7 +116,35 @@ def hostile_cases():
     yield "engine digest not a string", make(kv_meta(engine_sha256=5))
     yield "unsealed", make(kv_meta(), seal=False)
     yield "tr02 with tte_version", make(kv_meta(), magic=b"TR02")
-    # JSON edges both refuse with the same message
+    # where a defect is reported: surrogates and non-finite numbers where they occur, NUL last
+    kv = json.dumps(kv_meta()).encode()
+    for name, extra in [("surrogate then NaN", b'"\\ud800","y":NaN'),
+                        ("NaN then surrogate", b'NaN,"y":"\\ud800"'),
+                        ("NUL then surrogate", b'"\\u0000","y":"\\ud800"'),
+                        ("surrogate key", b'{"\\udc00":1}'),
+                        ("surrogate then bad escape", b'"\\ud800\\x"'),
+                        ("bad escape then surrogate", b'"\\x\\ud800"'),
+                        ("high then short escape", b'"\\ud800\\u12"'),
+                        ("duplicate then surrogate", b'{"a":1,"a":"\\ud800"}'),
+                        ("surrogate deep", b"[" * 63 + b'"\\ud800"' + b"]" * 63),
+                        ("NaN as a key", b'{NaN:1}'), ("NaN after a value", b"[1 NaN]"),
+                        ("Infinity word", b"Infinit"), ("-NaN", b"-NaN"), ("tNaN", b"tNaN"),
+                        ("1e999 deep", b"[" * 64 + b"1e999" + b"]" * 64)]:
+        yield f"order {name}", make(kv_text_with(extra))
+    yield "order value then surrogate", make(b'1 "\\ud800"')
+    yield "order value then deep", make(b"1 " + b"[" * 70)
+    yield "json scalars at depth 64", make(kv_text_with(nested(63)))
+    yield "kv text", make(kv)
+    # integers: int64 for typed keys, any size elsewhere
+    for name, extra in [("device_id 2**63", b"9223372036854775808"),
+                        ("device_id -2**63-1", b"-9223372036854775809"),
+                        ("device_id 2**64", b"18446744073709551616"),
+                        ("device_id -2**63", b"-9223372036854775808")]:
+        yield f"int {name}", make(kv.replace(b'"device_id": 0', b'"device_id": ' + extra))
+    yield "int unused 2**70", make(kv_text_with(str(1 << 70).encode()))
+    yield "int 400 digits", make(kv_text_with(b"1" * 400))
+    yield "int shape 2**63", make(kv.replace(b'"shape": [1]', b'"shape": [9223372036854775808]'))
+    # JSON edges both refuse under the same check
     for name, text in [("nan", b'{"x":NaN}'), ("1e400", b'{"x":1e400}'),
                        ("dup", b'{"x":1,"x":2}'), ("surrogate", b'{"x":"\\ud800"}'),
                        ("bad utf8", b'{"x":"\xff"}'), ("trailing", b"{} x"),
@@ -171,65 +202,84 @@ def mutation_cases(n=3000, seed=12):
 
 
 def python_verdict(data: bytes):
+    """(accepted, check id, message): ("", "") when accepted."""
     try:
         B.parse(data)
-        return True, ""
+        return True, "", ""
     except B.BlobError as e:
-        return False, str(e)
+        return False, e.check, str(e)
     # anything else propagates: the test fails on it (python must raise only BlobError)
 
 
-def same_refusal(py_why: str, cpp_why: str) -> bool:
-    """Equal messages; a JSON syntax error is the same one when placed at the same byte (each
-    reader words the syntax error its own way, CONTRACTS.md §1)."""
-    mark = "metadata JSON is truncated or malformed at byte "
-    if py_why.startswith(mark) and cpp_why.startswith(mark):
-        return py_why.split(":")[0] == cpp_why.split(":")[0]
-    return py_why == cpp_why
+def cpp_verdict(data: bytes):
+    code, why = runtime_lib.check_blob(data)
+    return code == 0, runtime_lib.last_check(), why
 
 
 def compare(cases):
-    disagree, messages = [], []
+    """The cases the readers judge differently: one accepts, or both refuse under different
+    checks; and every check id seen (each must be a documented one)."""
+    differ, seen = [], set()
     for name, data in cases:
-        py_ok, py_why = python_verdict(data)
-        code, cpp_why = runtime_lib.check_blob(data)
-        if py_ok != (code == 0):
-            disagree.append(f"{name}: python {'accepts' if py_ok else 'refuses: ' + py_why}; "
-                            f"C++ {'accepts' if code == 0 else 'refuses: ' + cpp_why}")
-        elif not py_ok and not same_refusal(py_why, cpp_why):
-            messages.append(f"{name}:\n  python: {py_why}\n  C++:    {cpp_why}")
-    return disagree, messages
+        py, cpp = python_verdict(data), cpp_verdict(data)
+        seen |= {py[1], cpp[1]} - {""}
+        if py[:2] != cpp[:2]:
+            differ.append(f"{name}:\n  python: {py[1] or 'accepts'} {py[2]}\n"
+                          f"  C++:    {cpp[1] or 'accepts'} {cpp[2]}")
+    return differ, seen
 
 
-def test_hostile_cases_are_refused_by_both_with_one_message():
-    disagree, messages = compare(hostile_cases())
-    assert disagree == [] and messages == []
+def test_hostile_cases_are_judged_alike_check_for_check():
+    differ, seen = compare(hostile_cases())
+    assert differ == []
+    assert seen <= set(B.CHECKS)
 
 
 def test_hostile_cases_the_issue_names_are_refused():
     verdicts = {name: python_verdict(data) for name, data in hostile_cases()}
-    assert verdicts["valid"] == (True, "")
-    assert verdicts["nul dtype"] == (False, (
-        'metadata JSON holds a NUL character (\\u0000) in the string "float32\\u0000junk"; '
-        'strings must not contain NUL'))
-    assert verdicts["nesting 64 in a member"][0] is False  # root, then 64 arrays: level 65
-    assert verdicts["nesting 62 in a member"] == (True, "")
-    assert verdicts["nesting 63 empty"] == (True, "")
-    assert verdicts["nesting 990 in a member"][1] == (
-        "metadata JSON is truncated or malformed at byte 68: nesting deeper than 64 levels")
-    assert verdicts["nesting 5000 objects"][1].endswith("nesting deeper than 64 levels")
-    assert verdicts["int8 of 2**63-1"] == (True, "")
-    assert verdicts["float32 [2**62, 4]"] == (False, (
+    assert verdicts["valid"] == (True, "", "")
+    assert verdicts["nul dtype"][:2] == (False, "json.nul")
+    assert '"float32\\u0000junk"' in verdicts["nul dtype"][2]
+    assert verdicts["nesting 64 in a member"][:2] == (False, "json.depth")  # 65 containers
+    assert verdicts["nesting 62 in a member"][0] is True
+    assert verdicts["nesting 63 empty"][0] is True  # the root and 63 arrays: 64
+    assert verdicts["json scalars at depth 64"][0] is True  # scalars do not nest
+    assert verdicts["nesting 990 in a member"][1:] == (
+        "json.depth", "metadata JSON nests arrays and objects deeper than 64 at byte 68")
+    assert verdicts["nesting 5000 objects"][1] == "json.depth"
+    assert verdicts["int8 of 2**63-1"][0] is True
+    assert verdicts["float32 [2**62, 4]"][1:] == ("binding.too_large", (
         "binding 'tok' (float32 [4611686018427387904,4]) is larger than 2**63-1 bytes"))
-    assert verdicts["dims wrap to small"][0] is False  # 2**62*8 wraps to 0 in uint64 before *0
-    assert verdicts["engine digest wrong"][1].startswith("engine payload SHA-256 mismatch: the "
-                                                        "metadata records 0000")
+    assert verdicts["dims wrap to small"][:2] == (False, "binding.too_large")  # 2**62*8*0
+    assert verdicts["engine digest wrong"][1] == "blob.engine_digest"
+    assert verdicts["engine digest wrong"][2].startswith(
+        "engine payload SHA-256 mismatch: the metadata records 0000")
+    assert verdicts["order surrogate then NaN"][1] == "json.surrogate"
+    assert verdicts["order NaN then surrogate"][1] == "json.non_finite"
+    assert verdicts["order NUL then surrogate"][1] == "json.surrogate"
+    assert verdicts["order NaN as a key"][1] == "json.syntax"
+    assert verdicts["int device_id 2**63"][1:] == ("metadata.type", (
+        "metadata: 'device_id' must be int (int64), got 9223372036854775808"))
+    assert verdicts["int device_id -2**63"][0] is True
+    assert verdicts["int unused 2**70"][0] is True  # an unread key is not typed
+    assert verdicts["int 400 digits"][1] == "json.non_finite"
 
 
-def test_mutated_blobs_are_judged_alike():
+def test_the_check_ids_are_the_documented_ones():
+    """CONTRACTS.md §1 lists every id of CHECKS (and nothing else in its check-id table)."""
+    text = CONTRACTS.read_text()
+    table = text[text.index("### Check ids"):]
+    table = table[:table.index("\n#", 1)]
+    documented = {line.split("`")[1] for line in table.splitlines()
+                  if line.startswith("| `") and "." in line.split("`")[1]}
+    assert documented == set(B.CHECKS)
+
+
+def test_mutated_blobs_are_judged_alike_check_for_check():
     cases = list(mutation_cases())
-    disagree, messages = compare(cases)
+    differ, seen = compare(cases)
     accepted = sum(python_verdict(d)[0] for _, d in cases)
-    assert disagree == []
-    assert messages == []
+    assert differ == []
+    assert seen <= set(B.CHECKS)
     assert 0 < accepted < len(cases)  # the corpus reaches both verdicts
+    assert len(seen) >= 20  # and many different checks

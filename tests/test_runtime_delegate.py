@@ -93,3 +93,4 @@ def test_upstream_tensorrt_blob_is_refused_at_load_with_reason(runtime, capfd):
     err = capfd.readouterr().err
     assert ("TensorRTBackend: init refused the delegate blob: TR01 blob holds a TensorRT engine, "
             "but this runtime was built without TensorRT (engines: reference)") in err
+    assert runtime_lib.last_check() == "engine.not_compiled"

@@ -124,6 +124,10 @@ def test_refusal_reason_and_delegate_are_in_the_exception(kv_pte, tmp_path):
                         f"'forward': {where.stop - where.start}-byte blob)")
     assert isinstance(e.value, RuntimeError)  # what callers caught before still catches it
     assert msg.endswith(": " + runtime_lib.last_refusal())
+    assert runtime_lib.last_check() == "blob.engine_digest"  # python's BlobError.check names it
+    with pytest.raises(B.BlobError) as py:
+        B.parse(bytes(pte[where]))
+    assert py.value.check == "blob.engine_digest"
 
 
 class _ViewEngine(torch.nn.Module):

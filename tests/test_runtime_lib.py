@@ -50,3 +50,15 @@ def test_counters_reset_and_unknown_buffer_is_zero():
     runtime_lib.reset_counters()
     assert runtime_lib.execute_count() == 0
     assert runtime_lib.copy_bytes("no.such.buffer") == 0
+
+
+def test_last_check_names_the_refusing_check_beside_the_refusal():
+    runtime_lib.clear_last_refusal()
+    assert (runtime_lib.last_refusal(), runtime_lib.last_check()) == ("", "")
+    code, why = runtime_lib.check_blob(b"TR03")
+    assert code != 0 and why == "blob is 4 bytes, shorter than its 32-byte header"
+    assert (runtime_lib.last_refusal(), runtime_lib.last_check()) == (why, "blob.short")
+    assert runtime_lib.check_blob(b"XXXX" + b"\0" * 28)[0] != 0
+    assert runtime_lib.last_check() == "blob.magic"
+    runtime_lib.clear_last_refusal()
+    assert (runtime_lib.last_refusal(), runtime_lib.last_check()) == ("", "")

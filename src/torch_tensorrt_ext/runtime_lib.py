@@ -14,8 +14,10 @@ executorch's runtime (and with it the shared libexecutorch.so registry) is impor
 the library is opened once with RTLD_GLOBAL so its static registrations land in that registry.
 `load()` is idempotent; a missing library is an error naming the path and the fix. The counter
 wrappers read the process-wide counters of CONTRACTS.md §4; `last_refusal()` is the calling
-thread's last delegate refusal (its reason and the delegate it names), `check_blob()` the C++
-reader's verdict on a blob (the differential tests compare it with python's blob.parse).
+thread's last delegate refusal (its reason and the delegate it names) and `last_check()` its
+stable check id (CONTRACTS.md §1 "Check ids"), `check_blob()` the C++ reader's verdict on a blob
+(recorded as the thread's last refusal too; the differential tests compare it, check id for check
+id, with python's blob.parse).
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from typing import List, Optional, Tuple
 from .errors import TteError
 
 __all__ = ["library_path", "search_path", "load", "copy_bytes", "execute_count", "reset_counters",
-           "version", "last_refusal", "clear_last_refusal", "refusal_error", "check_blob",
+           "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
+           "check_blob",
            "RuntimeLibraryError", "DelegateRefusedError"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
@@ -125,6 +128,8 @@ def load() -> ctypes.CDLL:
         lib.tte_runtime_version.argtypes = []
         lib.tte_runtime_last_refusal.restype = ctypes.c_char_p
         lib.tte_runtime_last_refusal.argtypes = []
+        lib.tte_runtime_last_check.restype = ctypes.c_char_p
+        lib.tte_runtime_last_check.argtypes = []
         lib.tte_runtime_clear_last_refusal.restype = None
         lib.tte_runtime_clear_last_refusal.argtypes = []
         lib.tte_runtime_check_blob.restype = ctypes.c_int
@@ -159,13 +164,19 @@ def last_refusal() -> str:
     return load().tte_runtime_last_refusal().decode("utf-8", "replace")
 
 
+def last_check() -> str:
+    """The check id of that refusal (e.g. "json.duplicate_key", "execute.nbytes"); "" when none
+    since `clear_last_refusal()`."""
+    return load().tte_runtime_last_check().decode("ascii")
+
+
 def clear_last_refusal() -> None:
     load().tte_runtime_clear_last_refusal()
 
 
 def check_blob(data: bytes) -> Tuple[int, str]:
     """The C++ reader on a delegate blob (parse, integrity, validation, binding plan): (0, "")
-    when accepted, else (ExecuTorch error code, reason)."""
+    when accepted, else (ExecuTorch error code, reason); `last_check()` then names the check."""
     why = ctypes.create_string_buffer(4096)
     code = load().tte_runtime_check_blob(bytes(data), len(data), why, len(why))
     return int(code), why.value.decode("utf-8", "replace")

@@ -2,9 +2,11 @@
 
 Invariant: `parse` returns only blobs the C++ runtime (runtime/src/blob.cpp) would accept, and
 `serialize` writes only blobs `parse` accepts — the same validation runs on both paths and on the
-C++ side (tests/test_blob_differential.py compares them), and anything else fails closed with a
-`BlobError` — never another exception — that names what is wrong (the magic
-found, the byte range past the end, the binding name, the two shapes that differ, ...). In
+C++ side, check for check in the same order (tests/test_blob_differential.py compares the two
+readers' verdicts and check ids), and anything else fails closed with a `BlobError` — never
+another exception — whose `.check` is the stable id of the refusing check (blob_checks.CHECKS)
+and whose message names what is wrong (the magic found, the byte range past the end, the binding
+name, the two shapes that differ, ...). In
 particular every engine output is accounted for: a delegate output, an aliased output written in
 place through its input, or a copy-back output; a write is never silently dropped. A TR03 blob is
 sealed: `serialize` records the SHA-256 of the payload in the metadata (`engine_sha256`) and the
@@ -28,17 +30,19 @@ import json
 import struct
 from typing import Optional
 
+from .blob_checks import CHECKS, BlobError  # noqa: F401  (re-exported)
 from .blob_json import load_json  # noqa: F401  (the strict reader, re-exported)
 from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
-    _RESERVED, DTYPES, ENGINE_ALIGNMENT, ENGINE_KINDS, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR01,
+    _RESERVED, ENGINE_ALIGNMENT, ENGINE_KINDS, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR01,
     MAGIC_TR02, MAGIC_TR03, MAGICS, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO,
-    Blob, BlobError, BlobMetadata, BufferBinding, CopyBack, IOBinding,
+    Blob, BlobMetadata, BufferBinding, CopyBack, IOBinding,
 )
+from .dtypes import DTYPES  # noqa: F401  (re-exported)
 from . import blob_validate
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
-    "parse", "serialize", "validate", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
+    "parse", "serialize", "validate", "CHECKS", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
     "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES",
 ]
 
@@ -62,25 +66,28 @@ def parse(data: bytes) -> Blob:
     data = bytes(data)
     n = len(data)
     if n < HEADER_SIZE:
-        raise BlobError(f"blob is {n} bytes, shorter than its {HEADER_SIZE}-byte header")
+        raise BlobError(f"blob is {n} bytes, shorter than its {HEADER_SIZE}-byte header",
+                        check="blob.short")
     magic, md_off, md_size, eng_off, eng_size, _ = struct.unpack(HEADER_FORMAT, data[:HEADER_SIZE])
     if magic not in MAGICS:
         raise BlobError(f"unsupported blob magic {magic!r}: this reader accepts TR01, TR02 "
-                        f"and TR03")
+                        f"and TR03", check="blob.magic")
     header = TR03_HEADER_SIZE if magic == MAGIC_TR03 else HEADER_SIZE
     if md_off < header:
-        raise BlobError(f"metadata offset {md_off} lies inside the {header}-byte header")
+        raise BlobError(f"metadata offset {md_off} lies inside the {header}-byte header",
+                        check="blob.metadata_offset")
     if md_off + md_size > n:
         raise BlobError(f"metadata [{md_off}, {md_off + md_size}) runs past the end of the "
-                        f"{n}-byte blob")
+                        f"{n}-byte blob", check="blob.metadata_range")
     if eng_off % ENGINE_ALIGNMENT:
-        raise BlobError(f"engine offset {eng_off} is not {ENGINE_ALIGNMENT}-byte aligned")
+        raise BlobError(f"engine offset {eng_off} is not {ENGINE_ALIGNMENT}-byte aligned",
+                        check="blob.engine_alignment")
     if eng_off + eng_size > n:
         raise BlobError(f"engine [{eng_off}, {eng_off + eng_size}) runs past the end of the "
-                        f"{n}-byte blob")
+                        f"{n}-byte blob", check="blob.engine_range")
     if md_off + md_size > eng_off:
         raise BlobError(f"metadata [{md_off}, {md_off + md_size}) overlaps the engine at "
-                        f"offset {eng_off}")
+                        f"offset {eng_off}", check="blob.overlap")
     raw_md = data[md_off:md_off + md_size]
     if magic == MAGIC_TR03:
         _check_metadata_digest(data[HEADER_SIZE:TR03_HEADER_SIZE], raw_md)
@@ -98,17 +105,17 @@ def _check_metadata_digest(recorded: bytes, raw_md: bytes) -> None:
         raise BlobError(f"metadata SHA-256 mismatch: the header records {recorded.hex()}, the "
                         f"{len(raw_md)} metadata bytes hash to {got.hex()}; the blob is corrupt "
                         f"(or was written without checksums by an older torch-tensorrt-ext): "
-                        f"re-export the .pte")
+                        f"re-export the .pte", check="blob.metadata_digest")
 
 
 def _check_engine_digest(recorded: Optional[str], engine: bytes) -> None:
     if recorded is None:
-        raise BlobError("metadata has no 'engine_sha256'")
+        raise BlobError("metadata has no 'engine_sha256'", check="blob.engine_digest_missing")
     got = hashlib.sha256(engine).hexdigest()
     if got != recorded:
         raise BlobError(f"engine payload SHA-256 mismatch: the metadata records {recorded}, the "
                         f"{len(engine)} payload bytes hash to {got}; the blob is corrupt: "
-                        f"re-export the .pte")
+                        f"re-export the .pte", check="blob.engine_digest")
 
 
 # --------------------------------------------------------------------------------------- writing

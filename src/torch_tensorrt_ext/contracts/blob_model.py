@@ -3,8 +3,9 @@ dtype sizes, bindings, aliased I/O, buffers, copy-back and the metadata that hol
 
 Invariant: the classes here are plain immutable data with derived views (inputs, outputs, byte
 sizes); they hold no reading or validation logic and import nothing of this package but
-`errors` and `contracts.engine`, so the readers (`blob_json`, `blob_validate`, `blob`) build on
-them without import circles.
+`contracts.engine`, `contracts.dtypes` (the one dtype table) and `contracts.blob_checks` (the
+error), so the readers (`blob_json`, `blob_validate`, `blob`) build on them without import
+circles.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from .blob_checks import BlobError
+from .dtypes import DTYPES
 from .engine import AliasedIO  # one definition for the engine interface and the blob
-from ..errors import TteError
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
@@ -35,15 +37,6 @@ TTE_VERSION = 3
 # Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
 _RESERVED = b"\x01" + b"\x00" * 7
 ENGINE_KINDS = ("reference", "tensorrt")
-# dtype name -> element size in bytes (the same table as runtime/src/dtype.cpp).
-DTYPES: Dict[str, int] = {
-    "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
-    "bool": 1, "float64": 8,
-}
-
-
-class BlobError(TteError, ValueError):
-    """A delegate blob is malformed or inconsistent; the message says what and where."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,8 @@ class IOBinding:
     def nbytes(self) -> int:
         if not self.known:
             raise BlobError(f"binding '{self.name}' has no dtype/shape in the blob (upstream "
-                            f"TR01/TR02); its size is the delegate tensor's")
+                            f"TR01/TR02); its size is the delegate tensor's",
+                            check="binding.unknown_size")
         n = DTYPES[self.dtype]
         for s in self.shape:
             n *= s

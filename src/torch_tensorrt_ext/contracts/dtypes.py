@@ -1,8 +1,10 @@
-"""Binding dtypes: the blob's dtype names, their element sizes and the torch dtypes they are.
+"""Binding dtypes: the one table of the package — the blob's dtype names, their element sizes
+and the torch dtypes they are (docs/CONTRACTS.md §1).
 
-Invariant: one table (`blob_model.DTYPES`, the same names and sizes as runtime/src/dtype.cpp);
-a blob dtype name is torch's own attribute name (`torch.float32`, `torch.bool`, ...), so the two
-maps here are exact inverses and cover exactly the blob's names.
+Invariant: `DTYPES` is the only dtype table of the package (runtime/src/dtype.cpp holds the same
+names and sizes for the C++ runtime); every other map here is derived from it. A blob dtype name
+is torch's own attribute name (`torch.float32`, `torch.bool`, ...), so `TORCH_DTYPES` and
+`DTYPE_NAMES` are exact inverses and cover exactly the blob's names.
 """
 from __future__ import annotations
 
@@ -10,10 +12,15 @@ from typing import Dict
 
 import torch
 
-from .blob_model import DTYPES, BlobError
+from .blob_checks import BlobError
 
 __all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "dtype_name", "torch_dtype"]
 
+# dtype name -> element size in bytes
+DTYPES: Dict[str, int] = {
+    "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
+    "bool": 1, "float64": 8,
+}
 TORCH_DTYPES: Dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 DTYPE_NAMES: Dict[torch.dtype, str] = {v: k for k, v in TORCH_DTYPES.items()}
 
@@ -22,7 +29,7 @@ def dtype_name(dtype: torch.dtype) -> str:
     """The binding dtype name of a torch dtype; `BlobError` naming the supported ones if none."""
     if dtype not in DTYPE_NAMES:
         raise BlobError(f"dtype {dtype} has no engine binding type; supported: "
-                        f"{sorted(TORCH_DTYPES)}")
+                        f"{sorted(TORCH_DTYPES)}", check="binding.unknown_dtype")
     return DTYPE_NAMES[dtype]
 
 
