@@ -2,7 +2,10 @@
 
 Invariant: a plan holds exactly one `BufferWrite` per buffer the program mutates, keyed by the
 buffer's fully qualified name, in the program's output order. Plans are never edited in place: every
-stage (`reconcile`, binding) returns a new plan. Every entry carries a reason a person can act on.
+stage (`reconcile`, binding) returns a new plan. Every entry carries a reason a person can act on,
+and says who writes the new value into the buffer (`copier`): a KV write is always its engine's
+(in place); a copy-back write is the program's unless the compile seam handed the copy to the
+engine that produces the value (`engine_copies`).
 """
 from __future__ import annotations
 
@@ -25,6 +28,18 @@ class WriteKind(enum.Enum):
         return self.value
 
 
+class Copier(enum.Enum):
+    """Who writes a buffer's new value into the buffer — and so how its mutation is declared."""
+
+    ENGINE = "engine"     # the engine itself: in place (KV), or by copying its output into the
+    #                       buffer; declared on the buffer's own placeholder, no write-back copy
+    PROGRAM = "program"   # the program: the value leaves the engine and is written back
+    #                       (`aten.copy_` in the module, ExecuTorch's write-back in a .pte)
+
+    def __str__(self) -> str:  # pragma: no cover - cosmetic
+        return self.value
+
+
 @dataclass(frozen=True)
 class BufferWrite:
     """The decision for one mutated buffer.
@@ -32,6 +47,12 @@ class BufferWrite:
     `op` is the aten op that produces the buffer's new value (e.g. `aten.index_copy.default`),
     `node` the name of that node in the program the plan was made from. The binding fields are
     empty until engines exist (`reconcile` fills them).
+
+    `copier` says who writes the new value into the buffer. It follows from the kind, except
+    for a copy-back write whose engine copies its output into the buffer itself
+    (`engine_copies`, set by the compile seam where it hands the copy over; it needs the engine
+    and both bindings). Storing only that exception keeps a KV write turned copy-back (by
+    `reconcile` or a rebuild) the program's copy without anyone resetting it.
     """
 
     fqn: str
@@ -42,15 +63,47 @@ class BufferWrite:
     engine: Optional[str] = None
     input_binding: Optional[str] = None
     output_binding: Optional[str] = None
+    engine_copies: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind is WriteKind.KV_ALIAS and self.engine_copies:
+            object.__setattr__(self, "engine_copies", False)   # a KV write is the engine's anyway
+        if self.engine_copies and None in (self.engine, self.input_binding, self.output_binding):
+            raise PlanError(f"buffer {self.fqn!r}: its engine copies it back, but the plan names "
+                            f"no engine and bindings for it (engine {self.engine!r}, input "
+                            f"{self.input_binding!r}, output {self.output_binding!r})")
 
     @property
     def is_kv(self) -> bool:
         return self.kind is WriteKind.KV_ALIAS
 
+    @property
+    def copier(self) -> Copier:
+        """Who writes the new value into the buffer: the engine (KV in place, or its own copy)
+        or the program (a write-back of the value the engine hands out)."""
+        if self.kind is WriteKind.KV_ALIAS or self.engine_copies:
+            return Copier.ENGINE
+        return Copier.PROGRAM
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        del d["engine_copies"]
         d["kind"] = self.kind.value
+        d["copier"] = self.copier.value
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BufferWrite":
+        """The inverse of `to_dict`; an entry without "copier" gets its kind's own."""
+        d = dict(d)
+        kind = WriteKind(d.pop("kind"))
+        copier = Copier(d.pop("copier", Copier.ENGINE.value if kind is WriteKind.KV_ALIAS
+                              else Copier.PROGRAM.value))
+        if kind is WriteKind.KV_ALIAS and copier is not Copier.ENGINE:
+            raise PlanError(f"buffer {d.get('fqn')!r}: a KV_ALIAS write is written in place by "
+                            f"its engine, but the plan says copier {copier.value!r}")
+        return cls(kind=kind, engine_copies=kind is WriteKind.COPY_BACK
+                   and copier is Copier.ENGINE, **d)
 
 
 @dataclass(frozen=True)
@@ -114,8 +167,12 @@ class MutationPlan:
     def kinds(self) -> Dict[str, WriteKind]:
         return {w.fqn: w.kind for w in self.writes}
 
+    def copiers(self) -> Dict[str, Copier]:
+        return {w.fqn: w.copier for w in self.writes}
+
     def replace(self, fqn: str, **changes) -> "MutationPlan":
-        """A new plan with entry `fqn` changed (e.g. `kind=`, `reason=`, bindings)."""
+        """A new plan with entry `fqn` changed (e.g. `kind=`, `reason=`, bindings,
+        `engine_copies=`)."""
         self[fqn]  # raises KeyError naming the buffer
         writes = tuple(dataclasses.replace(w, **changes) if w.fqn == fqn else w
                        for w in self.writes)
@@ -130,7 +187,7 @@ class MutationPlan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "MutationPlan":
-        writes = tuple(BufferWrite(**{**w, "kind": WriteKind(w["kind"])}) for w in d["writes"])
+        writes = tuple(BufferWrite.from_dict(w) for w in d["writes"])
         rebuilds = tuple(RebuildRequest(r["engine"], tuple(r["exclude_from_aliasing"]), r["reason"])
                          for r in d.get("rebuilds", ()))
         return cls(writes, rebuilds)
@@ -139,12 +196,14 @@ class MutationPlan:
         if not self.writes:
             return "MutationPlan: no buffer is mutated"
         width = max(len(w.fqn) for w in self.writes)
-        lines = [f"MutationPlan: {len(self.kv())} KV_ALIAS, {len(self.copy_back())} COPY_BACK"]
+        lines = [f"MutationPlan: {len(self.kv())} KV_ALIAS, {len(self.copy_back())} COPY_BACK "
+                 "(copier: ENGINE writes the buffer itself, PROGRAM writes the value back)"]
         for w in self.writes:
             binding = ""
             if w.engine:
                 binding = f"  [{w.engine}: {w.input_binding} -> {w.output_binding}]"
-            lines.append(f"  {w.fqn:<{width}}  {w.kind.name:<9}  {w.op:<28}  {w.reason}{binding}")
+            lines.append(f"  {w.fqn:<{width}}  {w.kind.name:<9}  {w.copier.name:<7}  {w.op:<28}  "
+                         f"{w.reason}{binding}")
         for r in self.rebuilds:
             lines.append(f"  rebuild {r.engine} excluding {list(r.exclude_from_aliasing)}: "
                          f"{r.reason}")
