@@ -129,7 +129,10 @@ def hostile_cases():
                         ("surrogate deep", b"[" * 63 + b'"\\ud800"' + b"]" * 63),
                         ("NaN as a key", b'{NaN:1}'), ("NaN after a value", b"[1 NaN]"),
                         ("Infinity word", b"Infinit"), ("-NaN", b"-NaN"), ("tNaN", b"tNaN"),
-                        ("1e999 deep", b"[" * 64 + b"1e999" + b"]" * 64)]:
+                        ("1e999 deep", b"[" * 64 + b"1e999" + b"]" * 64),
+                        ("words in an unterminated string",
+                         b'"a surrogate U+D800 while parsing value - NaN'),
+                        ("words then NaN", b'"surrogate"; NaN')]:
         yield f"order {name}", make(kv_text_with(extra))
     yield "order value then surrogate", make(b'1 "\\ud800"')
     yield "order value then deep", make(b"1 " + b"[" * 70)

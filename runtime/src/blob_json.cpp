@@ -113,13 +113,18 @@ bool StrictSax::non_finite_literal(size_t position, std::string& literal) const 
   return false;
 }
 
+// Which of the contract's checks a parse error of nlohmann 3.11 is, read from its message
+// ("[json.exception.parse_error.101] parse error at line 1, column 6: syntax error while parsing
+// value - invalid string: surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF; last read:
+// '<the token so far>'"), up to "; last read" so that the input's own text is never matched.
 bool StrictSax::parse_error(size_t position, const std::string& last_token,
                             const nlohmann::detail::exception& ex) {
   const std::string what = ex.what();
+  const std::string head = what.substr(0, what.find("; last read: "));
   std::string literal;
   if (ex.id == 406) {  // out_of_range.406: the number overflows a double
     literal = last_token;
-  } else if (what.find("while parsing value") != std::string::npos) {
+  } else if (head.find("while parsing value - ") != std::string::npos) {
     (void)non_finite_literal(position, literal);
   }
   if (!literal.empty()) {
@@ -131,7 +136,7 @@ bool StrictSax::parse_error(size_t position, const std::string& last_token,
   const size_t colon = column == std::string::npos ? column : what.find(": ", column);
   const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
   const size_t at = position > 0 ? position - 1 : 0;
-  if (what.find("surrogate") != std::string::npos) {
+  if (head.find("- invalid string: surrogate U+") != std::string::npos) {
     return why_.reject("json.surrogate", format("metadata JSON holds an unpaired UTF-16 surrogate "
                                                 "escape before byte %zu (%s); strings must be "
                                                 "valid Unicode",

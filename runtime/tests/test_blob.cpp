@@ -486,6 +486,11 @@ TEST(metadata_must_be_utf8_at_the_byte_python_names) {
           "json.surrogate", "surrogate");
   REFUSED(parse_meta(replace_all(md, "\"@@\"", "NaN,\"x\":\"\\ud800\"")), InvalidProgram,
           "json.non_finite", "NaN");
+  // The input's own words never pick the check: an unterminated string saying "surrogate".
+  REFUSED(parse_meta(replace_all(md, "\"@@\"", "\"a surrogate U+D800 while parsing value - ")),
+          InvalidProgram, "json.syntax", "malformed");
+  REFUSED(parse_meta(replace_all(md, "\"@@\"", "[1 NaN]")), InvalidProgram, "json.syntax",
+          "malformed");
   // ... but a NUL waits for the whole text (a later surrogate comes first).
   REFUSED(parse_meta(replace_all(md, "\"@@\"", "\"\\u0000\",\"x\":\"\\ud800\"")), InvalidProgram,
           "json.surrogate", "surrogate");
