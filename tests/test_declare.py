@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import re
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.contracts import blob as blobfmt
+from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.executorch.backend import delegate_output_bindings
 from torch_tensorrt_ext.executorch.program import load
 from torch_tensorrt_ext.export import declare_mutations
@@ -182,3 +184,63 @@ def test_pte_with_another_blob_version_is_refused_at_init(tmp_path, capfd):
         load(bad)
     assert ("init refused the delegate blob: unsupported blob magic b'TR09'"
             in capfd.readouterr().err)
+
+
+def _disagreeing(name, **changes):
+    """(program, engines, plan with entry `fqn` changed, the compiled plan's entry)."""
+    factory, args_of, kinds = MODELS[name]
+    ep, compiled = _compiled_ep(factory().eval(), args_of(0))
+    (fqn,) = kinds
+    return ep, compiled.engines, compiled.plan.replace(fqn, **changes), compiled.plan[fqn]
+
+
+def test_plan_saying_program_for_a_write_the_engine_copies_is_refused():
+    ep, engines, plan, w = _disagreeing("ring_buffer", engine_copies=False)
+    assert w.copier is Copier.ENGINE and plan["ring"].copier is Copier.PROGRAM
+    with pytest.raises(tte.PlanError, match=re.escape(
+            f"buffer 'ring': the plan says the program writes it back (COPY_BACK, copier "
+            f"PROGRAM, input binding {w.input_binding!r}), but engine '_run_on_acc_0' records "
+            f"that its output binding {w.output_binding!r} is copied into input "
+            f"{w.input_binding!r} by the engine itself")):
+        declare_mutations(ep, plan, engines)
+
+
+def test_plan_saying_engine_for_a_write_the_program_copies_is_refused():
+    ep, engines, plan, w = _disagreeing("returns_its_state", engine_copies=True)
+    assert w.copier is Copier.PROGRAM and plan["n"].copier is Copier.ENGINE
+    with pytest.raises(tte.PlanError, match=re.escape(
+            f"buffer 'n': the plan says the engine copies it back itself (COPY_BACK, copier "
+            f"ENGINE, input binding {w.input_binding!r}), but engine '_run_on_acc_0' records "
+            f"that its output binding {w.output_binding!r} is handed out (for the program to "
+            "write back)")):
+        declare_mutations(ep, plan, engines)
+
+
+def test_plan_saying_program_for_an_aliased_kv_write_is_refused():
+    ep, engines, plan, w = _disagreeing("kv_index_copy", kind=tte.WriteKind.COPY_BACK)
+    assert plan["k"].copier is Copier.PROGRAM
+    with pytest.raises(tte.PlanError, match=re.escape(
+            f"buffer 'k': the plan says the program writes it back (COPY_BACK, copier PROGRAM, "
+            f"input binding {w.input_binding!r}), but engine '_run_on_acc_0' records that its "
+            f"output binding {w.output_binding!r} aliases input {w.input_binding!r} (written "
+            "in place)")):
+        declare_mutations(ep, plan, engines)
+
+
+def test_plan_naming_a_binding_the_engine_lacks_is_refused():
+    ep, engines, plan, _ = _disagreeing("ring_buffer", output_binding="output9")
+    with pytest.raises(tte.PlanError, match="buffer 'ring': engine '_run_on_acc_0' has no output "
+                                            r"binding 'output9' \(outputs: \["):
+        declare_mutations(ep, plan, engines)
+
+
+def test_declaration_follows_the_plans_copier():
+    """In place for Copier.ENGINE (KV, or the engine's own copy), on the value for PROGRAM."""
+    for name in ("kv_index_copy", "ring_buffer", "returns_its_state"):
+        factory, args_of, kinds = MODELS[name]
+        ep, compiled = _compiled_ep(factory().eval(), args_of(0))
+        out = declare_mutations(ep, compiled.plan, compiled.engines)
+        placeholders = {fqn: n for n, fqn in out.graph_signature.inputs_to_buffers.items()}
+        for w in compiled.plan:
+            on_placeholder = _mutations(out)[w.fqn] == placeholders[w.fqn]
+            assert on_placeholder == (w.copier is Copier.ENGINE), (name, w.fqn, w.copier)

@@ -3,11 +3,14 @@
 Invariant: after declaration every buffer the plan names has exactly one BUFFER_MUTATION spec,
 paired with its buffer by fully qualified name, and the program is otherwise unchanged: inputs,
 user outputs, constants, state dict, example inputs, range constraints, module call graph and
-verifiers are carried over, and the result passes torch's ExportedProgram verifier. A write the
-engine performs in place (aliased KV output, or a copy-back the runtime copies itself) is
-declared on the buffer's own placeholder — an in-place lineage, so ExecuTorch adds no write-back
-`copy_`; a new value the engine hands out is declared on that output. Declaring twice equals
-declaring once.
+verifiers are carried over, and the result passes torch's ExportedProgram verifier. Where each
+write is declared follows from the plan alone, from who copies it (`BufferWrite.copier`): a
+write its engine performs itself (Copier.ENGINE: an aliased KV output, or a copy-back the engine
+copies into the buffer) is declared on the buffer's own placeholder — an in-place lineage, so
+ExecuTorch adds no write-back `copy_`; a new value the engine hands out (Copier.PROGRAM) is
+declared on that output. The engines' own records are only cross-checked: a plan that disagrees
+with them is refused, naming the buffer, engine and binding. Declaring twice equals declaring
+once.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from torch.export.graph_signature import (ExportGraphSignature, OutputKind, Outp
                                           TensorArgument)
 
 from ..contracts.engine import EngineInfo
-from ..contracts.plan import MutationPlan, PlanError
+from ..contracts.plan import BufferWrite, Copier, MutationPlan, PlanError
 from .engine_calls import EngineCall, engine_calls
 
 
@@ -31,6 +34,49 @@ def _check_engine(info: EngineInfo, call: EngineCall) -> None:
     if reported != written:
         raise PlanError(f"engine {info.name!r}: its signature aliases {sorted(written)} but the "
                         f"engine reports {sorted(reported)}; rebuild the program")
+
+
+def _engine_record(call: EngineCall, output: str) -> str:
+    if output in call.aliased:
+        return f"aliases input {call.aliased[output]!r} (written in place)"
+    if output in call.copied:
+        return f"is copied into input {dict(call.copy_pairs).get(output)!r} by the engine itself"
+    return "is handed out (for the program to write back)"
+
+
+def _check_copier(w: BufferWrite, call: EngineCall) -> None:
+    """The plan's copier against the engine's own record of output `w.output_binding`."""
+    if w.output_binding not in call.output_names:
+        raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} has no output binding "
+                        f"{w.output_binding!r} (outputs: {list(call.output_names)})")
+    if w.is_kv:
+        agrees = call.aliased.get(w.output_binding) == w.input_binding
+    elif w.copier is Copier.ENGINE:
+        agrees = (w.output_binding in call.copied
+                  and dict(call.copy_pairs).get(w.output_binding) == w.input_binding)
+    else:
+        agrees = w.output_binding not in call.aliased and w.output_binding not in call.copied
+    if not agrees:
+        says = ("the engine writes it in place" if w.is_kv else
+                "the engine copies it back itself" if w.copier is Copier.ENGINE else
+                "the program writes it back")
+        raise PlanError(
+            f"buffer {w.fqn!r}: the plan says {says} ({w.kind.name}, copier {w.copier.name}, "
+            f"input binding {w.input_binding!r}), but engine {w.engine!r} records that its "
+            f"output binding {w.output_binding!r} {_engine_record(call, w.output_binding)}; "
+            "declare with the plan the compile returned (module.mutation_plan), or compile again")
+
+
+def _handed_out(nodes, call: EngineCall, w: BufferWrite):
+    """The value engine `call` hands out as `w.output_binding`, as the program reads it."""
+    node = nodes[call.node.name]   # the same call in the copied graph
+    k = list(call.output_names).index(w.output_binding)
+    items = [u for u in node.users  # export materialises a getitem per output, read or not
+             if u.target is operator.getitem and u.args[1] == k and u.users]
+    if not items:
+        raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} hands its new value out as "
+                        f"{w.output_binding!r}, which nothing in the program reads")
+    return items[0]
 
 
 def _declare_one(ep: ExportedProgram, plan: MutationPlan,
@@ -59,17 +105,11 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
                             f"program does not call (engines: {sorted(calls)})")
         if w.engine in infos:
             _check_engine(infos[w.engine], call)
-        node = nodes[call.node.name]   # the same call in the copied graph
-        k = list(call.output_names).index(w.output_binding)
-        items = [u for u in node.users  # export materialises a getitem per output, read or not
-                 if u.target is operator.getitem and u.args[1] == k and u.users]
-        if w.output_binding in call.aliased or (w.output_binding in call.copied and not items):
-            value = placeholder_of[w.fqn]   # written in place: by the engine, or the runtime's copy
-        elif items:
-            value = items[0]                # handed out: the program's write-back copies it
+        _check_copier(w, call)
+        if w.copier is Copier.ENGINE:
+            value = placeholder_of[w.fqn]       # the engine writes the buffer itself
         else:
-            raise PlanError(f"buffer {w.fqn!r}: engine {w.engine!r} hands its new value out as "
-                            f"{w.output_binding!r}, which nothing in the program reads")
+            value = _handed_out(nodes, call, w)  # the program's write-back copies it
         new_values.append(value)
         new_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), w.fqn))
     out = gm.graph.output_node()

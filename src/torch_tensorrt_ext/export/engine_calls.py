@@ -23,6 +23,10 @@ from ..contracts.plan import PlanError
 
 @dataclass(frozen=True)
 class EngineCall:
+    """One engine call and the engine's own record of what it writes in place (`aliased`,
+    `copied`): `seams.declare.aliased_plan` turns that record into a plan, and
+    `export.declare` only cross-checks a plan against it."""
+
     node: Node
     name: str
     input_names: Tuple[str, ...]

@@ -192,7 +192,7 @@ class StatefulCompile:
             final = reconcile(self.plan, infos)
         final = dataclasses.replace(final, rebuilds=())
         _bind_reference_buffers(trt_gm, infos)
-        _to_module_form(trt_gm, self.lifted, final)
+        final = _to_module_form(trt_gm, self.lifted, final)
         _calling_convention_of(trt_gm, self._source)
         trt_gm.mutation_plan = final
         return trt_gm
@@ -223,7 +223,8 @@ def _engine_copies(gm: GraphModule, w, value: Node, user_outputs: set) -> bool:
     """Let the engine that produced a copy-back value copy it into its buffer itself (engines
     that can: CPU reference engines), when the engine takes the buffer as an input and nothing
     else reads the value — one copy in the buffer's own memory, and no write-back copy
-    downstream (the write is then declared on the buffer itself)."""
+    downstream (the write is then declared on the buffer itself). True when it did: the plan
+    then records the write's copier as the engine (`Copier.ENGINE`)."""
     module = getattr(gm, w.engine, None) if w.engine else None
     copy_back_into = getattr(module, "copy_back_into", None)
     if copy_back_into is None or w.input_binding is None or w.output_binding is None:
@@ -247,9 +248,12 @@ def _other_output_read(value: Node, user_outputs: set) -> bool:
     return False
 
 
-def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> None:
-    """Buffers become module state read through get_attr; aliased writes stay in the engines;
-    every other write is an `aten.copy_` into its buffer before the graph returns."""
+def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> MutationPlan:
+    """Buffers become module state read through get_attr; aliased writes stay in the engines; a
+    copy-back write an engine takes over stays in that engine; every other write is an
+    `aten.copy_` into its buffer before the graph returns. Returns `plan` with who copies each
+    copy-back write recorded where it is decided here (`engine_copies`: Copier.ENGINE, else
+    Copier.PROGRAM) — the plan the module carries."""
     graph = gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     out_node = graph.output_node()
@@ -266,20 +270,22 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
             ph.replace_all_uses_with(ga)
             graph.erase_node(ph)
         getattrs[fqn] = ga
+    user_outputs = set(outs[:lifted.num_user_outputs])
     with graph.inserting_before(out_node):
         for fqn, idx in lifted.buffer_outputs:
-            if plan[fqn].kind is WriteKind.COPY_BACK and _engine_copies(
-                    gm, plan[fqn], outs[idx], set(outs[:lifted.num_user_outputs])):
+            if plan[fqn].kind is not WriteKind.COPY_BACK:
                 continue
-            if plan[fqn].kind is WriteKind.COPY_BACK:
-                copy_ = graph.call_function(torch.ops.aten.copy_.default,
-                                            (getattrs[fqn], outs[idx]))
-                copy_.meta["val"] = getattrs[fqn].meta.get("val")
+            if _engine_copies(gm, plan[fqn], outs[idx], user_outputs):
+                plan = plan.replace(fqn, engine_copies=True)
+                continue
+            copy_ = graph.call_function(torch.ops.aten.copy_.default, (getattrs[fqn], outs[idx]))
+            copy_.meta["val"] = getattrs[fqn].meta.get("val")
     out_node.args = (tuple(outs[:lifted.num_user_outputs]),)
     _engines_are_side_effects(gm)
     graph.eliminate_dead_code()
     graph.lint()
     gm.recompile()
+    return plan
 
 
 def _calling_convention_of(gm: GraphModule, source: GraphModule) -> None:

@@ -5,9 +5,10 @@ writes has exactly one BUFFER_MUTATION spec, paired by buffer FQN: a write an en
 place (its aliased I/O) or copies back itself (a reference engine's `copy_back`) is declared on
 the buffer's own placeholder (no write-back copy), any other copy-back write on the value that
 reaches it — whether torch.export already functionalized the module's `aten.copy_` or an
-exporter left that `copy_` in the graph (torch-tensorrt's legacy exporter does). Running it
-again changes nothing. An engine aliasing an input that is not a
-registered buffer is refused, naming the engine, binding and input.
+exporter left that `copy_` in the graph (torch-tensorrt's legacy exporter does). The engines'
+records are read once, into a plan that says who copies each write (`aliased_plan`), and the
+declaration follows that plan. Running it again changes nothing. An engine aliasing an input
+that is not a registered buffer is refused, naming the engine, binding and input.
 """
 from __future__ import annotations
 
@@ -69,15 +70,16 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
 
 
 def aliased_plan(ep: ExportedProgram) -> MutationPlan:
-    """One entry per buffer an engine of `ep` writes itself: in place through an aliased output
-    (KV_ALIAS), or by copying an output into it (COPY_BACK, reference engines). Buffers already
-    declared are left to their declaration."""
+    """One entry per buffer an engine of `ep` writes itself (Copier.ENGINE), read from the
+    engines' own records — the one place they are read to decide a declaration: in place
+    through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
+    `engine_copies`, reference engines). Buffers already declared are left to their
+    declaration; every other copy-back write reaches here declared on its value already."""
     buffers = ep.graph_signature.inputs_to_buffers
     writes = []
     for call in engine_calls(ep).values():
         in_place = {**{o: (i, WriteKind.KV_ALIAS) for o, i in call.aliased.items()},
-                    **{o: (dict(call.copy_pairs).get(o), WriteKind.COPY_BACK)
-                       for o in call.copied}}
+                    **{o: (i, WriteKind.COPY_BACK) for o, i in call.copy_pairs}}
         for out, (inp, kind) in in_place.items():
             arg = call.argument(inp)
             fqn = buffers.get(getattr(arg, "name", None))
@@ -89,7 +91,8 @@ def aliased_plan(ep: ExportedProgram) -> MutationPlan:
             how = "aliases" if kind is WriteKind.KV_ALIAS else "is copied back into"
             writes.append(BufferWrite(
                 fqn, kind, "execute_engine", f"engine {call.name!r} writes it itself ({out!r} "
-                f"{how} {inp!r})", engine=call.name, input_binding=inp, output_binding=out))
+                f"{how} {inp!r})", engine=call.name, input_binding=inp, output_binding=out,
+                engine_copies=kind is WriteKind.COPY_BACK))
     declared = {s.target for s in ep.graph_signature.output_specs
                 if s.kind == OutputKind.BUFFER_MUTATION}
     return MutationPlan(tuple(w for w in writes if w.fqn not in declared))
