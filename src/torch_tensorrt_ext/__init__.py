@@ -3,8 +3,9 @@
 Invariant: this module re-exports the public API named in DESIGN.md and nothing else.
 """
 from .contracts.engine import AliasedIO, EngineInfo
+from .contracts.plan import (BufferWrite, Copier, MutationPlan, PlanError, RebuildRequest,
+                             WriteKind)
 from .lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
-from .contracts.plan import BufferWrite, MutationPlan, PlanError, RebuildRequest, WriteKind
 
 _SUBMODULES = ("reference", "executorch", "cuda", "export", "engines")
 
@@ -17,7 +18,7 @@ def __getattr__(name):  # `tte.reference`, `tte.executorch`, ... imported on fir
 
 
 __all__ = [
-    "AliasedIO", "BufferWrite", "EngineInfo", "LiftedGraph", "MutationPlan", "PlanError",
+    "AliasedIO", "BufferWrite", "Copier", "EngineInfo", "LiftedGraph", "MutationPlan", "PlanError",
     "RebuildRequest", "WriteKind", "lift_mutated_buffers", "plan_mutations", "reconcile",
     "declare_mutations", *_SUBMODULES,
 ]
