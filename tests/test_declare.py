@@ -182,7 +182,7 @@ def test_pte_with_another_blob_version_is_refused_at_init(tmp_path, capfd):
     bad.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="Failed to load method forward"):
         load(bad)
-    assert ("init refused the delegate blob: unsupported blob magic b'TR09'"
+    assert ('init refused the delegate blob: unsupported blob magic "TR09"'
             in capfd.readouterr().err)
 
 

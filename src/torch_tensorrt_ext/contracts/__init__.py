@@ -4,8 +4,9 @@
 - `engine`: the engine interface as data (`EngineInfo`, `AliasedIO`);
 - `engine_call`: how an engine call appears in a graph (`tte::execute_engine`, torch-tensorrt's
   ops) and its `Signature`;
-- `blob_model`, `blob_json`, `blob_validate`, `blob`: the delegate blob's data model, its strict
-  JSON reader, its validation, and reading/writing it (docs/CONTRACTS.md §1);
+- `blob_checks`, `blob_model`, `blob_json`, `blob_validate`, `blob`: the delegate blob's check ids
+  and `BlobError` (the same ids as the C++ reader's), its data model, its strict JSON reader, its
+  validation, and reading/writing it (docs/CONTRACTS.md §1);
 - `dtypes`: the one binding dtype table.
 
 Invariant: nothing here imports from this package except `errors` and other contracts

@@ -1,26 +1,30 @@
 """Binding dtypes: the one table of the package — the blob's dtype names, their element sizes
 and the torch dtypes they are (docs/CONTRACTS.md §1).
 
-Invariant: `DTYPES` is the only dtype table of the package (runtime/src/dtype.cpp holds the same
-names and sizes for the C++ runtime); every other map here is derived from it. A blob dtype name
-is torch's own attribute name (`torch.float32`, `torch.bool`, ...), so `TORCH_DTYPES` and
-`DTYPE_NAMES` are exact inverses and cover exactly the blob's names.
+Invariant: `_TABLE` is the only dtype table of the package (runtime/src/dtype.cpp holds the same
+names, sizes and ScalarType codes for the C++ runtime; tests/test_dtypes.py compares them);
+every other map here is derived from it. A blob dtype name is torch's own attribute name
+(`torch.float32`, `torch.bool`, ...), so `TORCH_DTYPES` and `DTYPE_NAMES` are exact inverses and
+cover exactly the blob's names.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
 from .blob_checks import BlobError
 
-__all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "dtype_name", "torch_dtype"]
+__all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "SCALAR_TYPE_NAMES", "dtype_name",
+           "torch_dtype"]
 
-# dtype name -> element size in bytes
-DTYPES: Dict[str, int] = {
-    "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
-    "bool": 1, "float64": 8,
+# dtype name -> (element size in bytes, ExecuTorch/c10 ScalarType code), as runtime/src/dtype.cpp
+_TABLE: Dict[str, Tuple[int, int]] = {
+    "float32": (4, 6), "float16": (2, 5), "bfloat16": (2, 15), "int64": (8, 4), "int32": (4, 3),
+    "int8": (1, 1), "uint8": (1, 0), "bool": (1, 11), "float64": (8, 7),
 }
+DTYPES: Dict[str, int] = {name: size for name, (size, _) in _TABLE.items()}
+SCALAR_TYPE_NAMES: Dict[int, str] = {code: name for name, (_, code) in _TABLE.items()}
 TORCH_DTYPES: Dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 DTYPE_NAMES: Dict[torch.dtype, str] = {v: k for k, v in TORCH_DTYPES.items()}
 

@@ -15,10 +15,12 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
+from ..contracts.dtypes import SCALAR_TYPE_NAMES
 from .traffic import _nbytes, mutable_buffers, program_copy_bytes
 
-_DTYPE = {getattr(schema.ScalarType, n): n.lower() for n in (
-    "FLOAT", "DOUBLE", "HALF", "BFLOAT16", "LONG", "INT", "SHORT", "CHAR", "BYTE", "BOOL")}
+def _dtype(scalar_type) -> str:
+    """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
+    return SCALAR_TYPE_NAMES.get(int(scalar_type), str(scalar_type))
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], copies: i
     device = "cpu"
     if info is not None and info.device_type == schema.DeviceType.CUDA:
         device = f"cuda:{info.device_index}"
-    return BufferInfo(fqn, kind, _DTYPE.get(t.scalar_type, str(t.scalar_type)), tuple(t.sizes),
+    return BufferInfo(fqn, kind, _dtype(t.scalar_type), tuple(t.sizes),
                       _nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
                       copies, where, binding)
 
