@@ -18,6 +18,7 @@ from torch.fx import GraphModule
 from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
+from .edge_replay import replayed_edge
 
 
 def _require_static(gm: GraphModule) -> None:
@@ -96,17 +97,32 @@ def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], 
     return tuple(converted)
 
 
-def to_executorch_program(gm: GraphModule) -> bytes:
-    """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned)."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
+def edge_config():
+    """The edge config every payload is lowered with."""
+    from executorch.exir import EdgeCompileConfig
+    return EdgeCompileConfig(_check_ir_validity=False)
+
+
+def program_bytes(edge) -> bytes:
+    """An edge program manager's ExecuTorch program, graph inputs and outputs unplanned."""
+    from executorch.exir import ExecutorchBackendConfig
     from executorch.exir.passes import MemoryPlanningPass
 
-    _require_static(gm)
-    ep = torch.export.export(gm, example_args(gm), strict=False)
-    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
     et = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
         # a view of an (unplanned) engine input would have no storage of its own: keep copies
         remove_view_copy=False,
     ))
     return bytes(et.buffer)
+
+
+def to_executorch_program(gm: GraphModule) -> bytes:
+    """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned):
+    each distinct operator call lowered once and replayed (`edge_replay`) where the partition
+    allows, else through ExecuTorch's whole `to_edge`."""
+    from executorch.exir import to_edge
+
+    _require_static(gm)
+    ep = torch.export.export(gm, example_args(gm), strict=False)
+    config = edge_config()
+    return program_bytes(replayed_edge(ep, config) or to_edge(ep, compile_config=config))

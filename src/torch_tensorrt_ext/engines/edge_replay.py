@@ -1,0 +1,295 @@
+"""Lower a reference payload to ExecuTorch's edge dialect once per distinct operator call.
+
+Invariant: for an ExportedProgram of static, functional ATen operator calls whose every value is a
+tensor, `replayed_edge(ep, config)` returns the edge program `to_edge(ep, compile_config=config)`
+returns — the same edge operators in the same order on the same values, parameters and inputs —
+except that equal lifted constants (the tensors ExecuTorch makes of scalar arguments) are one
+constant. It gets there by lowering each distinct call — operator, constant arguments, and the
+dtype/shape/stride/device of each input — once, through ExecuTorch's own `to_edge`, in one small
+catalog program, and copying that call's edge subgraph for every node that makes the call:
+ExecuTorch's decompositions and aten→edge passes rewrite one call at a time from what it is and
+what it reads, so a call lowers the same wherever it stands. A program with anything else
+(symbolic values, mutating or higher-order operators, non-tensor values) gets None, and the
+caller runs ExecuTorch's whole pipeline. The 32 layers of a decoder are ~40 distinct calls, so
+this is the difference between ~2,000 nodes and ~40 through a dozen retracing passes.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import operator
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import (ExportGraphSignature, InputKind, InputSpec,
+                                          TensorArgument)
+from torch.fx import Graph, GraphModule, Node
+
+__all__ = ["distinct_calls", "replayable", "replayed_edge"]
+
+
+def _tensor_key(v: torch.Tensor) -> tuple:
+    return (v.dtype, tuple(v.shape), tuple(v.stride()), v.device)
+
+
+def _encode(arg, inputs: List[Node]):
+    """`arg` with each input node replaced by its position among the call's distinct inputs;
+    types kept, so 1, 1.0 and True (and 0.0 and -0.0) are different calls."""
+    if isinstance(arg, Node):
+        if arg not in inputs:
+            inputs.append(arg)
+        return ("$", inputs.index(arg))
+    if isinstance(arg, (list, tuple)):
+        return (type(arg).__name__, tuple(_encode(a, inputs) for a in arg))
+    if isinstance(arg, dict):
+        return ("dict", tuple((k, _encode(v, inputs)) for k, v in sorted(arg.items())))
+    return (type(arg).__name__, repr(arg) if isinstance(arg, float) else arg)
+
+
+def call_key(node: Node) -> Tuple[tuple, List[Node]]:
+    """(what makes two calls lower alike, the call's distinct input nodes in first-use order)."""
+    inputs: List[Node] = []
+    args = _encode((node.args, node.kwargs), inputs)
+    return (node.target, args, tuple(_tensor_key(i.meta["val"]) for i in inputs)), inputs
+
+
+def _tensors(val) -> Optional[tuple]:
+    vals = tuple(val) if isinstance(val, (list, tuple)) else (val,)
+    ok = vals and all(isinstance(v, torch.Tensor) for v in vals)
+    return vals if ok else None
+
+
+def _replayable_call(node: Node) -> bool:
+    if node.target is operator.getitem:
+        return isinstance(node.meta.get("val"), torch.Tensor)
+    if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+        return False
+    val = node.meta.get("val")
+    if _tensors(val) is None or not all(isinstance(a.meta.get("val"), torch.Tensor)
+                                        for a in node.all_input_nodes):
+        return False
+    # a multi-output call is read only through getitem
+    return not isinstance(val, (list, tuple)) or all(
+        u.target is operator.getitem for u in node.users)
+
+
+def _tensor_node(a) -> bool:
+    return isinstance(a, Node) and isinstance(a.meta.get("val"), torch.Tensor)
+
+
+def replayable(ep: ExportedProgram) -> bool:
+    """Whether `replayed_edge` lowers `ep` (else ExecuTorch's whole pipeline must): placeholders,
+    calls and outputs only, every value a tensor, no call mutating or higher-order."""
+    nodes = list(ep.graph.nodes)
+    if not any(n.op == "placeholder" for n in nodes):
+        return False
+    for n in nodes:
+        if n.op == "call_function":
+            ok = _replayable_call(n)
+        elif n.op == "placeholder":
+            ok = _tensor_node(n)
+        else:
+            ok = n.op == "output" and all(_tensor_node(a) for a in n.args[0])
+        if not ok:
+            return False
+    return True
+
+
+def distinct_calls(ep: ExportedProgram) -> int:
+    """How many calls `replayed_edge` lowers through ExecuTorch for `ep` (its nodes, less
+    repeats)."""
+    return len(_catalog(ep)[0])
+
+
+@dataclasses.dataclass
+class _Call:
+    """One distinct call: a node that makes it, and (once the catalog is lowered) the catalog's
+    edge placeholders for its inputs, its edge subgraph in order, and the edge values of its
+    outputs."""
+    node: Node
+    inputs: List[Node]
+    edge_inputs: List[Node] = dataclasses.field(default_factory=list)
+    edge_nodes: List[Node] = dataclasses.field(default_factory=list)
+    edge_outputs: List[Node] = dataclasses.field(default_factory=list)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(_tensors(self.node.meta["val"]))
+
+    @property
+    def multi(self) -> bool:
+        return isinstance(self.node.meta["val"], (list, tuple))
+
+
+def _fake_like(v, fake_mode):
+    """`v` (a fake tensor of any mode, or a sequence of them) as a fake tensor of `fake_mode`."""
+    if isinstance(v, torch.Tensor):
+        with fake_mode:
+            return torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype,
+                                       device=v.device)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_fake_like(x, fake_mode) for x in v)
+    return v
+
+
+def _catalog_module(calls: List[_Call], fake_mode) -> Tuple[GraphModule, tuple]:
+    """A program making each distinct call once, on inputs of its own; outputs all of them."""
+    g = Graph()
+    outs, examples = [], []
+    for i, call in enumerate(calls):
+        env = {}
+        for j, node in enumerate(call.inputs):
+            env[node] = g.placeholder(f"call{i}_in{j}")
+            examples.append(_fake_like(node.meta["val"], fake_mode))
+        made = g.call_function(call.node.target, torch.fx.map_arg(call.node.args, env.__getitem__),
+                               torch.fx.map_arg(call.node.kwargs, env.__getitem__))
+        outs += ([g.call_function(operator.getitem, (made, j)) for j in range(call.n_outputs)]
+                 if call.multi else [made])
+    g.output(tuple(outs))
+    return GraphModule(torch.nn.Module(), g), tuple(examples)
+
+
+def _subgraph(outputs: List[Node], graph: Graph) -> List[Node]:
+    """The nodes computing `outputs` from placeholders, in graph order."""
+    seen, stack = set(), [o for o in outputs if isinstance(o, Node)]
+    while stack:
+        n = stack.pop()
+        if n not in seen and n.op != "placeholder":
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return [n for n in graph.nodes if n in seen]
+
+
+def _lower_catalog(calls: List[_Call], config, fake_mode) -> Dict[Node, torch.Tensor]:
+    """Lower the catalog through ExecuTorch's `to_edge`; fill each call's edge subgraph; return
+    the catalog's lifted constants by edge placeholder."""
+    from executorch.exir import to_edge
+
+    module, examples = _catalog_module(calls, fake_mode)
+    edge = to_edge(torch.export.export(module, examples, strict=False),
+                   compile_config=config).exported_program()
+    sig = edge.graph_signature
+    user = set(sig.user_inputs)
+    placeholders = [n for n in edge.graph.nodes if n.op == "placeholder"]
+    inputs = iter(n for n in placeholders if n.name in user)
+    outputs = iter(edge.graph.output_node().args[0])
+    for call in calls:
+        call.edge_inputs = [next(inputs) for _ in call.inputs]
+        call.edge_outputs = [next(outputs) for _ in range(call.n_outputs)]
+        call.edge_nodes = _subgraph(call.edge_outputs, edge.graph)
+    targets = {s.arg.name: s.target for s in sig.input_specs}
+    return {n: (edge.constants.get(targets[n.name]) if targets[n.name] in edge.constants
+                else edge.state_dict[targets[n.name]])
+            for n in placeholders if n.name not in user}
+
+
+def _catalog(ep: ExportedProgram) -> Tuple[List[_Call], Dict[Node, Tuple[_Call, List[Node]]]]:
+    """The distinct calls of `ep`, and for each call node: its call and its own inputs."""
+    calls: Dict[tuple, _Call] = {}
+    made = {}
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target is not operator.getitem:
+            key, inputs = call_key(n)
+            made[n] = (calls.setdefault(key, _Call(n, inputs)), inputs)
+    return list(calls.values()), made
+
+
+def _constant_name(taken: set) -> str:
+    i = 0
+    while f"_lifted_tensor_constant{i}" in taken:
+        i += 1
+    taken.add(f"_lifted_tensor_constant{i}")
+    return f"_lifted_tensor_constant{i}"
+
+
+def _placeholders(ep: ExportedProgram, g: Graph, consts: Dict[Node, torch.Tensor], fake_mode):
+    """`ep`'s placeholders, and before its first user input one lifted buffer per catalog
+    constant (as ExecuTorch's constant lifting places them). Returns (node map, input specs,
+    state dict entries of the constants)."""
+    sig = ep.graph_signature
+    user, spec_of = set(sig.user_inputs), {s.arg.name: s for s in sig.input_specs}
+    env, specs, state = {}, [], {}
+    taken = set(ep.state_dict) | set(ep.constants) | {n.name for n in ep.graph.nodes}
+    pending = dict(consts)
+    for n in ep.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        if n.name in user:
+            for edge_node, tensor in pending.items():
+                fqn = _constant_name(taken)
+                env[edge_node] = p = g.placeholder(fqn)
+                p.meta["val"] = fake_mode.from_tensor(tensor, static_shapes=True)
+                p.meta["val"].constant = tensor
+                specs.append(InputSpec(InputKind.BUFFER, TensorArgument(p.name), fqn,
+                                       persistent=True))
+                state[fqn] = tensor
+            pending = {}
+        env[n] = p = g.placeholder(n.name)
+        p.meta = copy.copy(n.meta)
+        old = spec_of[n.name]
+        specs.append(dataclasses.replace(old, arg=TensorArgument(p.name)))
+    return env, specs, state
+
+
+_ORIGIN_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
+
+
+def _replay(ep: ExportedProgram, made, env: Dict[Node, object], g: Graph, fake_mode) -> None:
+    """Every call node of `ep` as its call's edge subgraph on the node's own inputs."""
+    for index, n in enumerate(ep.graph.nodes, start=1):
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem:
+            env[n] = env[n.args[0]][n.args[1]]
+            continue
+        call, inputs = made[n]
+        local = dict(zip(call.edge_inputs, (env[i] for i in inputs)))
+        arg = lambda a: local[a] if a in local else env[a]  # noqa: E731  (constants in env)
+        for edge_node in call.edge_nodes:
+            new = g.node_copy(edge_node, arg)
+            new.meta = {k: v for k, v in edge_node.meta.items()
+                        if k not in ("from_node", "tensor_meta") + _ORIGIN_META}
+            new.meta.update({k: n.meta[k] for k in _ORIGIN_META if k in n.meta})
+            new.meta["val"] = _fake_like(edge_node.meta["val"], fake_mode)
+            new.meta["debug_handle"] = index   # one handle per partition node, as ExecuTorch's
+            local[edge_node] = new
+        outs = [arg(o) for o in call.edge_outputs]
+        env[n] = outs if call.multi else outs[0]
+
+
+def _edge_program(ep: ExportedProgram, gm: GraphModule, input_specs, state, config):
+    from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
+
+    outputs = gm.graph.output_node().args[0]
+    output_specs = [dataclasses.replace(s, arg=TensorArgument(v.name))
+                    for s, v in zip(ep.graph_signature.output_specs, outputs)]
+    return ExportedProgram(
+        root=gm, graph=gm.graph,
+        graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
+        state_dict={**ep.state_dict, **state}, range_constraints=ep.range_constraints,
+        module_call_graph=copy.deepcopy(ep.module_call_graph), example_inputs=ep.example_inputs,
+        constants=ep.constants,
+        verifiers=[EXIREdgeDialectVerifier(edge_compile_config=config, class_only=True)])
+
+
+def replayed_edge(ep: ExportedProgram, config):
+    """`to_edge(ep, compile_config=config)`'s EdgeProgramManager, made by lowering each distinct
+    call once (module docstring), or None where `ep` is not `replayable`."""
+    from executorch.exir import EdgeProgramManager
+    from executorch.exir.passes.remove_unused_parameters_pass import (
+        remove_unused_parameters_pass)
+
+    if not replayable(ep):
+        return None
+    fake_mode = next(n.meta["val"].fake_mode for n in ep.graph.nodes if n.op == "placeholder")
+    calls, made = _catalog(ep)
+    consts = _lower_catalog(calls, config, fake_mode)
+    g = Graph()
+    env, input_specs, state = _placeholders(ep, g, consts, fake_mode)
+    _replay(ep, made, env, g, fake_mode)
+    g.output(tuple(env[a] for a in ep.graph.output_node().args[0]))
+    g.eliminate_dead_code()
+    gm = GraphModule(torch.nn.Module(), g)
+    edge = remove_unused_parameters_pass(_edge_program(ep, gm, input_specs, state, config))
+    return EdgeProgramManager({"forward": edge}, compile_config=config)

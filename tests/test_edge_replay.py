@@ -1,0 +1,123 @@
+"""A reference payload lowered once per distinct operator call (`engines.edge_replay`) is the
+program ExecuTorch's own `to_edge` makes: the same kernel calls in the same order, the same
+outputs — for every partition the e2e models and the decoder hand to the reference compiler —
+and a call lowers apart from a call that differs only in a scalar's type or sign."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from torch_tensorrt_ext import reference
+from torch_tensorrt_ext.demo.models import Decoder
+from torch_tensorrt_ext.engines import edge_replay, payload
+from torch_tensorrt_ext.engines.execute_op import run_payload
+from torch_tensorrt_ext.lowering.graph_writes import example_args
+from torch_tensorrt_ext.seams import engines as seam
+from e2e_models import MODELS
+
+
+def _kernel_calls(program: bytes) -> list:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    plan = deserialize_pte_binary(program).program.execution_plan[0]
+    ops = [plan.operators[i.instr_args.op_index] for i in plan.chains[0].instructions
+           if hasattr(i.instr_args, "op_index")]
+    return [f"{o.name}.{o.overload}" for o in ops]
+
+
+def _partitions(monkeypatch, model, args) -> list:
+    """The partition GraphModules the reference compiler lowers for `model`, as it gets them."""
+    seen, real = [], seam.to_executorch_program
+
+    def record(gm):
+        seen.append(copy.deepcopy(gm))
+        return real(gm)
+
+    monkeypatch.setattr(seam, "to_executorch_program", record)
+    reference.compile(model, args)
+    return seen
+
+
+def _inputs(gm) -> list:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for p in (n for n in gm.graph.nodes if n.op == "placeholder"):
+        v = p.meta["val"]
+        t = (torch.randn(tuple(v.shape), generator=g) if v.dtype.is_floating_point
+             else torch.zeros(tuple(v.shape)))
+        out.append(t.to(v.dtype))
+    return out
+
+
+def _both(ep):
+    from executorch.exir import to_edge
+
+    config = payload.edge_config()
+    replayed = edge_replay.replayed_edge(copy.deepcopy(ep), config)
+    assert replayed is not None
+    return (payload.program_bytes(replayed),
+            payload.program_bytes(to_edge(copy.deepcopy(ep), compile_config=config)))
+
+
+def _assert_same_program(gm) -> None:
+    ep = torch.export.export(gm, example_args(gm), strict=False)
+    assert edge_replay.replayable(ep)
+    replayed, full = _both(ep)
+    assert _kernel_calls(replayed) == _kernel_calls(full)
+    for got, want in zip(run_payload(replayed, _inputs(gm)), run_payload(full, _inputs(gm)),
+                         strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_replayed_payload_is_executorchs_own_program(monkeypatch, name):
+    factory, args_of, _ = MODELS[name]
+    partitions = _partitions(monkeypatch, factory().eval(), args_of(0))
+    assert partitions
+    for gm in partitions:
+        _assert_same_program(gm)
+
+
+def test_decoder_payload_lowers_each_distinct_call_once(monkeypatch):
+    """Two and six layers lower the same calls through ExecuTorch; the program is the same as
+    lowering every node."""
+    counts = []
+    for layers in (2, 6):
+        model = Decoder(layers=layers).eval()
+        (gm,) = _partitions(monkeypatch, model, model.example_args())
+        ep = torch.export.export(gm, example_args(gm), strict=False)
+        calls = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+        counts.append(edge_replay.distinct_calls(ep))
+        assert counts[-1] < calls / layers
+        if layers == 2:
+            _assert_same_program(gm)
+    assert counts[0] == counts[1]
+
+
+class _Scalars(torch.nn.Module):
+    def forward(self, t, x):
+        return t * 2, t * 2.0, t * True, x * 0.0, x * -0.0, x + 1, x + 1.5
+
+
+def test_calls_differing_in_a_scalars_type_or_sign_lower_apart():
+    args = (torch.arange(4), torch.ones(4))
+    ep = torch.export.export(_Scalars(), args)
+    replayed, _ = _both(ep)
+    got = run_payload(replayed, list(args))
+    want = _Scalars()(*args)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+        assert torch.equal(torch.signbit(g), torch.signbit(w))
+
+
+class _Item(torch.nn.Module):
+    def forward(self, x, n):
+        return x[: n.item()] * 2
+
+
+def test_a_program_with_a_symbolic_value_takes_executorchs_whole_pipeline():
+    ep = torch.export.export(_Item(), (torch.ones(4), torch.tensor(2)))
+    assert not edge_replay.replayable(ep)
+    assert edge_replay.replayed_edge(ep, payload.edge_config()) is None
