@@ -1,7 +1,8 @@
-"""A reference payload lowered once per distinct operator call (`engines.edge_replay`) is the
-program ExecuTorch's own `to_edge` makes: the same kernel calls in the same order, the same
-outputs — for every partition the e2e models and the decoder hand to the reference compiler —
-and a call lowers apart from a call that differs only in a scalar's type or sign."""
+"""A reference payload taken as a program without retracing (`engines.lifted_program`) and lowered
+once per distinct operator call (`engines.edge_replay`) is the program ExecuTorch's own `to_edge`
+makes of the exported partition: the same kernel calls in the same order, the same outputs — for
+every partition the e2e models and the decoder hand to the reference compiler — and a call lowers
+apart from a call that differs only in a scalar's type or sign."""
 from __future__ import annotations
 
 import copy
@@ -13,6 +14,7 @@ from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.engines import edge_replay, payload
 from torch_tensorrt_ext.engines.execute_op import run_payload
+from torch_tensorrt_ext.engines.lifted_program import lifted_program
 from torch_tensorrt_ext.lowering.graph_writes import example_args
 from torch_tensorrt_ext.seams import engines as seam
 from e2e_models import MODELS
@@ -51,24 +53,37 @@ def _inputs(gm) -> list:
     return out
 
 
-def _both(ep):
+def _full(ep) -> bytes:
+    """The payload through ExecuTorch's whole pipeline."""
     from executorch.exir import to_edge
 
-    config = payload.edge_config()
-    replayed = edge_replay.replayed_edge(copy.deepcopy(ep), config)
-    assert replayed is not None
-    return (payload.program_bytes(replayed),
-            payload.program_bytes(to_edge(copy.deepcopy(ep), compile_config=config)))
+    return payload.program_bytes(to_edge(copy.deepcopy(ep), compile_config=payload.edge_config()))
+
+
+def _replayed(ep) -> bytes:
+    edge = edge_replay.replayed_edge(copy.deepcopy(ep), payload.edge_config())
+    assert edge is not None
+    return payload.program_bytes(edge)
 
 
 def _assert_same_program(gm) -> None:
-    ep = torch.export.export(gm, example_args(gm), strict=False)
-    assert edge_replay.replayable(ep)
-    replayed, full = _both(ep)
+    exported = torch.export.export(copy.deepcopy(gm), example_args(gm), strict=False)
+    lifted = lifted_program(copy.deepcopy(gm))
+    assert lifted is not None and edge_replay.replayable(lifted)
+    replayed, full = _replayed(lifted), _full(exported)
     assert _kernel_calls(replayed) == _kernel_calls(full)
     for got, want in zip(run_payload(replayed, _inputs(gm)), run_payload(full, _inputs(gm)),
                          strict=True):
         assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def _program_shape(ep) -> tuple:
+    sig = ep.graph_signature
+    vals = [(n.meta["val"].dtype, tuple(n.meta["val"].shape)) for n in ep.graph.nodes
+            if n.op == "placeholder"]
+    calls = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    return ([(s.kind, s.target) for s in sig.input_specs], [s.kind for s in sig.output_specs],
+            vals, calls)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -78,6 +93,13 @@ def test_replayed_payload_is_executorchs_own_program(monkeypatch, name):
     assert partitions
     for gm in partitions:
         _assert_same_program(gm)
+
+
+def test_lifted_partition_is_the_program_export_makes(monkeypatch):
+    model = Decoder(layers=2).eval()
+    (gm,) = _partitions(monkeypatch, model, model.example_args())
+    exported = torch.export.export(copy.deepcopy(gm), example_args(gm), strict=False)
+    assert _program_shape(lifted_program(gm)) == _program_shape(exported)
 
 
 def test_decoder_payload_lowers_each_distinct_call_once(monkeypatch):
@@ -103,9 +125,7 @@ class _Scalars(torch.nn.Module):
 
 def test_calls_differing_in_a_scalars_type_or_sign_lower_apart():
     args = (torch.arange(4), torch.ones(4))
-    ep = torch.export.export(_Scalars(), args)
-    replayed, _ = _both(ep)
-    got = run_payload(replayed, list(args))
+    got = run_payload(_replayed(torch.export.export(_Scalars(), args)), list(args))
     want = _Scalars()(*args)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and torch.equal(g, w)
@@ -118,6 +138,8 @@ class _Item(torch.nn.Module):
 
 
 def test_a_program_with_a_symbolic_value_takes_executorchs_whole_pipeline():
-    ep = torch.export.export(_Item(), (torch.ones(4), torch.tensor(2)))
+    args = (torch.ones(4), torch.tensor(2))
+    ep = torch.export.export(_Item(), args)
     assert not edge_replay.replayable(ep)
     assert edge_replay.replayed_edge(ep, payload.edge_config()) is None
+    assert lifted_program(torch.fx.symbolic_trace(_Item())) is None   # untraced: no values

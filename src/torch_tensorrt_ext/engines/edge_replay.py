@@ -258,6 +258,18 @@ def _replay(ep: ExportedProgram, made, env: Dict[Node, object], g: Graph, fake_m
         env[n] = outs if call.multi else outs[0]
 
 
+def _call_graph(ep: ExportedProgram, outputs) -> list:
+    """`ep`'s module call graph naming the replayed graph's outputs (the inputs keep names)."""
+    renamed = {getattr(o, "name", None): n.name
+               for o, n in zip(ep.graph.output_node().args[0], outputs)}
+    graph = copy.deepcopy(ep.module_call_graph)
+    for entry in graph:
+        for arg in entry.signature.outputs if entry.signature is not None else ():
+            if getattr(arg, "name", None) in renamed:
+                arg.name = renamed[arg.name]
+    return graph
+
+
 def _edge_program(ep: ExportedProgram, gm: GraphModule, input_specs, state, config):
     from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
 
@@ -268,7 +280,7 @@ def _edge_program(ep: ExportedProgram, gm: GraphModule, input_specs, state, conf
         root=gm, graph=gm.graph,
         graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
         state_dict={**ep.state_dict, **state}, range_constraints=ep.range_constraints,
-        module_call_graph=copy.deepcopy(ep.module_call_graph), example_inputs=ep.example_inputs,
+        module_call_graph=_call_graph(ep, outputs), example_inputs=ep.example_inputs,
         constants=ep.constants,
         verifiers=[EXIREdgeDialectVerifier(edge_compile_config=config, class_only=True)])
 

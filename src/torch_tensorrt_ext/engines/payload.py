@@ -19,6 +19,7 @@ from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .edge_replay import replayed_edge
+from .lifted_program import lifted_program
 
 
 def _require_static(gm: GraphModule) -> None:
@@ -118,11 +119,16 @@ def program_bytes(edge) -> bytes:
 
 def to_executorch_program(gm: GraphModule) -> bytes:
     """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned):
-    each distinct operator call lowered once and replayed (`edge_replay`) where the partition
-    allows, else through ExecuTorch's whole `to_edge`."""
+    where the partition allows, taken as a program without retracing (`lifted_program`) and
+    each distinct operator call lowered once and replayed (`edge_replay`); else exported and
+    lowered through ExecuTorch's whole `to_edge`."""
     from executorch.exir import to_edge
 
     _require_static(gm)
-    ep = torch.export.export(gm, example_args(gm), strict=False)
     config = edge_config()
-    return program_bytes(replayed_edge(ep, config) or to_edge(ep, compile_config=config))
+    lifted = lifted_program(gm)
+    edge = replayed_edge(lifted, config) if lifted is not None else None
+    if edge is None:
+        ep = torch.export.export(gm, example_args(gm), strict=False)
+        edge = to_edge(ep, compile_config=config)
+    return program_bytes(edge)
