@@ -143,3 +143,28 @@ def test_a_program_with_a_symbolic_value_takes_executorchs_whole_pipeline():
     assert not edge_replay.replayable(ep)
     assert edge_replay.replayed_edge(ep, payload.edge_config()) is None
     assert lifted_program(torch.fx.symbolic_trace(_Item())) is None   # untraced: no values
+
+
+class _Strided(torch.nn.Module):
+    def forward(self, x):
+        return x.as_strided((2, 2), (1, 2)) * 2
+
+
+def test_a_call_reading_its_inputs_storage_offset_takes_executorchs_whole_pipeline():
+    ep = torch.export.export(_Strided(), (torch.arange(8.0)[1:],))
+    assert not edge_replay.replayable(ep)
+
+
+class _WeightsOnly(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
+
+    def forward(self):
+        return self.w * 2.5 + 1
+
+
+def test_a_program_without_user_inputs_replays_with_its_constants_lifted():
+    model = _WeightsOnly()
+    got = run_payload(_replayed(torch.export.export(model, ())), [])
+    assert torch.equal(got[0], model().detach())

@@ -10,8 +10,8 @@ catalog program, and copying that call's edge subgraph for every node that makes
 ExecuTorch's decompositions and aten→edge passes rewrite one call at a time from what it is and
 what it reads, so a call lowers the same wherever it stands. A program with anything else
 (symbolic values, mutating or higher-order operators, non-tensor values) gets None, and the
-caller runs ExecuTorch's whole pipeline. The 32 layers of a decoder are ~40 distinct calls, so
-this is the difference between ~2,000 nodes and ~40 through a dozen retracing passes.
+caller runs ExecuTorch's whole pipeline. The 32-layer demo decoder's partition makes 993 calls,
+24 of them distinct: 24 calls, not 993, go through to_edge's dozen retracing passes.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import operator
 from typing import Dict, List, Optional, Tuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.export import ExportedProgram
 from torch.export.graph_signature import (ExportGraphSignature, InputKind, InputSpec,
                                           TensorArgument)
@@ -44,7 +45,16 @@ def _encode(arg, inputs: List[Node]):
         return (type(arg).__name__, tuple(_encode(a, inputs) for a in arg))
     if isinstance(arg, dict):
         return ("dict", tuple((k, _encode(v, inputs)) for k, v in sorted(arg.items())))
-    return (type(arg).__name__, repr(arg) if isinstance(arg, float) else arg)
+    if isinstance(arg, float):
+        return ("float", repr(arg))
+    if isinstance(arg, _CONSTANTS):
+        return (type(arg).__name__, arg)
+    return ("object", id(arg))   # anything else is shared only by calls holding the same object
+
+
+# constant arguments compared by value (and type)
+_CONSTANTS = (bool, int, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+              torch.memory_format)
 
 
 def call_key(node: Node) -> Tuple[tuple, List[Node]]:
@@ -64,6 +74,8 @@ def _replayable_call(node: Node) -> bool:
     if node.target is operator.getitem:
         return isinstance(node.meta.get("val"), torch.Tensor)
     if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+        return False
+    if "as_strided" in node.target.name():   # reads its input's storage offset, not in the key
         return False
     val = node.meta.get("val")
     if _tensors(val) is None or not all(isinstance(a.meta.get("val"), torch.Tensor)
@@ -88,7 +100,7 @@ def replayable(ep: ExportedProgram) -> bool:
         if n.op == "call_function":
             ok = _replayable_call(n)
         elif n.op == "placeholder":
-            ok = _tensor_node(n)
+            ok = isinstance(n.meta.get("val"), FakeTensor)
         else:
             ok = n.op == "output" and all(_tensor_node(a) for a in n.args[0])
         if not ok:
@@ -161,9 +173,9 @@ def _subgraph(outputs: List[Node], graph: Graph) -> List[Node]:
     return [n for n in graph.nodes if n in seen]
 
 
-def _lower_catalog(calls: List[_Call], config, fake_mode) -> Dict[Node, torch.Tensor]:
+def _lower_catalog(calls: List[_Call], config, fake_mode) -> Optional[Dict[Node, torch.Tensor]]:
     """Lower the catalog through ExecuTorch's `to_edge`; fill each call's edge subgraph; return
-    the catalog's lifted constants by edge placeholder."""
+    the catalog's lifted constants by edge placeholder (None if the calls did not lower apart)."""
     from executorch.exir import to_edge
 
     module, examples = _catalog_module(calls, fake_mode)
@@ -174,14 +186,18 @@ def _lower_catalog(calls: List[_Call], config, fake_mode) -> Dict[Node, torch.Te
     placeholders = [n for n in edge.graph.nodes if n.op == "placeholder"]
     inputs = iter(n for n in placeholders if n.name in user)
     outputs = iter(edge.graph.output_node().args[0])
+    targets = {s.arg.name: s.target for s in sig.input_specs}
+    consts = {n: (edge.constants[targets[n.name]] if targets[n.name] in edge.constants
+                  else edge.state_dict[targets[n.name]])
+              for n in placeholders if n.name not in user}
     for call in calls:
         call.edge_inputs = [next(inputs) for _ in call.inputs]
         call.edge_outputs = [next(outputs) for _ in range(call.n_outputs)]
         call.edge_nodes = _subgraph(call.edge_outputs, edge.graph)
-    targets = {s.arg.name: s.target for s in sig.input_specs}
-    return {n: (edge.constants.get(targets[n.name]) if targets[n.name] in edge.constants
-                else edge.state_dict[targets[n.name]])
-            for n in placeholders if n.name not in user}
+        reads = {a for n in call.edge_nodes for a in n.all_input_nodes if a.op == "placeholder"}
+        if not reads <= set(call.edge_inputs) | set(consts):
+            return None   # a call's edge subgraph reads another call's inputs: not separable
+    return consts
 
 
 def _catalog(ep: ExportedProgram) -> Tuple[List[_Call], Dict[Node, Tuple[_Call, List[Node]]]]:
@@ -203,32 +219,39 @@ def _constant_name(taken: set) -> str:
     return f"_lifted_tensor_constant{i}"
 
 
+def _lift_constants(g: Graph, consts: Dict[Node, torch.Tensor], fake_mode, taken: set, env,
+                    specs: list, state: dict) -> None:
+    """One lifted buffer placeholder per catalog constant, as ExecuTorch's constant lifting
+    makes them."""
+    for edge_node, tensor in consts.items():
+        fqn = _constant_name(taken)
+        env[edge_node] = p = g.placeholder(fqn)
+        p.meta["val"] = fake_mode.from_tensor(tensor, static_shapes=True)
+        p.meta["val"].constant = tensor
+        specs.append(InputSpec(InputKind.BUFFER, TensorArgument(p.name), fqn, persistent=True))
+        state[fqn] = tensor
+
+
 def _placeholders(ep: ExportedProgram, g: Graph, consts: Dict[Node, torch.Tensor], fake_mode):
-    """`ep`'s placeholders, and before its first user input one lifted buffer per catalog
-    constant (as ExecuTorch's constant lifting places them). Returns (node map, input specs,
-    state dict entries of the constants)."""
+    """`ep`'s placeholders, with the catalog's constants lifted before its first user input (or
+    last, as ExecuTorch's constant lifting places them). Returns (node map, input specs, state
+    dict entries of the constants)."""
     sig = ep.graph_signature
     user, spec_of = set(sig.user_inputs), {s.arg.name: s for s in sig.input_specs}
     env, specs, state = {}, [], {}
     taken = set(ep.state_dict) | set(ep.constants) | {n.name for n in ep.graph.nodes}
-    pending = dict(consts)
+    lifted = False
     for n in ep.graph.nodes:
         if n.op != "placeholder":
             continue
-        if n.name in user:
-            for edge_node, tensor in pending.items():
-                fqn = _constant_name(taken)
-                env[edge_node] = p = g.placeholder(fqn)
-                p.meta["val"] = fake_mode.from_tensor(tensor, static_shapes=True)
-                p.meta["val"].constant = tensor
-                specs.append(InputSpec(InputKind.BUFFER, TensorArgument(p.name), fqn,
-                                       persistent=True))
-                state[fqn] = tensor
-            pending = {}
+        if n.name in user and not lifted:
+            _lift_constants(g, consts, fake_mode, taken, env, specs, state)
+            lifted = True
         env[n] = p = g.placeholder(n.name)
         p.meta = copy.copy(n.meta)
-        old = spec_of[n.name]
-        specs.append(dataclasses.replace(old, arg=TensorArgument(p.name)))
+        specs.append(dataclasses.replace(spec_of[n.name], arg=TensorArgument(p.name)))
+    if not lifted:
+        _lift_constants(g, consts, fake_mode, taken, env, specs, state)
     return env, specs, state
 
 
@@ -287,7 +310,8 @@ def _edge_program(ep: ExportedProgram, gm: GraphModule, input_specs, state, conf
 
 def replayed_edge(ep: ExportedProgram, config):
     """`to_edge(ep, compile_config=config)`'s EdgeProgramManager, made by lowering each distinct
-    call once (module docstring), or None where `ep` is not `replayable`."""
+    call once (module docstring), or None where `ep` is not `replayable` (or its calls do not
+    lower apart)."""
     from executorch.exir import EdgeProgramManager
     from executorch.exir.passes.remove_unused_parameters_pass import (
         remove_unused_parameters_pass)
@@ -297,6 +321,8 @@ def replayed_edge(ep: ExportedProgram, config):
     fake_mode = next(n.meta["val"].fake_mode for n in ep.graph.nodes if n.op == "placeholder")
     calls, made = _catalog(ep)
     consts = _lower_catalog(calls, config, fake_mode)
+    if consts is None:
+        return None
     g = Graph()
     env, input_specs, state = _placeholders(ep, g, consts, fake_mode)
     _replay(ep, made, env, g, fake_mode)
