@@ -122,10 +122,10 @@ _EXECUTORCH_EQUIVALENT = {torch.ops.aten._reshape_copy.default: torch.ops.aten.r
 
 
 def _executorch_ops(sub: GraphModule) -> None:
+    """Swap in the equivalents (the graph only: the caller recompiles once after its edits)."""
     for n in sub.graph.nodes:
         if n.op == "call_function" and n.target in _EXECUTORCH_EQUIVALENT:
             n.target = _EXECUTORCH_EQUIVALENT[n.target]
-    sub.recompile()
 
 
 def _binding(node: Node, name: str, is_input: bool) -> blobfmt.IOBinding:
@@ -150,14 +150,12 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     kv = [n for n in graph.nodes if _aliasable(n, index, order)]
     outs += [n for n in kv if n not in outs]      # aliased outputs TensorRT would append
     out_node.args = (tuple(outs),)
-    graph.lint()
-    sub.recompile()
     out_names = [f"output{i}" for i in range(len(outs))]
     aliased = tuple(AliasedIO(out_names[outs.index(n)], n.args[0].name) for n in kv)
     bindings = tuple(_binding(p, p.name, True) for p in phs) + \
         tuple(_binding(o, out_names[i], False) for i, o in enumerate(outs))
-    use_kv_update_layers(sub, [n.name for n in kv])
     _executorch_ops(sub)
+    use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
     payload = to_executorch_program(sub)
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
                                 engine_kind="reference")
