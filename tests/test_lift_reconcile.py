@@ -167,3 +167,123 @@ def test_engine_info_validates_alias_map():
         _engine(aliased_io=(tte.AliasedIO("nope", "b_k"),))
     with pytest.raises(ValueError, match="aliased_io names input binding 'nope'"):
         _engine(aliased_io=(tte.AliasedIO("k_out", "nope"),))
+
+
+# --- one functionalization, one lift (issue 9 item 1) ------------------------------------
+
+def _decomposed_gm(model, *args):
+    return torch.export.export(model.eval(), args).run_decompositions({}).module()
+
+
+def _kv_and_ring():
+    def fn(m, x, p):
+        m.k.index_copy_(2, p, x)
+        m.ring.copy_(torch.cat([m.ring[:, :, 1:], x[:, 0, 0, :].unsqueeze(-1)], dim=2))
+        return m.k.sum(2) + m.ring.sum()
+    return Stateful(fn, k=C4, ring=(1, 4, 3)), (torch.ones(1, 2, 1, 4), torch.tensor([3]))
+
+
+def test_lift_in_place_rewrites_the_given_module_and_copies_nothing(monkeypatch):
+    model, args = _kv_and_ring()
+    gm = _decomposed_gm(copy.deepcopy(model), *args)
+    plan = tte.plan_mutations(gm)
+
+    def no_copy(*a, **k):
+        raise AssertionError("lifting in place copied the module")
+    monkeypatch.setattr(torch.fx.GraphModule, "__deepcopy__", no_copy)
+    lifted = tte.lift_mutated_buffers(gm, plan, in_place=True)
+    assert lifted.gm is gm
+    # the names a copy would get, though ExportedProgram.module() erased nodes called b_k/b_ring
+    assert lifted.buffer_inputs == (("k", "b_k"), ("ring", "b_ring"))
+    monkeypatch.undo()
+    eager, state = copy.deepcopy(model), [lifted.initial_value(f).clone() for f in plan.fqns]
+    for step in range(3):
+        a = (torch.full((1, 2, 1, 4), float(step)), torch.tensor([step]))
+        outs = gm(*a, *state)
+        torch.testing.assert_close(outs[0], eager(*a))
+        state = [outs[lifted.output_of(f)] for f in plan.fqns]
+        for f, s in zip(plan.fqns, state):
+            torch.testing.assert_close(s, eager.get_buffer(f), msg=f)
+
+
+def test_lift_copies_by_default_and_leaves_the_module_as_it_was():
+    model, args = _kv_and_ring()
+    gm = _decomposed_gm(copy.deepcopy(model), *args)
+    before = [(n.op, n.name, str(n.target)) for n in gm.graph.nodes]
+    lifted = tte.lift_mutated_buffers(gm, tte.plan_mutations(gm))
+    assert lifted.gm is not gm
+    assert [(n.op, n.name, str(n.target)) for n in gm.graph.nodes] == before
+    torch.testing.assert_close(gm(*args), copy.deepcopy(model)(*args))   # still the model
+
+
+def test_planning_and_lifting_an_exported_program_functionalizes_it_once(monkeypatch):
+    calls = []
+    real = torch.export.ExportedProgram.run_decompositions
+
+    def counted(self, *a, **k):
+        calls.append(self)
+        return real(self, *a, **k)
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", counted)
+    model, args = _kv_and_ring()
+    ep = torch.export.export(copy.deepcopy(model), args)     # training IR: in-place writes
+    plan = tte.plan_mutations(ep)
+    lifted = tte.lift_mutated_buffers(ep, plan)
+    assert tte.plan_mutations(ep) == plan
+    assert len(calls) == 1
+    assert plan.kinds() == {"k": KV, "ring": CB}
+    torch.testing.assert_close(lifted.gm(*args, *[lifted.initial_value(f) for f in plan.fqns])[0],
+                               copy.deepcopy(model)(*args))
+    calls.clear()
+    decomposed = torch.export.export(copy.deepcopy(model), args).run_decompositions({})
+    calls.clear()
+    tte.lift_mutated_buffers(decomposed, tte.plan_mutations(decomposed))
+    assert calls == []                                        # functional already: no re-trace
+
+
+def test_the_functional_program_is_forgotten_with_its_program():
+    import gc
+    import weakref
+    from torch_tensorrt_ext.lowering import graph_writes
+    model, args = _kv_and_ring()
+    ep = torch.export.export(copy.deepcopy(model), args)
+    tte.plan_mutations(ep)
+    assert ep in graph_writes._FUNCTIONAL
+    ref = weakref.ref(ep)
+    del ep
+    gc.collect()
+    assert ref() is None and len(graph_writes._FUNCTIONAL) == 0
+
+
+def test_a_rewritten_program_is_functionalized_again():
+    from torch_tensorrt_ext.lowering import graph_writes
+    model, args = _kv_and_ring()
+    ep = torch.export.export(copy.deepcopy(model), args)
+    first = graph_writes.functional_program(ep)
+    assert graph_writes.functional_program(ep) is first
+    graph = ep.graph_module.graph
+    with graph.inserting_before(graph.output_node()):
+        graph.call_function(torch.ops.aten.zeros.default, ([1],))   # the graph is not the same
+    assert graph_writes.functional_program(ep) is not first
+
+
+def test_lifted_module_generates_its_code_when_first_used():
+    model, args = _kv_and_ring()
+    gm = _decomposed_gm(copy.deepcopy(model), *args)
+    lifted = tte.lift_mutated_buffers(gm, tte.plan_mutations(gm), in_place=True)
+    assert "def forward(self, args_0, args_1, b_k, b_ring)" in gm.code
+    assert "b_ring" in str(gm)
+    with gm.graph.inserting_before(gm.graph.output_node()):   # a later pass rewrites and
+        gm.graph.call_function(torch.ops.aten.zeros.default, ([1],))   # recompiles as usual
+    gm.recompile()
+    assert "torch.ops.aten.zeros.default" in gm.code
+    out = gm(*args, *[lifted.initial_value(f) for f in lifted.plan.fqns])
+    torch.testing.assert_close(out[0], copy.deepcopy(model)(*args))
+
+
+def test_lift_refuses_a_module_that_writes_buffers_in_place():
+    model, args = _kv_and_ring()
+    gm = torch.export.export(copy.deepcopy(model), args).module()   # training IR: index_copy_
+    plan = tte.plan_mutations(gm)                                    # planned (re-exported)
+    for in_place in (False, True):
+        with pytest.raises(tte.PlanError, match="needs the functional GraphModule"):
+            tte.lift_mutated_buffers(gm, plan, in_place=in_place)

@@ -6,13 +6,13 @@ aliased `IKVCacheUpdateLayer`; everything else is COPY_BACK with its reason. Not
 """
 from __future__ import annotations
 
-from typing import Iterable, Union
+from typing import Iterable, Sequence, Union
 
 import torch
 from torch.fx import GraphModule, Node
 
 from ..contracts.plan import BufferWrite, MutationPlan, WriteKind
-from .graph_writes import Program, find_buffer_writes
+from .graph_writes import FoundWrite, Program, find_buffer_writes
 from .kv_rules import kv_verdict, static_shape, writer_op
 
 
@@ -46,27 +46,30 @@ def plan_mutations(program: Union[torch.export.ExportedProgram, GraphModule], *,
     """Plan every buffer write of an ExportedProgram or GraphModule from torch.export.
 
     `torch_executed_ops` (op overloads or names such as "aten.index_copy.default") are the ops
-    left to PyTorch; their writes are COPY_BACK.
+    left to PyTorch; their writes are COPY_BACK. An ExportedProgram in training IR is
+    functionalized once (`graph_writes.functional_form`); lifting it afterwards reuses that.
     """
-    excluded = _normalize_ops(torch_executed_ops)
     analysed, found = find_buffer_writes(program)
-    writes = []
-    for w in found:
-        verdict = kv_verdict(w.value, w.root, _cache_shape(analysed, w.root), excluded)
-        op = writer_op(w.value)
-        reason = verdict.reason
-        if w.lifted_as:
-            held = ("a tensor held outside any registered buffer" if w.lifted_as == (w.fqn,)
-                    else "the memory of this registered buffer, reached through a plain Python "
-                         "object")
-            reason = (f"module state lifted by torch.export as constant "
-                      f"{', '.join(repr(c) for c in w.lifted_as)} ({held}), planned as buffer "
-                      f"{w.fqn!r}; {reason}")
-        writes.append(BufferWrite(
-            fqn=w.fqn,
-            kind=WriteKind.KV_ALIAS if verdict.kv else WriteKind.COPY_BACK,
-            op=op,
-            reason=reason,
-            node=w.value.name,
-        ))
-    return MutationPlan(tuple(writes))
+    return plan_writes(analysed, found, torch_executed_ops=torch_executed_ops)
+
+
+def plan_writes(analysed: Program, found: Sequence[FoundWrite], *,
+                torch_executed_ops: Iterable[object] = ()) -> MutationPlan:
+    """The plan of writes `find_buffer_writes` already found in `analysed` (for a caller that
+    goes on to lift the same writes without looking for them again)."""
+    excluded = _normalize_ops(torch_executed_ops)
+    return MutationPlan(tuple(_classify(analysed, w, excluded) for w in found))
+
+
+def _classify(analysed: Program, w: FoundWrite, excluded: frozenset) -> BufferWrite:
+    verdict = kv_verdict(w.value, w.root, _cache_shape(analysed, w.root), excluded)
+    reason = verdict.reason
+    if w.lifted_as:
+        held = ("a tensor held outside any registered buffer" if w.lifted_as == (w.fqn,)
+                else "the memory of this registered buffer, reached through a plain Python "
+                     "object")
+        reason = (f"module state lifted by torch.export as constant "
+                  f"{', '.join(repr(c) for c in w.lifted_as)} ({held}), planned as buffer "
+                  f"{w.fqn!r}; {reason}")
+    return BufferWrite(fqn=w.fqn, kind=WriteKind.KV_ALIAS if verdict.kv else WriteKind.COPY_BACK,
+                       op=writer_op(w.value), reason=reason, node=w.value.name)

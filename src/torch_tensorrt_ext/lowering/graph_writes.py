@@ -11,10 +11,14 @@ of the program mutates, whatever form the program came in:
   is a trailing whole-buffer `aten.copy_(get_attr, value)`; one with other in-place writes into
   buffers is re-exported to functional form.
 
-A write it cannot represent raises `PlanError` naming the node; it never drops one.
+A write it cannot represent raises `PlanError` naming the node; it never drops one. An
+ExportedProgram is functionalized at most once: `functional_form` keeps its result for as long
+as the program object lives (and its graph is the one it was computed from), so planning and
+lifting the same program share one `run_decompositions`.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -42,14 +46,26 @@ class FoundWrite:
     lifted_as: Tuple[str, ...] = ()
 
 
+_WRITTEN: Dict[object, Tuple[int, ...]] = {}   # op -> positions it mutates (read once per op)
+
+
 def written_args(node: Node) -> Tuple[int, ...]:
     """Positions of the arguments an aten op mutates (empty for functional ops)."""
-    target = node.target
-    schema = getattr(target, "_schema", None)
-    if node.op != "call_function" or schema is None:
+    if node.op != "call_function":
         return ()
-    return tuple(i for i, a in enumerate(schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
+    target = node.target
+    try:
+        return _WRITTEN[target]
+    except KeyError:
+        pass
+    except TypeError:   # an unhashable target: not an op with a schema
+        return ()
+    schema = getattr(target, "_schema", None)
+    positions = () if schema is None else tuple(
+        i for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write)
+    _WRITTEN[target] = positions
+    return positions
 
 
 def is_view(node: Node) -> bool:
@@ -106,10 +122,38 @@ def _ep_has_inplace_buffer_writes(ep: torch.export.ExportedProgram) -> bool:
     return False
 
 
-def functional_program(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+# program -> (the graph it was computed from, functional program, origins); an entry lives as
+# long as its program object, and is only kept when the functional program is a new object
+# (so the value never holds its own key alive)
+_FUNCTIONAL: "weakref.WeakKeyDictionary[torch.export.ExportedProgram, tuple]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _graph_key(ep: torch.export.ExportedProgram) -> tuple:
+    gm = ep.graph_module
+    return id(gm), id(gm.graph), len(gm.graph.nodes)
+
+
+def functional_form(ep: torch.export.ExportedProgram
+                    ) -> Tuple[torch.export.ExportedProgram, Origins]:
     """The program in functional form (no in-place writes into buffers), with every written
-    constant carried as a buffer (`mutated_inputs.inputs_as_state`)."""
-    return _functionalize(inputs_as_state(ep)[0])
+    constant carried as a buffer (`mutated_inputs.inputs_as_state`), and where each such buffer
+    came from. Computed once per program object: a second call (lifting what was planned)
+    reuses the first's functional program instead of running the decompositions again."""
+    key = _graph_key(ep)
+    hit = _FUNCTIONAL.get(ep)
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    state, origins = inputs_as_state(ep)
+    functional = _functionalize(state)
+    if functional is not ep:
+        _FUNCTIONAL[ep] = (key, functional, origins)
+    return functional, origins
+
+
+def functional_program(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """`functional_form`'s program."""
+    return functional_form(ep)[0]
 
 
 def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -131,7 +175,7 @@ def _buffer_fqn(gm: GraphModule, node: Node) -> Optional[str]:
     return str(node.target)
 
 
-def _gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
+def gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
     """Whole-buffer copy_ writes, and any other in-place write into a buffer."""
     writes: Dict[str, FoundWrite] = {}
     other: List[Node] = []
@@ -172,13 +216,12 @@ def example_args(gm: GraphModule) -> tuple:
 def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
     """The (possibly functionalized) program and its buffer writes, first-written first."""
     if isinstance(program, torch.export.ExportedProgram):
-        state, origins = inputs_as_state(program)
-        ep = _functionalize(state)
+        ep, origins = functional_form(program)
         return ep, _ep_writes(ep, origins)
     if not isinstance(program, GraphModule):
         raise PlanError(f"plan_mutations takes an ExportedProgram or a GraphModule from "
                         f"torch.export, not {type(program).__name__}")
-    writes, other = _gm_writes(program)
+    writes, other = gm_writes(program)
     if not other:
         return program, writes
     # In-place writes into buffers other than a trailing whole copy_: re-export to functional.
