@@ -11,7 +11,7 @@ shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Collection, Dict, Optional, Sequence, Tuple
 
 import operator
 
@@ -33,10 +33,26 @@ class Verdict:
     reason: str
 
 
-def read_after_write(cache: Node, write: Node, order: Dict[Node, int]) -> bool:
+def read_after_write(cache: Node, write: Node, order: Dict[Node, int],
+                     ignore: Collection[Node] = ()) -> bool:
     """Whether something reads `cache` (its old value) after `write` in the graph order `order`
-    — an in-place update by `write` would change what that read sees."""
-    return any(u is not write and order[u] > order[write] for u in cache.users)
+    — an in-place update by `write` would change what that read sees. `ignore`: users of
+    `cache` that are not reads (its buffer's own trailing `copy_`)."""
+    return any(u is not write and order[u] > order[write] and u not in ignore
+               for u in cache.users)
+
+
+def old_value_read(cache: Node, kv_write: Node, order: Dict[Node, int],
+                   ignore: Collection[Node] = ()) -> bool:
+    """Whether `cache` is read after any write into it that may become an in-place KV update:
+    each `slice_scatter`/`index_copy` of `cache` itself, and `kv_write` (the buffer's planned KV
+    write, which may be an `index_put` lifting turns into one of those). It is enough to look
+    after the first such write: a read after any later one is after the first too."""
+    writes = [u for u in cache.users if u.args and u.args[0] is cache
+              and (u is kv_write or u.target in (SLICE_SCATTER, INDEX_COPY))]
+    if not writes:
+        return False
+    return read_after_write(cache, min(writes, key=order.__getitem__), order, ignore)
 
 
 def op_name(node: Node) -> str:

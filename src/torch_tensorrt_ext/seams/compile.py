@@ -24,8 +24,12 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ..contracts.engine import AliasedIO, EngineInfo
-from ..lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
-from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, read_after_write
+from ..lowering import LiftedGraph, reconcile
+from ..lowering.classify import plan_writes
+from ..lowering.graph_record import GraphRecord
+from ..lowering.graph_writes import FoundWrite, find_buffer_writes
+from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, old_value_read
+from ..lowering.lift import lift_writes, recompile_lazily
 from ..contracts.plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
@@ -48,23 +52,27 @@ def shared_state(fqns: Iterable[str]):
 def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
     """Also lift buffers this program only reads (shared state) to inputs after the others."""
     gm, graph = lifted.gm, lifted.gm.graph
-    anchor = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    wanted = set(fqns) - {f for f, _ in lifted.buffer_inputs}
+    reads: Dict[str, List[Node]] = {}
+    for n in graph.find_nodes(op="get_attr"):   # one pass, whatever the number of buffers
+        if str(n.target) in wanted:
+            reads.setdefault(str(n.target), []).append(n)
+    if not reads:
+        return lifted
+    anchor = list(graph.find_nodes(op="placeholder"))[-1]
     inputs, initial = list(lifted.buffer_inputs), list(lifted.initial_values)
-    for fqn in sorted(set(fqns) - {f for f, _ in lifted.buffer_inputs}):
-        reads = [n for n in graph.nodes if n.op == "get_attr" and str(n.target) == fqn]
-        if not reads:
-            continue
+    for fqn in sorted(reads):
         with graph.inserting_after(anchor):
             ph = graph.placeholder("b_" + fqn.replace(".", "_"))
-        ph.meta.update(reads[0].meta)
-        for r in reads:
+        ph.meta.update(reads[fqn][0].meta)
+        for r in reads[fqn]:
             r.replace_all_uses_with(ph)
             graph.erase_node(r)
         anchor = ph
         inputs.append((fqn, ph.name))
         initial.append((fqn, gm.get_buffer(fqn).detach().clone()))
     graph.lint()
-    gm.recompile()
+    recompile_lazily(gm)
     return dataclasses.replace(lifted, buffer_inputs=tuple(inputs), initial_values=tuple(initial))
 
 
@@ -122,46 +130,80 @@ def _cache_writes(ph: Node) -> List[Node]:
     return [u for u in ph.users if u.target in (SLICE_SCATTER, INDEX_COPY) and u.args[0] is ph]
 
 
-def _old_value_read(ph: Node, order: Dict[Node, int]) -> bool:
-    """Something reads the cache `ph` after one of its cache writes (its old value)."""
-    return any(read_after_write(ph, write, order) for write in _cache_writes(ph))
+def _lift(gm: GraphModule, excluded: Sequence[object]) -> Tuple[MutationPlan, LiftedGraph]:
+    """Plan `gm`'s writes and lift them, in place and once (the writes are found once, for both).
 
-
-def _lift(gm: GraphModule, plan: MutationPlan) -> Tuple[MutationPlan, LiftedGraph]:
-    """Lift, and mark every cache write into a copy-back buffer's input — not only the last —
-    so no converter aliases it: an intermediate `IKVCacheUpdateLayer` would write the buffer in
-    place mid-engine while the plan copies its final value back. A KV write whose cache is read
-    again after the write (the old value) is copied back too: TensorRT would alias it, but an
-    in-place update under a later read is not what eager computes."""
-    lifted = lift_mutated_buffers(gm, plan)
-    graph = lifted.gm.graph
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    nodes = {n.name: n for n in graph.nodes if n.op == "placeholder"}
-    placeholder = dict(lifted.buffer_inputs)
-    stale = [w.fqn for w in plan.kv() if _old_value_read(nodes[placeholder[w.fqn]], order)]
-    for fqn in stale:
-        plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
-                            reason=f"{plan[fqn].reason}, but {READS_OLD_CACHE}; copied back")
-    if stale:
-        lifted = lift_mutated_buffers(gm, plan)
-        nodes = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
-    for fqn, ph_name in lifted.buffer_inputs:
-        if plan[fqn].kind is WriteKind.COPY_BACK:
-            for write in _cache_writes(nodes[ph_name]):
-                write.meta[NO_KV_ALIAS_MARKER] = True
+    A KV write whose cache is read again after the write (the old value) is copied back —
+    TensorRT would alias it, but an in-place update under a later read is not what eager
+    computes; this is decided on the graph before lifting, so no second lift is needed. Every
+    cache write into a copy-back buffer's input — not only the last — is marked so no converter
+    aliases it: an intermediate `IKVCacheUpdateLayer` would write the buffer in place mid-engine
+    while the plan copies its final value back."""
+    analysed, found = find_buffer_writes(gm)
+    plan = plan_writes(analysed, found, torch_executed_ops=excluded)
+    if analysed is gm:   # else re-exported: lift_writes refuses a graph writing buffers in place
+        plan = _as_copy_back(plan, _stale_kv(gm, found, plan))
+    lifted = lift_writes(gm, found, plan)
+    _mark_copy_back(lifted, (w.fqn for w in plan.copy_back()))
     if _SHARED.get():
         lifted = _lift_read_only(lifted, _SHARED.get())
     return plan, lifted
 
 
+def _stale_kv(gm: GraphModule, found: Sequence[FoundWrite], plan: MutationPlan) -> Dict[str, str]:
+    """KV writes whose cache is read after the write, with their copy-back reason, judged on the
+    unlifted graph (the buffer's own trailing `copy_` is not a read)."""
+    kv = plan.kv()
+    if not kv:
+        return {}
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    by_fqn = {w.fqn: w for w in found}
+    stale = {}
+    for entry in kv:
+        w = by_fqn[entry.fqn]
+        if old_value_read(w.root, w.value, order, ignore=(w.copy_node,)):
+            stale[entry.fqn] = f"{entry.reason}, but {READS_OLD_CACHE}; copied back"
+    return stale
+
+
+def _as_copy_back(plan: MutationPlan, reasons: Dict[str, str]) -> MutationPlan:
+    """`plan` with the writes `reasons` names made COPY_BACK for those reasons (one pass)."""
+    if not reasons:
+        return plan
+    return dataclasses.replace(plan, writes=tuple(
+        dataclasses.replace(w, kind=WriteKind.COPY_BACK, reason=reasons[w.fqn])
+        if w.fqn in reasons else w for w in plan))
+
+
+def _mark_copy_back(lifted: LiftedGraph, fqns: Iterable[str]) -> None:
+    """Mark each named buffer's new value and every cache write into its input
+    `_trt_no_kv_alias` — what lifting it as COPY_BACK gives, on a graph already lifted."""
+    graph = lifted.gm.graph
+    nodes = {n.name: n for n in graph.find_nodes(op="placeholder")}
+    outs = graph.output_node().args[0]
+    for fqn in fqns:
+        value = outs[lifted.output_of(fqn)]
+        writes = _cache_writes(nodes[lifted.placeholder_of(fqn)])
+        if isinstance(value, Node) and value.target in (SLICE_SCATTER, INDEX_COPY):
+            writes.append(value)
+        for write in writes:
+            write.meta[NO_KV_ALIAS_MARKER] = True
+
+
 class StatefulCompile:
     """One compile of one exported program's state. `gm` is the lifted graph to lower and build
-    (user inputs, then one input per mutated buffer — `buffer_tensors` in the same order)."""
+    (user inputs, then one input per mutated buffer — `buffer_tensors` in the same order).
+
+    The GraphModule handed in is the pipeline's own (a fresh `ExportedProgram.module()`): it is
+    lifted in place, once, and becomes `gm`. A rebuild starts from a `GraphRecord` of the lifted
+    graph taken before the build (the build lowers the graph in place and deletes the
+    parameters it folded), kept only when the plan has KV writes (only those are rebuilt)."""
 
     def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = ()):
-        self._source = gm
+        self._codegen = gm.graph._codegen   # the exported module's calling convention
         self._excluded = tuple(torch_executed_ops or ())
-        self.plan, self.lifted = _lift(gm, plan_mutations(gm, torch_executed_ops=self._excluded))
+        self.plan, self.lifted = _lift(gm, self._excluded)
+        self._record = GraphRecord.of(self.lifted.gm.graph) if self.plan.kv() else None
 
     @classmethod
     def from_settings(cls, gm: GraphModule, settings) -> "StatefulCompile":
@@ -180,22 +222,28 @@ class StatefulCompile:
         infos = engine_infos(trt_gm, self.lifted)
         final = reconcile(self.plan, infos)
         if final.rebuilds and rebuild is not None:
-            excluded = {f for r in final.rebuilds for f in r.exclude_from_aliasing}
-            plan = self.plan
-            for fqn in excluded:
-                plan = plan.replace(fqn, kind=WriteKind.COPY_BACK,
-                                    reason=final[fqn].reason + " (engine rebuilt with the write "
-                                                               "excluded from aliasing)")
-            self.plan, self.lifted = _lift(self._source, plan)
-            trt_gm = rebuild(self.lifted.gm)
+            trt_gm = rebuild(self._excluding(final))
             infos = engine_infos(trt_gm, self.lifted)
             final = reconcile(self.plan, infos)
         final = dataclasses.replace(final, rebuilds=())
         _bind_reference_buffers(trt_gm, infos)
         final = _to_module_form(trt_gm, self.lifted, final)
-        _calling_convention_of(trt_gm, self._source)
+        _calling_convention_of(trt_gm, self._codegen)
         trt_gm.mutation_plan = final
         return trt_gm
+
+    def _excluding(self, final: MutationPlan) -> GraphModule:
+        """The lifted graph as it was before the build lowered it, with the writes `final` asks
+        to rebuild without aliasing made copy-back (every new value is an output already, so
+        only the marker differs from lifting them as copy-back)."""
+        excluded = sorted({f for r in final.rebuilds for f in r.exclude_from_aliasing})
+        self.plan = _as_copy_back(self.plan, {
+            f: final[f].reason + " (engine rebuilt with the write excluded from aliasing)"
+            for f in excluded})
+        gm = self._record.rebuild(self.lifted.gm)
+        self.lifted = dataclasses.replace(self.lifted, gm=gm, plan=self.plan)
+        _mark_copy_back(self.lifted, excluded)
+        return gm
 
 
 def _engines_are_side_effects(gm: GraphModule) -> None:
@@ -288,10 +336,10 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
     return plan
 
 
-def _calling_convention_of(gm: GraphModule, source: GraphModule) -> None:
-    """Take the exported module's own calling convention (its pytree of inputs and outputs):
-    the compiled module is called, and returns, exactly like the model it was compiled from."""
-    codegen = source.graph._codegen
+def _calling_convention_of(gm: GraphModule, codegen: object) -> None:
+    """Take the exported module's own calling convention (its pytree of inputs and outputs,
+    `codegen`): the compiled module is called, and returns, exactly like the model it was
+    compiled from."""
     if isinstance(codegen, torch.fx.graph._PyTreeCodeGen):
         gm.graph._codegen = copy.deepcopy(codegen)
         gm.recompile()
