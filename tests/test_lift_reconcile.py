@@ -249,10 +249,11 @@ def test_the_functional_program_is_forgotten_with_its_program():
     ep = torch.export.export(copy.deepcopy(model), args)
     tte.plan_mutations(ep)
     assert ep in graph_writes._FUNCTIONAL
-    ref = weakref.ref(ep)
+    held, ref = len(graph_writes._FUNCTIONAL), weakref.ref(ep)
     del ep
     gc.collect()
-    assert ref() is None and len(graph_writes._FUNCTIONAL) == 0
+    assert ref() is None                       # the functional form does not keep it alive
+    assert len(graph_writes._FUNCTIONAL) <= held - 1
 
 
 def test_a_rewritten_program_is_functionalized_again():
