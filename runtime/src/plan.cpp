@@ -34,6 +34,18 @@ class Planner {
     return fqn ? *fqn : input.name;
   }
 
+  // The fields every copy of output `out` into/out of input `in` shares (slot `s` plans `out`).
+  CopyStep copy_step(CopyKind kind, const OutputSlot& s, const Binding& out,
+                     const Binding& in) const {
+    CopyStep c;
+    c.kind = kind;
+    c.input = s.input;
+    c.output = static_cast<uint32_t>(out.index);
+    c.nbytes = out.nbytes();
+    c.counter_key = counter_key(in);
+    return c;
+  }
+
   // Delegate argument i -> input binding, and back.
   bool delegate_inputs() {
     input_arg_.assign(info_.inputs.size(), kNoArg);
@@ -107,14 +119,9 @@ class Planner {
       planned_[out->index] = true;
       if (!alias_check(i, *out, *in, s, is_delegate_output)) return false;
       if (is_delegate_output) {  // upstream TR02: ExecuTorch also expects the value there
-        CopyStep c;
-        c.kind = CopyKind::InputToDelegateOutput;
-        c.input = s.input;
+        CopyStep c = copy_step(CopyKind::InputToDelegateOutput, s, *out, *in);
         c.delegate_output = s.delegate_output;
-        c.output = static_cast<uint32_t>(out->index);
-        c.nbytes = out->nbytes();
         c.sized_by_tensor = !out->is_static();
-        c.counter_key = counter_key(*in);
         plan_.copies.push_back(std::move(c));
       }
     }
@@ -141,13 +148,8 @@ class Planner {
     s.nbytes = out->nbytes();
     plan_.scratch_nbytes.push_back(out->nbytes());
     planned_[out->index] = true;
-    CopyStep c;
-    c.kind = CopyKind::ScratchToInput;
-    c.input = s.input;
+    CopyStep c = copy_step(CopyKind::ScratchToInput, s, *out, *in);
     c.scratch = s.scratch;
-    c.output = static_cast<uint32_t>(out->index);
-    c.nbytes = out->nbytes();
-    c.counter_key = counter_key(*in);
     plan_.copies.push_back(std::move(c));
     return true;
   }
