@@ -1,15 +1,15 @@
 """Patch 0004's entry points into this package's ExecuTorch integration (torch-tensorrt's
 `executorch` partitioner, `TensorRTBackend.preprocess` and `export`).
 
-Invariant: each name here is the function the patch calls, defined in `executorch/`; this module
+Invariant: each name here is a function the patch calls, defined in `executorch/`; this module
 holds no logic of its own, so the patch's calls and the package's own lowering run the same code.
 """
 from __future__ import annotations
 
 from ..executorch.backend import TensorRTBackend
-from ..executorch.config import backend_config, stateful_edge  # noqa: F401
-from ..executorch.partition import BUFFERS_SPEC, DEVICE_SPEC, buffer_specs, reference_device  # noqa: F401
+from ..executorch.config import stateful_edge
+from ..executorch.partition import buffer_specs
 
-__all__ = ["buffer_specs", "preprocess", "stateful_edge", "backend_config", "reference_device"]
+__all__ = ["buffer_specs", "preprocess", "stateful_edge"]
 
 preprocess = TensorRTBackend.preprocess
