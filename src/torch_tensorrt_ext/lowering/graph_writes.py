@@ -84,7 +84,7 @@ def view_root(node: object) -> Optional[Node]:
     return node if isinstance(node, Node) else None
 
 
-def _ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundWrite]:
+def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundWrite]:
     sig = ep.graph_signature
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     output = ep.graph.output_node()
@@ -217,7 +217,7 @@ def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
     """The (possibly functionalized) program and its buffer writes, first-written first."""
     if isinstance(program, torch.export.ExportedProgram):
         ep, origins = functional_form(program)
-        return ep, _ep_writes(ep, origins)
+        return ep, ep_writes(ep, origins)
     if not isinstance(program, GraphModule):
         raise PlanError(f"plan_mutations takes an ExportedProgram or a GraphModule from "
                         f"torch.export, not {type(program).__name__}")
@@ -234,4 +234,4 @@ def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
         raise PlanError(f"in-place buffer writes {names} could not be functionalized: {e}") from e
     state, origins = inputs_as_state(ep)
     ep = _functionalize(state)
-    return ep, _ep_writes(ep, origins)
+    return ep, ep_writes(ep, origins)
