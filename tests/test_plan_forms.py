@@ -171,6 +171,51 @@ def test_unknown_inplace_custom_op_is_copy_back():
                         "converter, so the new value is copied back")
 
 
+def _foreach(m, x):
+    torch._foreach_add_([m.a, m.b], [x, 2 * x])
+    return m.a * m.b
+
+
+def test_writes_through_a_list_argument_are_planned_in_every_form():
+    """`_foreach_add_([a, b], ...)` writes two buffers through one list argument: both are
+    planned whatever form the program comes in, and lifting gives eager's new values."""
+    model = Stateful(_foreach, a=(4,), b=(4,))
+    x = torch.arange(4.0)
+    ep = export(model, x)
+    forms = [ep, ep.module(), ep.run_decompositions({}), ep.run_decompositions({}).module()]
+    for form in forms:
+        assert tte.plan_mutations(form).kinds() == {"a": CB, "b": CB}, type(form).__name__
+    lifted = tte.lift_mutated_buffers(ep, tte.plan_mutations(ep))
+    out, *new = lifted.gm(x, *(lifted.initial_value(f) for f, _ in lifted.buffer_inputs))
+    want = model(x)
+    assert torch.equal(out, want)
+    assert {f: new[i - 1] for f, i in lifted.buffer_outputs}.keys() == {"a", "b"}
+    for fqn, i in lifted.buffer_outputs:
+        assert torch.equal(new[i - 1], model.get_buffer(fqn)), fqn
+
+
+def test_a_write_through_a_keyword_argument_is_planned():
+    lib = torch.library.Library("tte_test_kw", "FRAGMENT")
+    lib.define("fill_into(Tensor x, *, Tensor(a!) out) -> ()")
+
+    @torch.library.impl(lib, "fill_into", "CompositeExplicitAutograd")
+    def fill_into(x, *, out):
+        out.copy_(x)
+
+    @torch.library.register_fake("tte_test_kw::fill_into", lib=lib)
+    def _fake(x, *, out):
+        return None
+
+    def fn(m, x):
+        torch.ops.tte_test_kw.fill_into(x, out=m.s)
+        return m.s + 1
+    ep = export(Stateful(fn, s=(4,)), torch.ones(4))
+    node = next(n for n in ep.graph.nodes if n.target is torch.ops.tte_test_kw.fill_into.default)
+    assert "out" in node.kwargs          # the written tensor really is passed by keyword
+    plan = tte.plan_mutations(ep)
+    assert plan.fqns == ("s",) and plan["s"].kind is CB
+
+
 def test_not_a_program_is_refused():
     with pytest.raises(tte.PlanError, match="takes an ExportedProgram or a GraphModule"):
         tte.plan_mutations(Decoder(layers=1))

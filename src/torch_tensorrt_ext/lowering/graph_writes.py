@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
 from torch.fx import GraphModule, Node
 
 from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state
+from .op_writes import written_roots
 
 Program = Union[torch.export.ExportedProgram, GraphModule]
 
@@ -44,44 +45,6 @@ class FoundWrite:
     copy_node: Optional[Node] = None
     # constants torch.export lifted this state as (see mutated_inputs)
     lifted_as: Tuple[str, ...] = ()
-
-
-_WRITTEN: Dict[object, Tuple[int, ...]] = {}   # op -> positions it mutates (read once per op)
-
-
-def written_args(node: Node) -> Tuple[int, ...]:
-    """Positions of the arguments an aten op mutates (empty for functional ops)."""
-    if node.op != "call_function":
-        return ()
-    target = node.target
-    try:
-        return _WRITTEN[target]
-    except KeyError:
-        pass
-    except TypeError:   # an unhashable target: not an op with a schema
-        return ()
-    schema = getattr(target, "_schema", None)
-    positions = () if schema is None else tuple(
-        i for i, a in enumerate(schema.arguments)
-        if a.alias_info is not None and a.alias_info.is_write)
-    _WRITTEN[target] = positions
-    return positions
-
-
-def is_view(node: Node) -> bool:
-    """Whether the op returns an alias of its first argument (slice, select, view, ...)."""
-    schema = getattr(node.target, "_schema", None)
-    if node.op != "call_function" or schema is None or not schema.returns:
-        return False
-    ret = schema.returns[0].alias_info
-    return ret is not None and not ret.is_write
-
-
-def view_root(node: object) -> Optional[Node]:
-    """Follow view ops back to the tensor they alias."""
-    while isinstance(node, Node) and is_view(node):
-        node = node.args[0]
-    return node if isinstance(node, Node) else None
 
 
 def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundWrite]:
@@ -107,19 +70,36 @@ def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundW
     return writes
 
 
-def _ep_has_inplace_buffer_writes(ep: torch.export.ExportedProgram) -> bool:
+def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[List[str], bool]:
+    """The buffers `ep` writes in place (FQNs, first written first; through views and list
+    arguments too), and whether a higher-order op (cond, while_loop, ...) takes a buffer —
+    what it writes inside is not looked into here."""
     names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
     buffers = {n for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
+    written: Dict[str, None] = {}
+    hop = False
     for node in ep.graph.nodes:
-        for i in written_args(node):
-            if view_root(node.args[i]) in buffers:
-                return True
+        for root in written_roots(node):
+            if root in buffers:
+                written.setdefault(names[root.name])
         if node.op == "call_function" and not hasattr(node.target, "_schema"):
-            # higher-order ops (cond, while_loop, ...) may write buffers they take
-            if any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
-                   for a in node.args):
-                return True
-    return False
+            hop = hop or any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
+                             for a in node.args)
+    return list(written), hop
+
+
+def written_buffers(program: Program) -> FrozenSet[str]:
+    """The FQNs of the buffers `program` writes — the set `find_buffer_writes` finds — without
+    functionalizing an ExportedProgram in training IR: its in-place writes into buffers (and
+    into constants planned as buffers, `inputs_as_state`) plus its BUFFER_MUTATION outputs. A
+    program whose higher-order ops take buffers, or a GraphModule, is functionalized."""
+    if isinstance(program, torch.export.ExportedProgram):
+        state, _ = inputs_as_state(program)
+        inplace, hop = _inplace_buffer_writes(state)
+        if not hop:
+            sig = state.graph_signature
+            return frozenset(inplace).union(sig.buffers_to_mutate.values())
+    return frozenset(w.fqn for w in find_buffer_writes(program)[1])
 
 
 # program -> (the graph it was computed from, functional program, origins); an entry lives as
@@ -157,7 +137,8 @@ def functional_program(ep: torch.export.ExportedProgram) -> torch.export.Exporte
 
 
 def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    if not _ep_has_inplace_buffer_writes(ep):
+    inplace, hop = _inplace_buffer_writes(ep)
+    if not inplace and not hop:
         return ep
     try:
         return ep.run_decompositions({})
@@ -180,14 +161,13 @@ def gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
     writes: Dict[str, FoundWrite] = {}
     other: List[Node] = []
     for node in gm.graph.nodes:
-        for i in written_args(node):
-            root = view_root(node.args[i])
-            fqn = _buffer_fqn(gm, root) if root is not None else None
+        for root in written_roots(node):
+            fqn = _buffer_fqn(gm, root)
             if fqn is None:
-                if root is not None and root.op in ("placeholder", "get_attr"):
+                if root.op in ("placeholder", "get_attr"):
                     other.append(node)  # an input or a non-buffer tensor: never dropped
                 continue
-            whole = (node.target is torch.ops.aten.copy_.default and i == 0
+            whole = (node.target is torch.ops.aten.copy_.default
                      and node.args[0] is root and isinstance(node.args[1], Node))
             if whole and fqn not in writes:
                 writes[fqn] = FoundWrite(fqn, root, node.args[1], node)

@@ -25,28 +25,9 @@ from torch.export.graph_signature import InputKind, InputSpec, OutputKind, Tenso
 from torch.fx import Node
 
 from ..contracts.plan import PlanError
+from .op_writes import written_roots
 
 Origins = Dict[str, Tuple[str, ...]]   # buffer fqn -> constant fqns it was lifted as
-
-
-def _written_args(node: Node) -> Tuple[int, ...]:
-    schema = getattr(node.target, "_schema", None)
-    if node.op != "call_function" or schema is None:
-        return ()
-    return tuple(i for i, a in enumerate(schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write and i < len(node.args))
-
-
-def _view_root(node: object) -> Optional[Node]:
-    while isinstance(node, Node) and node.op == "call_function":
-        schema = getattr(node.target, "_schema", None)
-        if schema is None or not schema.returns:
-            break
-        ret = schema.returns[0].alias_info
-        if ret is None or ret.is_write:
-            break
-        node = node.args[0]
-    return node if isinstance(node, Node) else None
 
 
 def written_inputs(ep: torch.export.ExportedProgram) -> Dict[str, Node]:
@@ -54,12 +35,9 @@ def written_inputs(ep: torch.export.ExportedProgram) -> Dict[str, Node]:
     phs = {n for n in ep.graph.nodes if n.op == "placeholder"}
     out: Dict[str, Node] = {}
     for node in ep.graph.nodes:
-        for i in _written_args(node):
-            args = node.args[i] if isinstance(node.args[i], (list, tuple)) else [node.args[i]]
-            for a in args:
-                root = _view_root(a)
-                if root in phs:
-                    out.setdefault(root.name, node)
+        for root in written_roots(node):
+            if root in phs:
+                out.setdefault(root.name, node)
     return out
 
 

@@ -1,0 +1,70 @@
+"""What one graph node writes in place, read from its op's schema alone.
+
+Invariant: `written_roots(node)` lists every tensor the node's op writes in place — each argument
+its schema marks as written (`Tensor(a!)`), passed positionally or by keyword, alone or in a list
+(`_foreach_add_`) — each followed back through view ops to the tensor it aliases. An op without a
+schema (a higher-order op, a Python callable) writes nothing here; callers that must not miss
+what such an op writes look at its inputs themselves.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from torch.fx import Node
+
+_WRITTEN: Dict[object, Tuple[Tuple[int, str], ...]] = {}   # op -> (position, name) it mutates
+
+
+def _written(node: Node) -> Tuple[Tuple[int, str], ...]:
+    if node.op != "call_function":
+        return ()
+    target = node.target
+    try:
+        return _WRITTEN[target]
+    except KeyError:
+        pass
+    except TypeError:   # an unhashable target: not an op with a schema
+        return ()
+    schema = getattr(target, "_schema", None)
+    positions = () if schema is None else tuple(
+        (i, a.name) for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write)
+    _WRITTEN[target] = positions
+    return positions
+
+
+def written_args(node: Node) -> Tuple[int, ...]:
+    """Positions (in the op's schema) of the arguments an aten op mutates; empty for
+    functional ops."""
+    return tuple(i for i, _ in _written(node))
+
+
+def is_view(node: Node) -> bool:
+    """Whether the op returns an alias of its first argument (slice, select, view, ...)."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None or not schema.returns:
+        return False
+    ret = schema.returns[0].alias_info
+    return ret is not None and not ret.is_write
+
+
+def view_root(node: object) -> Optional[Node]:
+    """Follow view ops back to the tensor they alias."""
+    while isinstance(node, Node) and is_view(node):
+        node = node.args[0]
+    return node if isinstance(node, Node) else None
+
+
+def written_roots(node: Node) -> List[Node]:
+    """The tensors the node writes in place, each followed back through views."""
+    roots = []
+    for i, name in _written(node):
+        arg = node.args[i] if i < len(node.args) else node.kwargs.get(name)
+        for a in (arg if isinstance(arg, (list, tuple)) else (arg,)):
+            root = view_root(a)
+            if root is not None:
+                roots.append(root)
+    return roots
+
+
+__all__ = ["is_view", "view_root", "written_args", "written_roots"]
