@@ -10,6 +10,7 @@ import torch
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.demo.models import Decoder
 from plan_models import C4, Stateful, export
+from trace_counts import count_decompositions
 
 KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK
 
@@ -218,13 +219,7 @@ def test_lift_copies_by_default_and_leaves_the_module_as_it_was():
 
 
 def test_planning_and_lifting_an_exported_program_functionalizes_it_once(monkeypatch):
-    calls = []
-    real = torch.export.ExportedProgram.run_decompositions
-
-    def counted(self, *a, **k):
-        calls.append(self)
-        return real(self, *a, **k)
-    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", counted)
+    calls = count_decompositions(monkeypatch)
     model, args = _kv_and_ring()
     ep = torch.export.export(copy.deepcopy(model), args)     # training IR: in-place writes
     plan = tte.plan_mutations(ep)

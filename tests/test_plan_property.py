@@ -7,6 +7,7 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import torch_tensorrt_ext as tte
+from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
 # write kind -> (buffer shape, function writing it from x [1,2,1,4] and p int64[1])
 WRITES = {
@@ -67,6 +68,7 @@ def test_plan_is_exactly_the_mutated_buffers(model):
     model(x, p)
     changed = {n for n, b in model.named_buffers() if not torch.equal(b, before[n])}
     assert changed == expected  # the generator's writes are all observable
+    assert written_buffers(ep) == expected   # read without functionalizing
     plan = tte.plan_mutations(ep)
     assert set(plan.fqns) == expected
     for w in plan:

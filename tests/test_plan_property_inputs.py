@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import torch_tensorrt_ext as tte
-from torch_tensorrt_ext.lowering.graph_writes import functional_program
+from torch_tensorrt_ext.lowering.graph_writes import functional_program, written_buffers
 
 SHAPE = (1, 2, 8, 4)
 WRITES = {
@@ -91,6 +91,7 @@ def test_every_in_place_write_is_planned_or_refused(targets):
     plan = tte.plan_mutations(ep)
     expected = {_expected_fqn(model, ep, i, kind): kind for i, (kind, _) in enumerate(targets)}
     assert set(plan.fqns) == set(expected), str(plan)
+    assert written_buffers(ep) == set(expected)   # read without functionalizing
     for fqn, kind in expected.items():
         lifted = plan[fqn].reason.startswith("module state lifted by torch.export as constant")
         assert lifted == (kind != "buffer"), plan[fqn].reason

@@ -165,12 +165,14 @@ def export_program(model: Model, example_args: Optional[Sequence[object]] = None
 def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = (),
                    strict: bool = False):
     """`{method: (module or ExportedProgram, args or None)}` -> `{method: declared
-    ExportedProgram}`; a buffer any method writes is live state in every method that reads it."""
-    from .lowering import plan_mutations
+    ExportedProgram}`; a buffer any method writes is live state in every method that reads it
+    (which buffers each writes is read from its program as exported, not from a functionalized
+    copy: each method's compile functionalizes it once, that is all)."""
+    from .lowering.graph_writes import written_buffers
     exported = {name: _exported(m, _user_args(m, a), strict) for name, (m, a) in methods.items()}
     written = set()
     for program in exported.values():
-        written |= set(plan_mutations(program).fqns)
+        written |= written_buffers(program)
     return {name: export_program(exported[name], _user_args(exported[name], methods[name][1]),
                                  torch_executed_ops=torch_executed_ops,
                                  shared_state=written)[0]
