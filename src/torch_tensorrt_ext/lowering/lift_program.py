@@ -59,7 +59,7 @@ def lift_program(ep: torch.export.ExportedProgram, writes: Sequence[FoundWrite],
     user_inputs = _unlift_state(graph, ep, copies, found)
     anchor = user_inputs[-1] if user_inputs else None
     final: Dict[Node, Node] = {}   # a new value's copy -> what the lifted graph returns for it
-    buffer_inputs, buffer_outputs, initial = [], [], []
+    buffer_inputs, buffer_outputs, initial, new_values = [], [], [], []
     user_outputs = [v for s, v in zip(ep.graph_signature.output_specs, returned)
                     if s.kind is OutputKind.USER_OUTPUT]
     for entry in plan:
@@ -68,11 +68,11 @@ def lift_program(ep: torch.export.ExportedProgram, writes: Sequence[FoundWrite],
         anchor = _buffer_input(graph, copies[w.root], w.fqn, anchor, tensor)
         value = copies[w.value]
         final[value] = buffer_value(entry, value, tensor.shape)
+        new_values.append(final[value])
         buffer_inputs.append((entry.fqn, anchor.name))
         buffer_outputs.append((entry.fqn, len(user_outputs) + len(initial)))
         initial.append((entry.fqn, tensor.detach().clone()))
-    outputs = [final.get(v, v) for v in user_outputs] + [final[copies[found[e.fqn].value]]
-                                                         for e in plan]
+    outputs = [final.get(v, v) for v in user_outputs] + new_values
     graph.output(tuple(outputs)).meta.update(old_output.meta)
     graph.lint()
     gm.graph = graph   # generates the lifted graph's code, once
