@@ -422,3 +422,20 @@ def test_a_rebuild_starts_from_the_lifted_graph_as_it_was_before_the_build(monke
             torch.testing.assert_close(trt(*args_of(step)), eager(*args_of(step)))
     torch.testing.assert_close(trt.get_buffer("k"), eager.k)
 
+
+
+def _writes_a_reads_r(m, x):
+    m.a.add_(x)
+    return m.a * m.r
+
+
+def test_shared_read_only_state_keeps_its_own_input_name():
+    """A buffer another method writes is lifted here though this program only reads it; its
+    input is `b_<fqn>` (an engine binding name) as for a written buffer — the name
+    `ExportedProgram.module()` used for the input it unlifted is taken back, not suffixed."""
+    from torch_tensorrt_ext.seams import compile as seam
+    gm = _decomposed_gm(Stateful(_writes_a_reads_r, a=(4,), r=(4,)), torch.ones(4))
+    with seam.shared_state({"a", "r"}):
+        sc = seam.StatefulCompile(gm)
+    assert sc.lifted.buffer_inputs == (("a", "b_a"), ("r", "b_r"))
+    assert [n.name for n in sc.gm.graph.find_nodes(op="placeholder")] [1:] == ["b_a", "b_r"]

@@ -30,6 +30,7 @@ from ..lowering.graph_record import GraphRecord
 from ..lowering.graph_writes import FoundWrite, find_buffer_writes
 from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, old_value_read
 from ..lowering.lift import lift_writes, recompile_lazily
+from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 from ..contracts.plan import MutationPlan, PlanError, WriteKind
 from .module_state import set_buffer
 
@@ -61,9 +62,13 @@ def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
         return lifted
     anchor = list(graph.find_nodes(op="placeholder"))[-1]
     inputs, initial = list(lifted.buffer_inputs), list(lifted.initial_values)
+    live = {n.name for n in graph.nodes}
     for fqn in sorted(reads):
+        name = buffer_input_name(fqn)
+        reclaim_name(graph, name, live)   # module() used it for the placeholder it unlifted
         with graph.inserting_after(anchor):
-            ph = graph.placeholder("b_" + fqn.replace(".", "_"))
+            ph = graph.placeholder(name)
+        live.add(ph.name)
         ph.meta.update(reads[fqn][0].meta)
         for r in reads[fqn]:
             r.replace_all_uses_with(ph)
