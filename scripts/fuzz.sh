@@ -53,7 +53,7 @@ build() {
 seeds() {
   local pay="$out/payloads" f stale=0
   for f in runtime/tests/gen_payloads.py tests/runtime_helpers.py \
-           src/torch_tensorrt_ext/contracts/blob.py; do
+           src/torch_tensorrt_ext/contracts/*.py; do
     [ "$f" -nt "$pay/kv_step.blob" ] && stale=1
   done
   if [ "$stale" = 1 ]; then

@@ -32,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from .lowering import plan_mutations
-    from .contracts.plan import PlanError
 
     try:
         if args.example:
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             plan = reference.compile(program, torch_executed_ops=args.torch_executed_ops).plan
         else:
             plan = plan_mutations(program, torch_executed_ops=args.torch_executed_ops)
-    except (PlanError, OSError, RuntimeError, ValueError) as e:
+    except (OSError, RuntimeError, ValueError) as e:   # PlanError is a ValueError
         print(f"error: {e}")
         return 2
     print(plan.to_json() if args.json else plan)

@@ -31,33 +31,19 @@ import struct
 from typing import Optional
 
 from .blob_checks import CHECKS, BlobError  # noqa: F401  (re-exported)
-from .blob_json import load_json  # noqa: F401  (the strict reader, re-exported)
 from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
-    _RESERVED, ENGINE_ALIGNMENT, ENGINE_KINDS, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR01,
-    MAGIC_TR02, MAGIC_TR03, MAGICS, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO,
-    Blob, BlobMetadata, BufferBinding, CopyBack, IOBinding,
+    _RESERVED, ENGINE_ALIGNMENT, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR03, MAGICS,
+    MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
+    BufferBinding, CopyBack, IOBinding,
 )
+from .blob_validate import parse_metadata as _parse_metadata, validate
 from .dtypes import DTYPES  # noqa: F401  (re-exported)
-from . import blob_validate
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
     "parse", "serialize", "validate", "CHECKS", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
     "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES",
 ]
-
-# ------------------------------------------------------------------------------------ validation
-
-def validate(meta: BlobMetadata, magic: bytes = MAGIC_TR03) -> None:
-    """Raise `BlobError` unless `meta` is self-consistent (CONTRACTS.md §1, "Validation") as a
-    blob with `magic` (TR03, what `serialize` writes, refuses unknown bindings)."""
-    blob_validate.validate(meta, magic)
-
-
-def _parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
-    """The metadata bytes of a blob with `magic`, read (not yet validated); `BlobError` if bad."""
-    return blob_validate.parse_metadata(magic, raw)
-
 
 # --------------------------------------------------------------------------------------- reading
 

@@ -190,8 +190,9 @@ class _Validator:
                             f"scratch", check="copy_back.dynamic_scratch")
 
     def outputs_targeted(self) -> None:
+        targeted = self.delegate_outs | self.aliased | self.copied
         for name in self.meta.output_names:
-            if name not in self.delegate_outs | self.aliased | self.copied:
+            if name not in targeted:
                 raise BlobError(f"output binding '{name}' is neither a delegate output, aliased "
                                 f"(aliased_io) nor copy-back (copy_back): its value would be "
                                 f"dropped", check="output.dropped")

@@ -3,7 +3,9 @@ and the torch dtypes they are (docs/CONTRACTS.md §1).
 
 Invariant: `_TABLE` is the only dtype table of the package (runtime/src/dtype.cpp holds the same
 names, sizes and ScalarType codes for the C++ runtime; tests/test_dtypes.py compares them);
-every other map here is derived from it. A blob dtype name is torch's own attribute name
+every other map here is derived from it. `SCALAR_TYPES` (what a `.pte`'s state may hold, for
+reading programs) is `_TABLE` plus the one dtype no engine binding takes, int16. A blob dtype
+name is torch's own attribute name
 (`torch.float32`, `torch.bool`, ...), so `TORCH_DTYPES` and `DTYPE_NAMES` are exact inverses and
 cover exactly the blob's names.
 """
@@ -15,8 +17,8 @@ import torch
 
 from .blob_checks import BlobError
 
-__all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "SCALAR_TYPE_NAMES", "dtype_name",
-           "torch_dtype"]
+__all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "SCALAR_TYPE_NAMES", "SCALAR_TYPES",
+           "dtype_name", "torch_dtype"]
 
 # dtype name -> (element size in bytes, ExecuTorch/c10 ScalarType code), as runtime/src/dtype.cpp
 _TABLE: Dict[str, Tuple[int, int]] = {
@@ -27,6 +29,9 @@ DTYPES: Dict[str, int] = {name: size for name, (size, _) in _TABLE.items()}
 SCALAR_TYPE_NAMES: Dict[int, str] = {code: name for name, (_, code) in _TABLE.items()}
 TORCH_DTYPES: Dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 DTYPE_NAMES: Dict[torch.dtype, str] = {v: k for k, v in TORCH_DTYPES.items()}
+# ScalarType code -> (name, element size) of a program's tensors: the bindings' dtypes and int16
+SCALAR_TYPES: Dict[int, Tuple[str, int]] = {
+    **{code: (name, size) for name, (size, code) in _TABLE.items()}, 2: ("int16", 2)}
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from torch.fx import Node
 
-from . import blob
+from . import blob, blob_validate
 
 __all__ = ["SCHEMA", "TTE_OP", "TRT_OPS", "Signature", "schema_name", "is_engine_call",
            "is_reference_call", "is_tensorrt_call"]
@@ -64,6 +64,6 @@ class Signature:
     def parse(text: str) -> "Signature":
         obj = json.loads(text)
         raw = json.dumps(obj["metadata"]).encode()
-        meta = blob._parse_metadata(blob.MAGIC_TR03, raw)
-        blob.validate(meta)
+        meta = blob_validate.parse_metadata(blob.MAGIC_TR03, raw)
+        blob_validate.validate(meta)
         return Signature(obj["name"], meta)

@@ -1,5 +1,6 @@
-"""ExecuTorch side of torch-tensorrt-ext: the delegate blob format, the runtime library loader,
-the partitioner/preprocess and the program loader."""
+"""ExecuTorch side of torch-tensorrt-ext: the partitioner, preprocess (TR03 blobs), backend
+config, `.pte` writing, inspection and the program loader (the blob format itself is
+`contracts.blob`; the runtime library loader is `runtime_lib`)."""
 
 
 def load(path, method: str = "forward"):

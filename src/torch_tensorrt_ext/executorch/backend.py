@@ -44,7 +44,8 @@ class TensorRTBackend(BackendDetails):
         meta = esig.metadata
         delegate_inputs = delegate_input_bindings(edge_program, call, list(meta.input_names))
         delegate_outputs = delegate_output_bindings(edge_program, call, list(meta.output_names))
-        device = {s.key: s.value for s in compile_specs}.get("target_device", b"cpu").decode()
+        specs = {s.key: s.value for s in compile_specs}
+        device = specs.get(tensorrt_blob.DEVICE_SPEC, b"cpu").decode()
         device_id = int(device.split(":")[1]) if ":" in device else 0
         meta = dataclasses.replace(meta, delegate_inputs=tuple(delegate_inputs),
                                    delegate_outputs=tuple(delegate_outputs), device_id=device_id)

@@ -15,12 +15,12 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
-from ..contracts.dtypes import SCALAR_TYPE_NAMES
+from ..contracts.dtypes import SCALAR_TYPES
 from .traffic import _nbytes, mutable_buffers, program_copy_bytes
 
 def _dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
-    return SCALAR_TYPE_NAMES.get(int(scalar_type), str(scalar_type))
+    return SCALAR_TYPES.get(int(scalar_type), (str(scalar_type),))[0]
 
 
 @dataclass(frozen=True)

@@ -71,5 +71,4 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
                    else int(text[DEVICE_IDX].split("%")[0])),
         serialized_metadata=text[SERIALIZED_METADATA_IDX],
         target_platform=text[TARGET_PLATFORM_IDX])
-    blobfmt.validate(meta)
     return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(engine)))

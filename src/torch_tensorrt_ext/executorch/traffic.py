@@ -13,15 +13,11 @@ from typing import Dict, Optional, Tuple
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir import schema
 
+from ..contracts.dtypes import SCALAR_TYPES
+
 COPY_OPS = ("aten::copy_", "aten::copy", "et_copy::_h2d_copy", "et_copy::_d2h_copy")
-_SIZES = {schema.ScalarType.FLOAT: 4, schema.ScalarType.DOUBLE: 8, schema.ScalarType.HALF: 2,
-          schema.ScalarType.BFLOAT16: 2, schema.ScalarType.LONG: 8, schema.ScalarType.INT: 4,
-          schema.ScalarType.SHORT: 2, schema.ScalarType.CHAR: 1, schema.ScalarType.BYTE: 1,
-          schema.ScalarType.BOOL: 1}
-
-
 def _nbytes(t: schema.Tensor) -> int:
-    n = _SIZES.get(t.scalar_type, 4)
+    n = SCALAR_TYPES.get(int(t.scalar_type), ("", 4))[1]
     for s in t.sizes:
         n *= s
     return n

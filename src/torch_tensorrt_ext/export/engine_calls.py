@@ -16,7 +16,7 @@ import torch
 from torch.fx import Node
 
 from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
-    Signature, is_engine_call, is_reference_call, schema_name)
+    Signature, is_engine_call, is_reference_call)
 from ..contracts.plan import PlanError
 
 

@@ -26,7 +26,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ..contracts.plan import PlanError
-from .mutated_inputs import Origins, inputs_as_state
+from .mutated_inputs import Origins, inputs_as_state, written_inputs
 from .op_writes import written_roots
 
 Program = Union[torch.export.ExportedProgram, GraphModule]
@@ -71,21 +71,17 @@ def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundW
 
 
 def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[List[str], bool]:
-    """The buffers `ep` writes in place (FQNs, first written first; through views and list
-    arguments too), and whether a higher-order op (cond, while_loop, ...) takes a buffer —
-    what it writes inside is not looked into here."""
+    """The buffers `ep` writes in place (FQNs, first written first; `written_inputs`), and
+    whether a higher-order op (cond, while_loop, ...) takes a buffer — what it writes inside is
+    not looked into here."""
     names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
-    buffers = {n for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
-    written: Dict[str, None] = {}
-    hop = False
-    for node in ep.graph.nodes:
-        for root in written_roots(node):
-            if root in buffers:
-                written.setdefault(names[root.name])
-        if node.op == "call_function" and not hasattr(node.target, "_schema"):
-            hop = hop or any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
-                             for a in node.args)
-    return list(written), hop
+    written = [names[ph] for ph in written_inputs(ep) if ph in names]
+    buffers = {n for n in ep.graph.find_nodes(op="placeholder") if n.name in names}
+    hop = any(any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
+                  for a in node.args)
+              for node in ep.graph.nodes
+              if node.op == "call_function" and not hasattr(node.target, "_schema"))
+    return written, hop
 
 
 def written_buffers(program: Program) -> FrozenSet[str]:
@@ -119,13 +115,14 @@ def functional_form(ep: torch.export.ExportedProgram
     """The program in functional form (no in-place writes into buffers), with every written
     constant carried as a buffer (`mutated_inputs.inputs_as_state`), and where each such buffer
     came from. Computed once per program object: a second call (lifting what was planned)
-    reuses the first's functional program instead of running the decompositions again."""
+    reuses the first's functional program instead of running the decompositions again. A
+    program whose graph object or node count changed in between is functionalized again; one
+    rewritten in place to the same node count is not told apart — plan and lift it unchanged."""
     key = _graph_key(ep)
     hit = _FUNCTIONAL.get(ep)
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
-    state, origins = inputs_as_state(ep)
-    functional = _functionalize(state)
+    functional, origins = _functional_form(ep)
     if functional is not ep:
         _FUNCTIONAL[ep] = (key, functional, origins)
     return functional, origins
@@ -134,6 +131,13 @@ def functional_form(ep: torch.export.ExportedProgram
 def functional_program(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """`functional_form`'s program."""
     return functional_form(ep)[0]
+
+
+def _functional_form(ep: torch.export.ExportedProgram
+                     ) -> Tuple[torch.export.ExportedProgram, Origins]:
+    """`functional_form`, computed (no cache)."""
+    state, origins = inputs_as_state(ep)
+    return _functionalize(state), origins
 
 
 def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -212,6 +216,5 @@ def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
     except Exception as e:
         names = ", ".join(f"{n.name} ({n.target})" for n in other)
         raise PlanError(f"in-place buffer writes {names} could not be functionalized: {e}") from e
-    state, origins = inputs_as_state(ep)
-    ep = _functionalize(state)
+    ep, origins = _functional_form(ep)
     return ep, ep_writes(ep, origins)

@@ -33,12 +33,6 @@ def _written(node: Node) -> Tuple[Tuple[int, str], ...]:
     return positions
 
 
-def written_args(node: Node) -> Tuple[int, ...]:
-    """Positions (in the op's schema) of the arguments an aten op mutates; empty for
-    functional ops."""
-    return tuple(i for i, _ in _written(node))
-
-
 def is_view(node: Node) -> bool:
     """Whether the op returns an alias of its first argument (slice, select, view, ...)."""
     schema = getattr(node.target, "_schema", None)
@@ -67,4 +61,4 @@ def written_roots(node: Node) -> List[Node]:
     return roots
 
 
-__all__ = ["is_view", "view_root", "written_args", "written_roots"]
+__all__ = ["is_view", "view_root", "written_roots"]
