@@ -3,7 +3,8 @@
 For the demo decoder and a synthetic N-layer decoder: bytes of state moved per decode step per
 buffer kind (runtime copies + copy ops in the emitted program), measured by running the .pte;
 lowering time against layer count, stage by stage — the stages `tte.reference.export` runs:
-torch.export → torch_tensorrt.compile with reference engines → torch_tensorrt.dynamo.export →
+the state check (one eager call on a copy: no buffer changes shape) → torch.export →
+torch_tensorrt.compile with reference engines → torch_tensorrt.dynamo.export →
 declare → torch_tensorrt.executorch.export(...).to_executorch → .pte written — against issue 9's
 baseline for 32 layers; and the per-call time of the .pte in ExecuTorch's runtime. One 1-layer
 lowering runs first, untimed, so no row pays for imports and first-call set-up.
@@ -29,7 +30,7 @@ from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
 ISSUE_BASELINE = (32, 37.2)   # issue 9 item 1: the 32-layer reference export took 37.2 s
 TARGET_RATIO = 3.0
-STAGES = ("export", "compile", "dynamo.export", "declare", "to_executorch", "write")
+STAGES = ("state check", "export", "compile", "dynamo.export", "declare", "to_executorch", "write")
 
 
 def lower(model: Decoder, path: Path):
@@ -43,6 +44,8 @@ def lower(model: Decoder, path: Path):
         now = time.perf_counter()
         times[stage], t = now - t, now
 
+    reference._check_state_expressible(model, args)
+    lap("state check")
     ep = torch.export.export(copy.deepcopy(model).eval(), args)
     lap("export")
     compiled = reference.compile(ep, args)

@@ -232,15 +232,3 @@ def test_plan_naming_a_binding_the_engine_lacks_is_refused():
     with pytest.raises(tte.PlanError, match="buffer 'ring': engine '_run_on_acc_0' has no output "
                                             r"binding 'output9' \(outputs: \["):
         declare_mutations(ep, plan, engines)
-
-
-def test_declaration_follows_the_plans_copier():
-    """In place for Copier.ENGINE (KV, or the engine's own copy), on the value for PROGRAM."""
-    for name in ("kv_index_copy", "ring_buffer", "returns_its_state"):
-        factory, args_of, kinds = MODELS[name]
-        ep, compiled = _compiled_ep(factory().eval(), args_of(0))
-        out = declare_mutations(ep, compiled.plan, compiled.engines)
-        placeholders = {fqn: n for n, fqn in out.graph_signature.inputs_to_buffers.items()}
-        for w in compiled.plan:
-            on_placeholder = _mutations(out)[w.fqn] == placeholders[w.fqn]
-            assert on_placeholder == (w.copier is Copier.ENGINE), (name, w.fqn, w.copier)

@@ -92,6 +92,18 @@ def test_declaring_from_the_plan_equals_declaring_from_the_engines():
                                                                "right.ring": True}
 
 
+def test_declaration_follows_the_plans_copier():
+    """In place for Copier.ENGINE (KV, or the engine's own copy), on the value for PROGRAM."""
+    for name in ("kv_index_copy", "ring_buffer", "returns_its_state"):
+        factory, args_of, _ = MODELS[name]
+        compiled = reference.compile(factory().eval(), args_of(0))
+        out = declare_mutations(torch.export.export(compiled.gm, args_of(0)), compiled.plan,
+                                compiled.engines)
+        in_place = _in_place(out)
+        for w in compiled.plan:
+            assert in_place[w.fqn] == (w.copier is Copier.ENGINE), (name, w.fqn, w.copier)
+
+
 def _compiled_plan():
     factory, args_of, _ = MODELS["ema_and_counter"]
     plan = reference.compile(factory().eval(), args_of(0)).plan
