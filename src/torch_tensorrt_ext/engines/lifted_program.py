@@ -42,7 +42,8 @@ def _fake_mode(gm: GraphModule):
     return modes.pop() if len(modes) == 1 else None
 
 
-def _liftable(gm: GraphModule) -> bool:
+def _liftable_fake_mode(gm: GraphModule):
+    """The fake mode of `gm`'s values when `gm` can be lifted without tracing, else None."""
     for n in gm.graph.nodes:
         if n.op == "get_attr":
             ok = isinstance(_attr(gm, n.target), torch.Tensor)
@@ -55,8 +56,8 @@ def _liftable(gm: GraphModule) -> bool:
         else:
             ok = n.op == "placeholder"
         if not ok:
-            return False
-    return _fake_mode(gm) is not None
+            return None
+    return _fake_mode(gm)
 
 
 def _attr(gm: GraphModule, target: str):
@@ -114,10 +115,11 @@ def _lift(gm: GraphModule, g: Graph, fake_mode, env: Dict[Node, Node]):
 def lifted_program(gm: GraphModule) -> Optional[ExportedProgram]:
     """`torch.export.export(gm, example_args(gm))` without tracing (module docstring), or None
     where `gm` is not a partition `edge_replay` can replay."""
-    if not _liftable(gm):
+    fake_mode = _liftable_fake_mode(gm)
+    if fake_mode is None:
         return None
     g, env = Graph(), {}
-    input_specs, state, constants, user = _lift(gm, g, _fake_mode(gm), env)
+    input_specs, state, constants, user = _lift(gm, g, fake_mode, env)
     for n in gm.graph.nodes:
         if n.op == "call_function":
             env[n] = g.node_copy(n, env.__getitem__)
