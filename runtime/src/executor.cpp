@@ -99,6 +99,17 @@ void refuse_for_engine(const char* check, const char* fmt, ...) {
   refuse(engine_check[0] ? engine_check : check, "%s%s%s", what, reason[0] ? ": " : "", reason);
 }
 
+// Finishes `engine` after a refused run or copy, keeping that refusal: a finish that fails too
+// (a sticky CUDA error fails every later call) refuses on its own and would otherwise replace the
+// refusal that says what went wrong first. No heap.
+void finish_keeping_refusal(Engine& engine) {
+  char reason[kRefusalBytes];
+  std::snprintf(reason, sizeof reason, "%s", last_refusal());
+  const char* check = last_check();
+  (void)engine.finish();
+  record_refusal(check, reason);
+}
+
 }  // namespace
 
 Error resolve_unknown_bindings(BlobInfo& info, const Engine& engine, Reason& why) {
@@ -281,12 +292,12 @@ Error DelegateExecutor::forward() {
   if (e != Error::Ok) {
     refuse_for_engine("execute.engine_run", "TensorRTBackend: %s engine run failed (error 0x%x)",
                       engine_->kind(), static_cast<unsigned>(e));
-    (void)engine_->finish();  // whatever it enqueued before failing must not outlive the call
+    finish_keeping_refusal(*engine_);  // what it enqueued before failing must not outlive the call
     return e;
   }
   e = copy_outputs();
   if (e != Error::Ok) {
-    (void)engine_->finish();  // the run (and earlier copies) may still be writing
+    finish_keeping_refusal(*engine_);  // the run (and earlier copies) may still be writing
     return e;
   }
   e = engine_->finish();

@@ -35,6 +35,8 @@ class DelegateExecutor {
   // aliased pairs the blob does not size (check_aliases).
   ET_NODISCARD Error prepare_args(executorch::runtime::Span<executorch::runtime::EValue*> args);
   // Execute, second half: `engine.run()`, the plan's copies (each counted), `engine.finish()`.
+  // After a failed run or copy the engine is still finished, and the run's or copy's refusal is
+  // the one kept (not the finish's, should that fail too).
   ET_NODISCARD Error forward();
 
   // Part of prepare_args: for every pair in `plan().alias_checks` (a side the blob does not size:

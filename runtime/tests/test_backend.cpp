@@ -13,6 +13,7 @@
 
 #include "blob.h"
 #include "executor.h"
+#include "refusal.h"
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -109,6 +110,8 @@ struct FakeEngine final : tte::Engine {
   Error run_result = Error::Ok, copy_result = Error::Ok, finish_result = Error::Ok;
   int runs = 0, copies = 0, finishes = 0;
   size_t copied = 0;
+  // When set, finish refuses with it (check execute.finish), as the TensorRT engine's does.
+  const char* finish_refusal = nullptr;
   std::vector<std::vector<uint8_t>> scratch;
   // What binding_type reports: (is_input, index) -> dtype, shape.
   std::vector<std::tuple<bool, size_t, tte::DType, std::vector<int64_t>>> types;
@@ -141,6 +144,7 @@ struct FakeEngine final : tte::Engine {
   }
   Error finish() override {
     ++finishes;
+    if (finish_refusal != nullptr) tte::refuse("execute.finish", "%s", finish_refusal);
     return finish_result;
   }
 };
@@ -553,6 +557,42 @@ TEST(engine_is_finished_on_every_path_once_it_ran) {
     CHECK_EQ(d->engine->copied, size_t(48));
     CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48));
   }
+}
+
+TEST(a_failing_finish_keeps_the_refusal_of_the_failed_run_or_copy) {
+  // A sticky CUDA error fails the finish after a failed run or copy too; the finish refuses on
+  // its own (logged), but the refusal kept is the one naming what failed first.
+  const std::string ring = payload_file("ring.blob");
+  for (const bool fail_run : {true, false}) {
+    auto d = fake_delegate(ring);
+    REQUIRE(d != nullptr);
+    (fail_run ? d->engine->run_result : d->engine->copy_result) = Error::Internal;
+    d->engine->finish_result = Error::Internal;
+    d->engine->finish_refusal = "cudaStreamSynchronize failed: an illegal memory access";
+    tte_test::clear_logs();
+    tte_runtime_clear_last_refusal();  // as execute does before prepare_args and forward
+    CHECK(d->executor.forward() == Error::Internal);
+    CHECK_EQ(d->engine->finishes, 1);
+    CHECK(tte_test::logged("cudaStreamSynchronize failed: an illegal memory access"));
+    CHECK_EQ(std::string(tte_runtime_last_check()),
+             std::string(fail_run ? "execute.engine_run" : "execute.copy"));
+    CHECK_EQ(std::string(tte_runtime_last_refusal()),
+             std::string(fail_run ? "TensorRTBackend: fake engine run failed (error 0x1)"
+                                  : "TensorRTBackend: copying output 'ring_out' into 'ring.buf' "
+                                    "failed (error 0x1)"));
+  }
+  // A finish that fails after a good run and its copies is itself the refusal.
+  auto d = fake_delegate(ring);
+  REQUIRE(d != nullptr);
+  d->engine->finish_result = Error::Internal;
+  d->engine->finish_refusal = "cudaStreamSynchronize failed: an illegal memory access";
+  tte_runtime_clear_last_refusal();
+  CHECK(d->executor.forward() == Error::Internal);
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.finish"));
+  CHECK_EQ(std::string(tte_runtime_last_refusal()),
+           std::string("TensorRTBackend: fake engine did not finish (error 0x1): "
+                       "cudaStreamSynchronize failed: an illegal memory access"));
+  tte_runtime_reset_counters();  // the failed finish came after a counted copy
 }
 
 TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
