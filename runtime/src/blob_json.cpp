@@ -34,8 +34,8 @@ class StrictSax {
     if (!f.keys.insert(k).second && !f.duplicate) f.duplicate = k;  // the first repeat
     return true;
   }
-  bool start_object(size_t) { return open(true); }
-  bool start_array(size_t) { return open(false); }
+  bool start_object(size_t) { return open(); }
+  bool start_array(size_t) { return open(); }
   bool end_array() {
     frames_.pop_back();
     return true;
@@ -62,19 +62,17 @@ class StrictSax {
 
  private:
   struct Frame {
-    bool object = false;
     std::unordered_set<std::string> keys;
     std::optional<std::string> duplicate;
   };
 
-  bool open(bool object) {
+  bool open() {
     if (frames_.size() >= kMaxJsonNesting) {
       return why_.reject("json.depth", format("metadata JSON nests arrays and objects more than "
                                               "%zu deep",
                                               kMaxJsonNesting));
     }
     frames_.emplace_back();
-    frames_.back().object = object;
     return true;
   }
   void note_nul(const std::string& s) {
@@ -146,32 +144,8 @@ bool StrictSax::parse_error(size_t position, const std::string& last_token,
                      format("metadata JSON is malformed at byte %zu: %s", at, detail.c_str()));
 }
 
-}  // namespace
-
-bool read_json(const char* data, size_t size, Json& out, Reason& why) {
-  if (const size_t bad = utf8_invalid_at(data, size); bad != size) {
-    return why.reject("json.utf8", format("metadata is not UTF-8 at byte %zu", bad));
-  }
-  if (size >= 3 && std::memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
-    return why.reject("json.syntax",
-                      "metadata JSON starts with a UTF-8 byte order mark, which JSON "
-                      "does not allow");
-  }
-  StrictSax sax(data, size, why);
-  if (!Json::sax_parse(data, data + size, &sax) || !sax.finish()) return false;
-  out = Json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) {  // the SAX pass accepted it: not expected
-    return why.reject("json.syntax", "metadata JSON could not be read into a value");
-  }
-  return true;
-}
-
-std::string json_excerpt(const Json& v, size_t max) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > max) s.resize(max);
-  return s;
-}
-
+// Offset of the first byte of the first invalid UTF-8 sequence in [data, data+size) (python's
+// UnicodeDecodeError.start for the same bytes), or `size` when all of it is valid UTF-8.
 size_t utf8_invalid_at(const char* data, size_t size) {
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   size_t i = 0;
@@ -204,6 +178,32 @@ size_t utf8_invalid_at(const char* data, size_t size) {
     i += len;
   }
   return size;
+}
+
+}  // namespace
+
+bool read_json(const char* data, size_t size, Json& out, Reason& why) {
+  if (const size_t bad = utf8_invalid_at(data, size); bad != size) {
+    return why.reject("json.utf8", format("metadata is not UTF-8 at byte %zu", bad));
+  }
+  if (size >= 3 && std::memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+    return why.reject("json.syntax",
+                      "metadata JSON starts with a UTF-8 byte order mark, which JSON "
+                      "does not allow");
+  }
+  StrictSax sax(data, size, why);
+  if (!Json::sax_parse(data, data + size, &sax) || !sax.finish()) return false;
+  out = Json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) {  // the SAX pass accepted it: not expected
+    return why.reject("json.syntax", "metadata JSON could not be read into a value");
+  }
+  return true;
+}
+
+std::string json_excerpt(const Json& v, size_t max) {
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > max) s.resize(max);
+  return s;
 }
 
 }  // namespace tte

@@ -30,10 +30,6 @@ constexpr size_t kMaxJsonNesting = 64;
 
 bool read_json(const char* data, size_t size, Json& out, Reason& why);
 
-// Offset of the first byte of the first invalid UTF-8 sequence in [data, data+size) (python's
-// UnicodeDecodeError.start for the same bytes), or `size` when all of it is valid UTF-8.
-size_t utf8_invalid_at(const char* data, size_t size);
-
 // `v` as JSON text for a message (compact, at most `max` bytes; never throws on odd strings).
 std::string json_excerpt(const Json& v, size_t max = 40);
 

@@ -90,13 +90,13 @@ struct Reader {
     }
     return out;
   }
-  // obj[key] (absent: none): objects with the string members `fields` (required) and, when
-  // `optional` is set, that member with its default; each entry's strings in field order.
+  // obj[key] (absent: none): objects with the string members `fields`, all required except,
+  // when `last_default` is set, the last one (absent: `last_default`); each entry's strings in
+  // field order.
   template <size_t N>
   std::vector<std::array<std::string, N>> entries(const Json& obj, const char* key,
                                                   const std::array<const char*, N>& fields,
-                                                  const char* optional = nullptr,
-                                                  const char* optional_default = "") {
+                                                  const char* last_default = nullptr) {
     std::vector<std::array<std::string, N>> out;
     const Json* lst = get(obj, key, Kind::Array, "metadata", false);
     for (size_t i = 0; lst && ok && i < lst->size(); ++i) {
@@ -108,8 +108,8 @@ struct Reader {
       }
       std::array<std::string, N> row;
       for (size_t f = 0; f < N; ++f) {
-        const bool required = optional == nullptr || f + 1 < N;
-        row[f] = str(e, fields[f], where, required, required ? "" : optional_default);
+        const bool required = last_default == nullptr || f + 1 < N;
+        row[f] = str(e, fields[f], where, required, required ? "" : last_default);
       }
       out.push_back(std::move(row));
     }
@@ -185,7 +185,7 @@ bool read_bindings(Reader& r, const Json& md, BlobInfo& info) {
 // Upstream's keys besides the bindings (defaults when absent).
 bool read_upstream_keys(Reader& r, const Json& md, BlobInfo& info) {
   for (auto& [output, input, kind] :
-       r.entries<3>(md, "aliased_io", {"output", "input", "kind"}, "kind", "kv_cache_update")) {
+       r.entries<3>(md, "aliased_io", {"output", "input", "kind"}, "kv_cache_update")) {
     info.aliased_io.push_back({std::move(output), std::move(input), std::move(kind)});
   }
   if (!r.ok) return false;

@@ -104,15 +104,27 @@ class Validator {
     return true;
   }
 
+  // Each of `names` (the metadata list `list`) names a binding of the wanted direction, once;
+  // `seen` collects them. Refused at the first that does not (dup_check: a name listed twice).
+  bool listed_once(const std::vector<std::string>& names, bool inputs, const char* list,
+                   const char* dup_check, std::set<std::string>& seen) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& name = names[i];
+      if (!need(name, inputs, format("%s[%zu]", list, i))) return false;
+      if (!seen.insert(name).second) {
+        return why_.reject(dup_check, std::string(list) + " lists " +
+                                          (inputs ? "input" : "output") + " binding '" + name +
+                                          "' twice");
+      }
+    }
+    return true;
+  }
+
   bool delegate_inputs() {
     std::set<std::string> seen;
-    for (size_t i = 0; i < info_.delegate_inputs.size(); ++i) {
-      const std::string& name = info_.delegate_inputs[i];
-      if (!need(name, true, format("delegate_inputs[%zu]", i))) return false;
-      if (!seen.insert(name).second) {
-        return why_.reject("delegate_inputs.duplicate",
-                           "delegate_inputs lists input binding '" + name + "' twice");
-      }
+    if (!listed_once(info_.delegate_inputs, true, "delegate_inputs", "delegate_inputs.duplicate",
+                     seen)) {
+      return false;
     }
     for (const Binding& b : info_.inputs) {
       if (!seen.count(b.name)) {
@@ -125,15 +137,8 @@ class Validator {
   }
 
   bool delegate_outputs() {
-    for (size_t i = 0; i < info_.delegate_outputs.size(); ++i) {
-      const std::string& name = info_.delegate_outputs[i];
-      if (!need(name, false, format("delegate_outputs[%zu]", i))) return false;
-      if (!delegate_outs_.insert(name).second) {
-        return why_.reject("delegate_outputs.duplicate",
-                           "delegate_outputs lists output binding '" + name + "' twice");
-      }
-    }
-    return true;
+    return listed_once(info_.delegate_outputs, false, "delegate_outputs",
+                       "delegate_outputs.duplicate", delegate_outs_);
   }
 
   bool buffers() {

@@ -54,10 +54,6 @@ bool dtype_from_name(const std::string& name, DType& out) {
   return find([&](const Row& r) { return name == r.name; }, out);
 }
 
-bool dtype_from_scalar_type(ScalarType t, DType& out) {
-  return find([&](const Row& r) { return r.scalar == t; }, out);
-}
-
 bool dtype_from_trt(int32_t trt, DType& out) {
   return trt != trt_type::kNone && find([&](const Row& r) { return r.trt == trt; }, out);
 }

@@ -2,8 +2,8 @@
 //
 // Invariant: every dtype name, element size, ExecuTorch scalar type and TensorRT data type the
 // runtime uses comes from the table in dtype.cpp — the same names and element sizes as python's
-// torch_tensorrt_ext.contracts.dtypes; a name not in it is refused by the blob reader, a scalar
-// type or TensorRT type not in it has no binding dtype.
+// torch_tensorrt_ext.contracts.dtypes; a name not in it is refused by the blob reader, a
+// TensorRT type not in it has no binding dtype.
 #pragma once
 
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
@@ -18,8 +18,6 @@ enum class DType : uint8_t { Float32, Float16, BFloat16, Int64, Int32, Int8, UIn
 
 // false when `name` is not a known dtype (compared whole: a NUL inside does not end it).
 bool dtype_from_name(const std::string& name, DType& out);
-// false for a scalar type no binding carries.
-bool dtype_from_scalar_type(executorch::aten::ScalarType t, DType& out);
 // `trt` is a nvinfer1::DataType value (tensorrt_engine.cpp checks the numbering against
 // NvInferRuntimeBase.h); false for a TensorRT type no binding carries (FP8, INT4, ...).
 bool dtype_from_trt(int32_t trt, DType& out);

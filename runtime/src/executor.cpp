@@ -3,6 +3,7 @@
 
 #include "refusal.h"
 
+#include <executorch/runtime/core/exec_aten/util/dim_order_util.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
 #include <cstdarg>
@@ -26,14 +27,6 @@ const char* dims_text(const Dims& d, char* buf, size_t n) {
   return buf;
 }
 
-bool default_dim_order(const Tensor& t) {
-  const auto dim_order = t.dim_order();
-  for (size_t k = 0; k < dim_order.size(); ++k) {
-    if (dim_order[k] != k) return false;
-  }
-  return true;
-}
-
 // A dynamic binding's tensor has its rank and its static dimensions.
 bool fits_dynamic(const Tensor& t, const Binding& b) {
   const auto sizes = t.sizes();
@@ -54,7 +47,7 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     return false;
   }
   const Tensor& t = v->toTensor();
-  if (!default_dim_order(t)) {
+  if (!executorch::runtime::is_contiguous_dim_order(t.dim_order().data(), t.dim())) {
     refuse("execute.dim_order",
            "TensorRTBackend: delegate %s %zu (binding '%s') has dim order %s; the engine reads "
            "its bindings as contiguous tensors in dim order 0..n-1",

@@ -265,9 +265,9 @@ class ReferenceEngine final : public Engine {
   // The payload normally points into the delegate's processed segment, which ExecuTorch keeps
   // for the delegate's lifetime; only a misaligned one is copied (flatbuffers want alignment).
   Error load_program(const BlobInfo& info, Reason& why) {
-    payload_ = info.engine;
-    payload_size_ = info.engine_size;
-    if (reinterpret_cast<uintptr_t>(payload_) % kPayloadAlignment != 0) {
+    const void* payload = info.engine;
+    const uint64_t payload_size = info.engine_size;
+    if (reinterpret_cast<uintptr_t>(payload) % kPayloadAlignment != 0) {
       payload_copy_ = aligned_bytes(info.engine_size, kPayloadAlignment);
       if (!payload_copy_) {
         return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
@@ -275,9 +275,9 @@ class ReferenceEngine final : public Engine {
                                static_cast<unsigned long long>(info.engine_size)));
       }
       std::memcpy(payload_copy_.get(), info.engine, info.engine_size);
-      payload_ = payload_copy_.get();
+      payload = payload_copy_.get();
     }
-    loader_.emplace(payload_, payload_size_);
+    loader_.emplace(payload, payload_size);
     std::optional<Result<Program>> loaded;
     bool aborted = false;
     (void)contained(
@@ -291,10 +291,10 @@ class ReferenceEngine final : public Engine {
       return why.fail(Error::InvalidProgram, "payload.not_program",
                       format("reference payload (%llu bytes) is not a loadable ExecuTorch "
                              "program (Program::load error 0x%x)",
-                             static_cast<unsigned long long>(payload_size_),
+                             static_cast<unsigned long long>(payload_size),
                              static_cast<unsigned>(loaded->error())));
     }
-    if (!check_kernel_calls(payload_, payload_size_, kMethod, why)) return Error::InvalidProgram;
+    if (!check_kernel_calls(payload, payload_size, kMethod, why)) return Error::InvalidProgram;
     program_.emplace(std::move(loaded->get()));
     return Error::Ok;
   }
@@ -379,8 +379,6 @@ class ReferenceEngine final : public Engine {
   }
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
-  const void* payload_ = nullptr;
-  uint64_t payload_size_ = 0;
   Bytes payload_copy_;
   std::optional<BufferDataLoader> loader_;
   std::optional<Program> program_;

@@ -263,6 +263,18 @@ TEST(refuses_other_inconsistencies_like_python) {
                                  R"("delegate_outputs":["logits","logits"])")),
           InvalidProgram, "delegate_outputs.duplicate",
           "delegate_outputs lists output binding 'logits' twice");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"(["tok","pos","cache_in","step_in"])",
+                                 R"(["tok","pos","cache_in","step_in","pos"])")),
+          InvalidProgram, "delegate_inputs.duplicate",
+          "delegate_inputs lists input binding 'pos' twice");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"(["tok","pos","cache_in","step_in"])",
+                                 R"(["tok","pos","cache_in","logits"])")),
+          InvalidProgram, "ref.direction",
+          "delegate_inputs[3] names input 'logits', which is an output binding");
+  REFUSED(parse_meta(replace_all(kKvMeta, R"("delegate_outputs":["logits"])",
+                                 R"("delegate_outputs":["logits","nope"])")),
+          InvalidProgram, "ref.missing",
+          "delegate_outputs[1] names output 'nope', which is not a binding");
   REFUSED(parse_meta(replace_all(kKvMeta, R"({"name":"tok",)", R"({"name":"cache_in",)")),
           InvalidProgram, "binding.duplicate",
           "binding name 'cache_in' appears twice in io_bindings");
