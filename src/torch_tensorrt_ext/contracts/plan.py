@@ -96,14 +96,13 @@ class BufferWrite:
     def from_dict(cls, d: dict) -> "BufferWrite":
         """The inverse of `to_dict`; an entry without "copier" gets its kind's own."""
         d = dict(d)
-        kind = WriteKind(d.pop("kind"))
-        copier = Copier(d.pop("copier", Copier.ENGINE.value if kind is WriteKind.KV_ALIAS
-                              else Copier.PROGRAM.value))
-        if kind is WriteKind.KV_ALIAS and copier is not Copier.ENGINE:
-            raise PlanError(f"buffer {d.get('fqn')!r}: a KV_ALIAS write is written in place by "
+        copier = d.pop("copier", None)
+        copier = None if copier is None else Copier(copier)
+        w = cls(kind=WriteKind(d.pop("kind")), engine_copies=copier is Copier.ENGINE, **d)
+        if copier is not None and copier is not w.copier:   # only a KV write can disagree
+            raise PlanError(f"buffer {w.fqn!r}: a KV_ALIAS write is written in place by "
                             f"its engine, but the plan says copier {copier.value!r}")
-        return cls(kind=kind, engine_copies=kind is WriteKind.COPY_BACK
-                   and copier is Copier.ENGINE, **d)
+        return w
 
 
 @dataclass(frozen=True)
