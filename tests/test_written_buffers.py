@@ -11,6 +11,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
+from torch_tensorrt_ext.lowering import graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
 from e2e_models import MODELS
@@ -57,3 +58,31 @@ def test_a_two_method_export_functionalizes_each_method_once(monkeypatch):
     reference.export_methods({"forward": (exported, args_of(0)),
                               "again": (exported, args_of(1))})
     assert calls.count(exported) == 2        # once per method, by torch-tensorrt's compile
+
+
+class NoGradState(torch.nn.Module):
+    """LFM2's pattern: the state is written only inside `with torch.no_grad():` (a
+    `wrap_with_set_grad_enabled` higher-order op taking the buffer, or a slice of it)."""
+
+    def __init__(self, through_slice: bool):
+        super().__init__()
+        self.through_slice = through_slice
+        self.register_buffer("state", torch.zeros(1, 4, 2))
+
+    def forward(self, x):
+        new = torch.cat([self.state, x], dim=-1)[..., -2:]
+        with torch.no_grad():
+            (self.state[:1] if self.through_slice else self.state).copy_(new)
+        return new.sum(-1)
+
+
+@pytest.mark.parametrize("through_slice", [False, True], ids=["buffer", "slice"])
+def test_a_write_only_inside_no_grad_is_planned(through_slice):
+    """Before, such a program was said to write nothing: `written_buffers` was empty and
+    `plan_mutations` printed 'no buffer is mutated' (the higher-order op's buffer argument was
+    only looked for inside lists)."""
+    ep = torch.export.export(NoGradState(through_slice), (torch.ones(1, 4, 1),), strict=False)
+    assert graph_writes.hides_writes(ep)
+    assert written_buffers(ep) == {"state"}
+    plan = tte.plan_mutations(ep)
+    assert [(w.fqn, w.kind.name) for w in plan] == [("state", "COPY_BACK")]

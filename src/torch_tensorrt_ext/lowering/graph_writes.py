@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch.fx import GraphModule, Node
 
 from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state, written_inputs
-from .op_writes import written_roots
+from .op_writes import view_root, written_roots
 
 Program = Union[torch.export.ExportedProgram, GraphModule]
 
@@ -70,32 +71,50 @@ def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundW
     return writes
 
 
-def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[List[str], bool]:
-    """The buffers `ep` writes in place (FQNs, first written first; `written_inputs`), and
-    whether a higher-order op (cond, while_loop, ...) takes a buffer — what it writes inside is
-    not looked into here."""
+def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[Dict[str, str], bool]:
+    """The buffers `ep` writes in place (FQN -> the first node writing it, first written first;
+    `written_inputs`), and whether a higher-order op (cond, while_loop, the
+    `wrap_with_set_grad_enabled` a `with torch.no_grad():` block becomes, ...) takes a buffer or
+    a view of one, in any argument position — what it writes inside is not looked into here."""
     names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
-    written = [names[ph] for ph in written_inputs(ep) if ph in names]
+    written = {names[ph]: node.name for ph, node in written_inputs(ep).items() if ph in names}
     buffers = {n for n in ep.graph.find_nodes(op="placeholder") if n.name in names}
-    hop = any(any(isinstance(a, (list, tuple)) and any(x in buffers for x in a)
-                  for a in node.args)
+    hop = any(view_root(a) in buffers
               for node in ep.graph.nodes
-              if node.op == "call_function" and not hasattr(node.target, "_schema"))
+              if node.op == "call_function" and isinstance(node.target, HigherOrderOperator)
+              for a in node.all_input_nodes)
     return written, hop
 
 
-def written_buffers(program: Program) -> FrozenSet[str]:
-    """The FQNs of the buffers `program` writes — the set `find_buffer_writes` finds — without
-    functionalizing an ExportedProgram in training IR: its in-place writes into buffers (and
-    into constants planned as buffers, `inputs_as_state`) plus its BUFFER_MUTATION outputs. A
-    program whose higher-order ops take buffers, or a GraphModule, is functionalized."""
+def buffer_writers(program: Program) -> Dict[str, str]:
+    """FQN -> the name of a node writing it, for every buffer `program` writes — the set
+    `find_buffer_writes` finds — without functionalizing an ExportedProgram in training IR: its
+    in-place writes into buffers (and into constants planned as buffers, `inputs_as_state`)
+    plus its BUFFER_MUTATION outputs. A program whose higher-order ops take buffers, or a
+    GraphModule, is functionalized (the writer is then the node computing the new value)."""
     if isinstance(program, torch.export.ExportedProgram):
         state, _ = inputs_as_state(program)
         inplace, hop = _inplace_buffer_writes(state)
         if not hop:
-            sig = state.graph_signature
-            return frozenset(inplace).union(sig.buffers_to_mutate.values())
-    return frozenset(w.fqn for w in find_buffer_writes(program)[1])
+            values = state.graph.output_node().args[0]
+            out = dict(inplace)
+            for i, spec in enumerate(state.graph_signature.output_specs):
+                if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION:
+                    out.setdefault(spec.target, getattr(values[i], "name", str(values[i])))
+            return out
+    return {w.fqn: w.value.name for w in find_buffer_writes(program)[1]}
+
+
+def written_buffers(program: Program) -> FrozenSet[str]:
+    """The FQNs of the buffers `program` writes (`buffer_writers`)."""
+    return frozenset(buffer_writers(program))
+
+
+def hides_writes(ep: torch.export.ExportedProgram) -> bool:
+    """Whether a buffer write of `ep` happens inside a higher-order op: fx's dead-code
+    elimination treats such an op as pure, so a pass that cleans the graph up (torch-tensorrt's
+    pre-lowering does) deletes the op, and the write with it, when nothing reads its result."""
+    return _inplace_buffer_writes(ep)[1]
 
 
 # program -> (the graph it was computed from, functional program, origins); an entry lives as
