@@ -147,6 +147,20 @@ def test_reconcile_write_outside_engines_falls_back():
     assert out.rebuilds == ()
 
 
+def test_reconcile_names_no_input_binding_when_another_engine_reads_the_buffer():
+    """Qwen3.5's shape: engine_0 reads the state, engine_2 computes its new value. The write's
+    input binding is the producing engine's own (none here) — never a binding of engine_0, which
+    would make engine_2 copy into an input it does not have."""
+    reader = _engine(output_names=("y",), output_buffers=())
+    writer = _engine(name="engine_2", input_names=("h",), input_buffers=(),
+                     output_names=("k_out", "ring_out"),
+                     output_buffers=(("k_out", "k"), ("ring_out", "ring")))
+    out = tte.reconcile(_plan(k=CB), [reader, writer])
+    for fqn, binding in (("k", "k_out"), ("ring", "ring_out")):
+        assert (out[fqn].engine, out[fqn].input_binding, out[fqn].output_binding) == \
+            ("engine_2", None, binding)
+
+
 def test_reconcile_copy_back_aliased_is_an_error_naming_both():
     eng = _engine(aliased_io=(tte.AliasedIO("ring_out", "b_ring"),))
     with pytest.raises(tte.PlanError,

@@ -17,7 +17,7 @@ from ..contracts.plan import MutationPlan, PlanError, RebuildRequest, WriteKind
 
 def _index(engines: Iterable[EngineInfo]):
     aliased: Dict[str, Tuple[EngineInfo, str, str]] = {}    # fqn -> (engine, in, out)
-    consumer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (engine, input binding)
+    consumer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (first engine, input binding)
     producer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (engine, output binding)
     for e in engines:
         for binding, fqn in e.input_buffers:
@@ -64,7 +64,9 @@ def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan
                 rebuild.setdefault(where[0].name, []).append(w.fqn)
         if w.fqn in producer:
             e, o = producer[w.fqn]
-            i = consumer[w.fqn][1] if w.fqn in consumer else None
+            # the buffer's input binding on the engine producing its value (none when another
+            # engine reads the buffer and this one only computes the new value)
+            i = next((b for b, f in e.input_buffers if f == w.fqn), None)
             w = dataclasses.replace(w, engine=e.name, input_binding=i, output_binding=o)
         writes.append(w)
     rebuilds = tuple(RebuildRequest(name, tuple(fqns),
