@@ -11,7 +11,8 @@ import pytest
 
 INSPECTED = {"test_e2e_reference", "test_reference_engines", "test_upstream_matrix",
              "test_upstream_cases", "test_hf_transformers", "test_llama_executorch",
-             "test_declare", "test_inspect_cli", "test_public_api_cli", "test_device_state"}
+             "test_declare", "test_inspect_cli", "test_public_api_cli", "test_device_state",
+             "test_hybrid_state"}
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import contextvars
 import copy
 import dataclasses
 import operator
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch.fx import GraphModule, Node
@@ -32,6 +32,7 @@ from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, o
 from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 from ..contracts.plan import MutationPlan, PlanError, WriteKind
+from .carried_writes import check_carried
 from .module_state import set_buffer
 
 Build = Callable[[GraphModule], torch.nn.Module]
@@ -204,15 +205,20 @@ class StatefulCompile:
     graph taken before the build (the build lowers the graph in place and deletes the
     parameters it folded), kept only when the plan has KV writes (only those are rebuilt)."""
 
-    def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = ()):
+    def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = (),
+                 written: Optional[Mapping[str, str]] = None):
         self._codegen = gm.graph._codegen   # the exported module's calling convention
         self._excluded = tuple(torch_executed_ops or ())
+        self._written = dict(written) if written is not None else None
         self.plan, self.lifted = _lift(gm, self._excluded)
         self._record = GraphRecord.of(self.lifted.gm.graph) if self.plan.kv() else None
 
     @classmethod
-    def from_settings(cls, gm: GraphModule, settings) -> "StatefulCompile":
-        return cls(gm, torch_executed_ops=getattr(settings, "torch_executed_ops", ()) or ())
+    def from_settings(cls, gm: GraphModule, settings,
+                      written: Optional[Mapping[str, str]] = None) -> "StatefulCompile":
+        """`written`: what the exported program writes (`stateful_program`), checked at finish."""
+        return cls(gm, torch_executed_ops=getattr(settings, "torch_executed_ops", ()) or (),
+                   written=written)
 
     @property
     def gm(self) -> GraphModule:
@@ -234,6 +240,8 @@ class StatefulCompile:
         _bind_reference_buffers(trt_gm, infos)
         final = _to_module_form(trt_gm, self.lifted, final)
         _calling_convention_of(trt_gm, self._codegen)
+        if self._written is not None:
+            check_carried(trt_gm, final, self._written)
         trt_gm.mutation_plan = final
         return trt_gm
 
@@ -350,12 +358,25 @@ def _calling_convention_of(gm: GraphModule, codegen: object) -> None:
         gm.recompile()
 
 
-def with_state_as_buffers(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """The program with every written constant that is really module state carried as a buffer
-    (non-strict export lifts state held on plain objects as constants), so its writes are
-    planned; a written user input or parameter is refused naming it (`mutated_inputs`)."""
+def stateful_program(program: torch.export.ExportedProgram
+                     ) -> Tuple[torch.export.ExportedProgram, Dict[str, str]]:
+    """What compile hands torch-tensorrt's lowering, and which buffers the program writes (FQN ->
+    the node writing it) for `StatefulCompile.finish`'s check.
+
+    Every written constant that is really module state is carried as a buffer (non-strict
+    export lifts state held on plain objects as constants), so its writes are planned; a written
+    user input or parameter is refused naming it (`mutated_inputs`). A program writing a buffer
+    inside a higher-order op — a `with torch.no_grad():` block is one — is functionalized here:
+    torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
+    such an op (and the write in it) when nothing reads its result; as a program output the new
+    value cannot be deleted."""
+    from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
-    return inputs_as_state(program)[0]
+    state = inputs_as_state(program)[0]
+    writers = buffer_writers(state)
+    if hides_writes(state):
+        state = functional_program(state)   # the functional form buffer_writers computed
+    return state, writers
 
 
 def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:
@@ -363,4 +384,4 @@ def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:
     return getattr(module, "mutation_plan", None)
 
 
-__all__ = ["StatefulCompile", "engine_infos", "plan_of"]
+__all__ = ["StatefulCompile", "engine_infos", "plan_of", "stateful_program"]
