@@ -13,9 +13,9 @@ from typing import Dict, List, Set
 
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
-from torch.export.graph_signature import OutputKind
 
 from . import device_state
+from .kept_mutations import check_writes, expected_writes, written_in_place
 from .tensorrt_blob import DEVICE_SPEC
 
 __all__ = ["backend_config", "stateful_edge", "InitialiseMutableBuffers",
@@ -42,17 +42,6 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
     return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
-
-
-def written_in_place(ep: ExportedProgram) -> Set[str]:
-    """Placeholders of buffers whose mutation is declared on the buffer itself (an engine writes
-    them: aliased KV, or a delegate's own copy-back)."""
-    sig = ep.graph_signature
-    values = list(ep.graph.output_node().args[0])
-    by_fqn = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
-    return {by_fqn[s.target] for i, s in enumerate(sig.output_specs)
-            if s.kind == OutputKind.BUFFER_MUTATION and s.target in by_fqn
-            and getattr(values[i], "name", None) == by_fqn[s.target]}
 
 
 def backend_config(edge_manager, config=None, share_across_methods=None):
@@ -127,12 +116,16 @@ def _share_state_across_methods(edge_manager, planner) -> None:
 def stateful_edge(edge_manager):
     """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
     `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
-    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does."""
+    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and a
+    declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`)."""
     from executorch.exir import EdgeProgramManager
 
     class StatefulEdgeProgramManager(type(edge_manager)):
         def to_executorch(self, config=None):
-            return super().to_executorch(backend_config(self, config))
+            expected = expected_writes(self)
+            lowered = super().to_executorch(backend_config(self, config))
+            check_writes(lowered, expected)
+            return lowered
 
     assert isinstance(edge_manager, EdgeProgramManager)
     edge_manager.__class__ = StatefulEdgeProgramManager
