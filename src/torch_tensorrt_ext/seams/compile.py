@@ -9,7 +9,9 @@ of the graph. Buffers are module state under their original fully qualified name
 exporter downstream declares them by name; the module is called like the model it came from.
 The reconciled plan is `module.mutation_plan`. A predicted KV write an engine did not alias
 becomes copy-back (the engine is rebuilt with the write excluded when no output carries its
-value) — never an abort, never a dropped write.
+value) — never an abort, never a dropped write: `stateful_program` keeps every write of the
+exported program out of reach of torch-tensorrt's dead-code elimination, and `finish` refuses a
+module that does not perform one of them (`carried_writes`), naming the buffer and node.
 """
 from __future__ import annotations
 
