@@ -14,7 +14,7 @@ compile instead of producing a module that runs with stale state.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Dict, Mapping
 
 import torch
 from torch.fx import GraphModule
@@ -28,15 +28,19 @@ def _copied_into(gm: GraphModule) -> set:
             and getattr(n.args[0], "op", None) == "get_attr"}
 
 
-def _engine_takes(gm: GraphModule, engine: str, fqn: str) -> bool:
-    return any(n.op == "call_module" and n.target == engine
-               and any(getattr(a, "op", None) == "get_attr" and a.target == fqn for a in n.args)
-               for n in gm.graph.nodes)
+def _taken_by_engine(gm: GraphModule) -> Dict[str, set]:
+    """Engine call target -> the buffers (FQNs) it is handed, read in one pass."""
+    taken: Dict[str, set] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            taken.setdefault(str(n.target), set()).update(
+                str(a.target) for a in n.args if getattr(a, "op", None) == "get_attr")
+    return taken
 
 
 def check_carried(gm: GraphModule, plan: MutationPlan, writers: Mapping[str, str]) -> None:
     """Refuse a compiled module that does not perform every write of the exported program."""
-    copied = _copied_into(gm)
+    copied, taken = _copied_into(gm), _taken_by_engine(gm)
     for fqn, node in writers.items():
         where = f"buffer {fqn!r} is written by the exported program (node {node!r})"
         if fqn not in plan:
@@ -47,7 +51,7 @@ def check_carried(gm: GraphModule, plan: MutationPlan, writers: Mapping[str, str
         if w.copier is Copier.PROGRAM:
             ok, how = fqn in copied, "no aten.copy_ into the buffer in the module's graph"
         else:
-            ok = w.engine is not None and _engine_takes(gm, w.engine, fqn)
+            ok = fqn in taken.get(w.engine, ())
             how = f"engine {w.engine!r} does not take the buffer"
         if not ok:
             raise PlanError(f"{where} and planned {w.kind.name} (copier {w.copier.name}), but "
