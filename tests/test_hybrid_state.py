@@ -1,6 +1,7 @@
-"""ExecuTorch's own hybrid-state decoders (LFM2 short-conv, Qwen3.5 Gated DeltaNet; see
-hybrid_models.py) through upstream's own API with this project's series: every state write the
-exported program makes reaches the compiled module and the `.pte`, step after step.
+"""Hybrid-state decoders nobody here wrote — ExecuTorch's own LFM2 short-conv and Qwen3.5 Gated
+DeltaNet, transformers' LFM2 and Qwen3-Next with their `StaticCache` (see hybrid_models.py) —
+through upstream's own API with this project's series: every state write the exported program
+makes reaches the compiled module and the `.pte`, step after step.
 
 Before the fix both lost a write silently: the state write sits in a `with torch.no_grad():`
 block, which torch.export keeps as a `wrap_with_set_grad_enabled` higher-order op with no users,
@@ -21,7 +22,8 @@ from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.lowering import graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
-from hybrid_models import KINDS, STATE, STEPS, export, step_args
+from hybrid_models import (EXECUTORCH_KINDS, KINDS, STATE, STEPS, TRANSFORMERS_KINDS, build,
+                           export, step_args)
 from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
 
 
@@ -84,7 +86,22 @@ def test_the_pte_matches_eager_step_by_step(compiled, tmp_path):
         f: 0 if k == "KV" else _nbytes(eager, f) for f, k in STATE[kind].items()}
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", TRANSFORMERS_KINDS)
+def test_the_transformers_wrapper_decodes_like_the_uncached_model(kind):
+    """The reference the other tests hold the compiled module to: the wrapper's cached decode,
+    one token per call, equals the model run without a cache on the whole sequence so far."""
+    wrapper = build(kind)
+    tokens = []
+    for step in range(STEPS):
+        ids, pos = step_args(step)
+        tokens.append(ids)
+        with torch.no_grad():
+            got = wrapper(ids, pos)
+            want = wrapper.model(input_ids=torch.cat(tokens, 1), use_cache=False).logits[:, -1:]
+        torch.testing.assert_close(got, want, msg=lambda m: f"{kind} step {step}: {m}")
+
+
+@pytest.mark.parametrize("kind", EXECUTORCH_KINDS)
 def test_the_no_grad_writes_are_seen_as_hidden_from_dead_code_elimination(kind):
     """What turns the seam's protection on: the state write sits inside a higher-order op that
     takes the buffer (here through a slice of it, for Qwen3.5)."""
