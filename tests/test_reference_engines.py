@@ -118,3 +118,27 @@ def test_a_predicted_kv_write_the_engine_did_not_alias_falls_back_to_copy_back(t
     _run(prog.run, copy.deepcopy(model), args_of, "kv_index_copy")
     assert prog.state_traffic() == {"k": nbytes(model)["k"]}
     _run(trt, copy.deepcopy(model), args_of, "kv_index_copy")
+
+
+class _PermutedIntoAnEngine(torch.nn.Module):
+    """A `permute` left to PyTorch hands the engine after it a strided view."""
+
+    def forward(self, x, w):
+        z = x.permute(0, 2, 1)
+        return torch.relu(z * 2.0 + w) / (w + 3.0) - z.sin() * z.cos()
+
+
+def test_an_engine_fed_a_strided_view_by_pytorch_runs_like_eager():
+    """The payload is lowered for dense inputs, the layout the engine is handed (as TensorRT
+    bindings are); lowered for the view's strides, ExecuTorch's `div` refused the call (mixed
+    dim orders, error 0x12)."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model = _PermutedIntoAnEngine()
+    x, w = torch.randn(2, 3, 4), torch.randn(2, 4, 3)
+    ep = torch.export.export(model, (x, w))
+    with tte.reference.engines():
+        trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[x, w], min_block_size=1,
+                                     torch_executed_ops={"torch.ops.aten.permute.default"})
+    fed = [n for n in trt.graph.nodes if n.op == "call_module" and "_run_on_acc" in n.target]
+    assert [a.target for a in fed[0].args if a.op == "call_module"] == ["_run_on_gpu_0"]
+    torch.testing.assert_close(trt(x, w), model(x, w))

@@ -2,7 +2,8 @@
 
 Invariant: the payload's method `forward` takes the partition's inputs in binding order and
 returns its outputs in binding order, every binding a tensor (a symbolic scalar input is bound as
-a 0-d tensor, `scalar_inputs_as_tensors`); graph inputs and outputs are not memory planned (the
+a 0-d tensor, `scalar_inputs_as_tensors`) in dense row-major layout, as TensorRT bindings are
+(`dense_inputs`); graph inputs and outputs are not memory planned (the
 engine binds caller memory directly), and every KV write the plan aliases is a
 `tte::kv_cache_update` whose cache is a graph input — the op the reference engine runs with its
 output bound to that input's address (docs/CONTRACTS.md §2, §3). Everything else runs on
@@ -117,6 +118,25 @@ def program_bytes(edge) -> bytes:
     return bytes(et.buffer)
 
 
+def dense_inputs(gm: GraphModule) -> None:
+    """Give every input of `gm` a dense (row-major contiguous) value and re-propagate the values
+    after it. An engine is handed its inputs dense (`execute_op` passes `t.contiguous()`, as
+    TensorRT takes its bindings), but a partition input can be a strided view in the partitioned
+    graph — a `permute` PyTorch ran for the partition before. Lowered as such, ExecuTorch keeps
+    the input's dim order, and its kernels refuse an operator mixing it with dense tensors (or
+    would read the dense bytes as the permuted layout)."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    if all(v.is_contiguous() for v in tensors):
+        return
+    mode = tensors[0].fake_mode
+    with mode:
+        dense = [torch.empty(tuple(v.shape), dtype=v.dtype, device=v.device)
+                 if isinstance(v, torch.Tensor) else v for v in vals]
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*dense)
+
+
 def to_executorch_program(gm: GraphModule) -> bytes:
     """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned):
     where the partition allows, taken as a program without retracing (`lifted_program`) and
@@ -125,6 +145,7 @@ def to_executorch_program(gm: GraphModule) -> bytes:
     from executorch.exir import to_edge
 
     _require_static(gm)
+    dense_inputs(gm)
     config = edge_config()
     lifted = lifted_program(gm)
     edge = replayed_edge(lifted, config) if lifted is not None else None
