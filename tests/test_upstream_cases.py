@@ -80,3 +80,38 @@ def test_a_caller_owned_cache_written_in_place_is_refused_naming_it():
     with pytest.raises(PlanError, match=r"user input 'cache' is written in place .* Keep the "
                                         r"state in a registered buffer"):
         compile_rtx(UserCache(), args)
+
+
+def _pte_output_sizes(data: bytes, method: str = "forward"):
+    from executorch.exir._serialize._program import deserialize_pte_binary
+    plan = next(p for p in deserialize_pte_binary(data).program.execution_plan
+                if p.name == method)
+    return [list(plan.values[i].val.sizes) for i in plan.outputs]
+
+
+@pytest.mark.parametrize("reduce", [lambda k: k.sum(), lambda k: k.sum(dim=(2, 3))],
+                         ids=["0-dim", "leading-1"])
+def test_a_lone_user_output_beside_a_kv_write_keeps_its_shape(tmp_path, reduce):
+    """The engine's partition returns the KV write's new value beside the user's output; the
+    engine module drops the aliased output and returns the lone user output bare, so the graph
+    must not index it: a 0-dim result failed the save ("invalid index of a 0-dim tensor"), a
+    `[1, 2]` one was silently saved as `[2]`."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+
+    def kv_then_reduce(m, x, p):
+        m.k.index_copy_(2, p, x)
+        return reduce(m.k)
+
+    model = Stateful(kv_then_reduce, k=(1, 2, 8, 4))
+    want = list(model(*KV_ARGS).shape)
+    trt = compile_rtx(Stateful(kv_then_reduce, k=(1, 2, 8, 4)), KV_ARGS)
+    assert recorded_aliasing(trt) == {"k": ("_run_on_acc_0", "output1", "b_k")}
+    path = tmp_path / "m.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(KV_ARGS))
+    assert _pte_output_sizes(path.read_bytes()) == [want]
+    check_pte(path.read_bytes(), trt.mutation_plan, {"k": 256})
+    # upstream's legacy exporter inlines the engine call into the graph it serializes
+    ep_path = tmp_path / "m.pt2"
+    torch_tensorrt.save(trt, str(ep_path), output_format="exported_program", retrace=False)
+    out = torch.export.load(str(ep_path)).graph.output_node().args[0]
+    assert [list(o.meta["val"].shape) for o in out if "val" in o.meta][-1:] == [want]

@@ -241,6 +241,7 @@ class StatefulCompile:
         final = dataclasses.replace(final, rebuilds=())
         _bind_reference_buffers(trt_gm, infos)
         final = _to_module_form(trt_gm, self.lifted, final)
+        _engine_results_as_returned(trt_gm)
         _calling_convention_of(trt_gm, self._codegen)
         if self._written is not None:
             check_carried(trt_gm, final, self._written)
@@ -349,6 +350,44 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
     graph.lint()
     gm.recompile()
     return plan
+
+
+def _engine_results_as_returned(gm: GraphModule) -> None:
+    """Read each TensorRT engine's results the way its module returns them. The module (ours
+    without a device, upstream's `forward` with one) drops the aliased outputs after its last
+    user output (`user_output_count`) and returns a lone remaining output bare — while the graph
+    indexes the call (`getitem(call, 0)`) whenever the partition returned several values, a KV
+    write's new value among them. Left so, a 0-dim result fails the save's retrace ("invalid
+    index of a 0-dim tensor") and a `[1, ...]` one is silently sliced. A read of a dropped
+    output cannot be served and is refused naming engine and output."""
+    from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
+    from .engines import ReferenceEngineModule   # returns what the graph reads (n_graph_outputs)
+    changed = False
+    for name, module in _engine_modules(gm).items():
+        if isinstance(module, ReferenceEngineModule) or not getattr(module, "aliased_io", None):
+            continue
+        names = list(module.output_binding_names)
+        kept = user_output_count(names, module.aliased_io)
+        for call in (n for n in gm.graph.nodes if n.op == "call_module" and n.target == name):
+            for use in list(call.users):
+                if use.target is not operator.getitem:
+                    continue
+                k = use.args[1]
+                if k >= kept:
+                    raise PlanError(
+                        f"engine {name!r}: the graph reads its output {names[k]!r} (result "
+                        f"{k}), which the engine module does not return: it returns only the "
+                        f"first {kept} of {names} (the rest are aliased outputs, written in "
+                        "place). Please report this with the program")
+                if kept == 1:
+                    use.replace_all_uses_with(call)
+                    gm.graph.erase_node(use)
+                    changed = True
+            val = call.meta.get("val")
+            if kept == 1 and isinstance(val, (list, tuple)) and len(val) > 1:
+                call.meta["val"] = [val[0]]   # a single-result call, as torch-tensorrt keeps one
+    if changed:
+        gm.recompile()
 
 
 def _calling_convention_of(gm: GraphModule, codegen: object) -> None:
