@@ -1,5 +1,5 @@
-# The runtime's sources (without the TensorRT engine, which runtime/CMakeLists.txt adds when
-# TensorRT is found): libtte_runtime (runtime/CMakeLists.txt) and the fuzz harnesses
+# The runtime's sources (without the TensorRT engine and the CUDA device, which
+# runtime/CMakeLists.txt adds when TensorRT / CUDA are found): libtte_runtime (runtime/CMakeLists.txt) and the fuzz harnesses
 # (runtime/fuzz/CMakeLists.txt) both compile exactly these. Absolute paths, so either may include
 # this file from its own directory.
 set(TTE_RUNTIME_SOURCES
@@ -12,6 +12,9 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/counters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/device.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/device_api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/emulated_device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/reference_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/payload_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/refusal.cpp

@@ -1,6 +1,8 @@
 // The reference engine: an ExecuTorch program as the engine payload; see reference_engine.h.
 #include "reference_engine.h"
 #include "abort_guard.h"
+#include "counters.h"
+#include "device.h"
 #include "payload_check.h"
 #include "refusal.h"
 
@@ -205,10 +207,25 @@ class ReferenceEngine final : public Engine {
     if (e == Error::Ok) {
       for (const Binding& b : info.inputs) inputs_.emplace_back(b);
     }
+    if (e == Error::Ok) e = allocate_staging(info, why);
     return e;
   }
 
+  ~ReferenceEngine() override {
+    for (void* p : device_scratch_) device_->deallocate(p);
+  }
+
   Result<void*> allocate_scratch(size_t nbytes, Reason& why) override {
+    if (device_ != nullptr) {  // a copy-back's new value stays in device memory
+      auto p = device_->allocate(nbytes);
+      if (!p.ok()) {
+        return why.fail(
+            Error::MemoryAllocationFailed, "runtime.out_of_memory",
+            format("cannot allocate %zu scratch bytes on device %s", nbytes, device_->name()));
+      }
+      device_scratch_.push_back(p.get());
+      return p.get();
+    }
     scratch_.push_back(aligned_bytes(nbytes, 64));
     if (!scratch_.back()) {
       scratch_.pop_back();
@@ -220,6 +237,12 @@ class ReferenceEngine final : public Engine {
 
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
     if (aborted_) return refuse_after_abort();
+    in_device_[binding] = nullptr;
+    if (device_ != nullptr && device_->owns(data)) {  // device mode: read it into host staging
+      Error e = stage_in(binding, data, nbytes);
+      if (e != Error::Ok) return e;
+      data = in_stage_[binding].get();
+    }
     InputView& v = inputs_[binding];
     v.impl->set_data(data);
     // Not memory planned (checked in init): set_input shares `data`, it does not copy.
@@ -228,6 +251,22 @@ class ReferenceEngine final : public Engine {
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
     if (aborted_) return refuse_after_abort();
+    uploads_[binding] = Upload{};
+    if (device_ != nullptr && device_->owns(data)) {  // device mode: written back after the run
+      void* host = out_stage_[binding].get();
+      for (size_t i = 0; i < in_device_.size(); ++i) {
+        if (in_device_[i] == data) host = in_stage_[i].get();  // aliased: in place, staged
+      }
+      if (host == nullptr || nbytes > out_nbytes_[binding]) {
+        refuse("execute.device_staging",
+               "TensorRTBackend: reference engine output %zu is device memory (%zu bytes) "
+               "beyond its binding's %zu staged bytes",
+               binding, nbytes, out_nbytes_[binding]);
+        return Error::InvalidArgument;
+      }
+      uploads_[binding] = Upload{data, host, nbytes};
+      data = host;
+    }
     return method_->set_output_data_ptr(data, nbytes, binding);
   }
 
@@ -240,12 +279,17 @@ class ReferenceEngine final : public Engine {
              "above says why): its program does not fit its operators; this delegate refuses "
              "this and every later call (re-export the .pte)");
     }
+    for (size_t o = 0; e == Error::Ok && o < uploads_.size(); ++o) {
+      const Upload& u = uploads_[o];
+      if (u.device == nullptr) continue;
+      e = device_->to_device(u.device, u.host, u.nbytes);
+      if (e == Error::Ok) count_copy(staging_counter_, u.nbytes);
+    }
     return e;
   }
 
   Error copy(void* dst, const void* src, size_t nbytes) override {
-    if (dst != src) std::memmove(dst, src, nbytes);
-    return Error::Ok;
+    return copy_any(dst, src, nbytes);  // device mode: a device-to-device copy
   }
 
  private:
@@ -377,6 +421,74 @@ class ReferenceEngine final : public Engine {
     method_.emplace(std::move(loaded->get()));
     return Error::Ok;
   }
+
+  // Device mode (a device is active, device.h): a test engine's stand-in for running on the
+  // device. Each device input is read into host staging before the run and each device output
+  // (an aliased one through its input's staging) written back after it, with the device's own
+  // copies — counted under kDeviceStagingCounter, never under a buffer's key — so ExecuTorch's
+  // kernels only ever see host memory.
+  Error allocate_staging(const BlobInfo& info, Reason& why) {
+    device_ = active_device();
+    in_device_.assign(info.inputs.size(), nullptr);
+    uploads_.assign(info.outputs.size(), Upload{});
+    if (device_ == nullptr) return Error::Ok;
+    staging_counter_ = copy_counter(kDeviceStagingCounter);
+    if (staging_counter_ == nullptr) {
+      return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                      "cannot allocate the reference engine's staging counter");
+    }
+    for (const Binding& b : info.inputs) {
+      in_nbytes_.push_back(b.nbytes());
+      in_stage_.push_back(aligned_bytes(b.nbytes(), 64));
+      if (!in_stage_.back()) return staging_failed(b, why);
+    }
+    for (const Binding& b : info.outputs) {
+      out_nbytes_.push_back(b.nbytes());
+      out_stage_.push_back(aligned_bytes(b.nbytes(), 64));
+      if (!out_stage_.back()) return staging_failed(b, why);
+    }
+    return Error::Ok;
+  }
+
+  static Error staging_failed(const Binding& b, Reason& why) {
+    return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
+                    format("cannot allocate %zu bytes of host staging for binding '%s'", b.nbytes(),
+                           b.name.c_str()));
+  }
+
+  Error stage_in(size_t binding, void* data, size_t nbytes) {
+    if (nbytes > in_nbytes_[binding]) {
+      refuse("execute.device_staging",
+             "TensorRTBackend: reference engine input %zu is device memory (%zu bytes) beyond "
+             "its binding's %zu staged bytes",
+             binding, nbytes, in_nbytes_[binding]);
+      return Error::InvalidArgument;
+    }
+    Error e = device_->to_host(in_stage_[binding].get(), data, nbytes);
+    if (e != Error::Ok) {
+      refuse("execute.device_copy",
+             "TensorRTBackend: reading reference engine input %zu (%zu bytes) from device %s "
+             "failed (error 0x%x)",
+             binding, nbytes, device_->name(), static_cast<unsigned>(e));
+      return e;
+    }
+    in_device_[binding] = data;
+    count_copy(staging_counter_, nbytes);
+    return Error::Ok;
+  }
+
+  struct Upload {
+    void* device = nullptr;
+    const void* host = nullptr;
+    size_t nbytes = 0;
+  };
+  Device* device_ = nullptr;
+  CopyCounter* staging_counter_ = nullptr;
+  std::vector<Bytes> in_stage_, out_stage_;
+  std::vector<size_t> in_nbytes_, out_nbytes_;
+  std::vector<void*> in_device_;  // this call's device address per input, or nullptr
+  std::vector<Upload> uploads_;   // this call's device output per output binding
+  std::vector<void*> device_scratch_;
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
   Bytes payload_copy_;

@@ -7,7 +7,10 @@
 // (ExecuTorch's method.cpp: `share_tensor_data` unless `is_memory_planned()`); outputs with
 // Method::set_output_data_ptr. `create` refuses a payload whose inputs or outputs are memory
 // planned, or whose method signature (count, dtype, shape) differs from the bindings. All method
-// memory (planned arenas, method allocator, temp arena) is allocated in `create`.
+// memory (planned arenas, method allocator, temp arena, device-mode staging) is allocated in
+// `create`. With a device active (device.h) the engine runs "on the device" as a test engine:
+// bindings in device memory are staged through host memory with the device's copies (the only
+// copies it makes), its scratch is device memory and `copy` moves device to device.
 #pragma once
 
 #include "engine.h"
@@ -19,6 +22,11 @@ namespace tte {
 
 // Temp-allocator arena a kernel may use during one `run` (allocated once, reset after each run).
 constexpr size_t kReferenceTempArenaBytes = 1 << 20;
+
+// Device mode (a device is active): the bytes the engine moved between device memory and its host
+// staging, counted under this key (the C API's tte_runtime_copy_bytes reads it) — the test
+// engine's own traffic, never a buffer's.
+constexpr const char* kDeviceStagingCounter = "tte.reference_engine.device_staging";
 
 Result<std::unique_ptr<Engine>> create_reference_engine(const BlobInfo& info, Reason& why);
 

@@ -1,0 +1,81 @@
+// The application-facing device API of tte/device.h, over device.h.
+#include <tte/device.h>
+
+#include "device.h"
+
+namespace tte {
+namespace {
+
+using executorch::runtime::DataLoader;
+using executorch::runtime::FreeableBuffer;
+
+class DeviceAwareLoader final : public DataLoader {
+ public:
+  explicit DeviceAwareLoader(std::unique_ptr<DataLoader> inner) : inner_(std::move(inner)) {}
+
+  Result<FreeableBuffer> load(size_t offset, size_t size, const SegmentInfo& info) const override {
+    return inner_->load(offset, size, info);
+  }
+
+  Error load_into(size_t offset, size_t size, const SegmentInfo& info,
+                  void* buffer) const override {
+    Device* d = active_device();
+    if (d == nullptr || !d->owns(buffer)) return inner_->load_into(offset, size, info, buffer);
+    auto data = inner_->load(offset, size, info);
+    if (!data.ok()) return data.error();
+    const Error e = d->to_device(buffer, data->data(), size);
+    data->Free();
+    return e;
+  }
+
+  Result<size_t> size() const override { return inner_->size(); }
+
+ private:
+  std::unique_ptr<DataLoader> inner_;
+};
+
+}  // namespace
+
+int use_device(const char* kind, std::string& why) noexcept {
+  try {
+    const std::string k = kind ? kind : "";
+    Device* d = nullptr;
+    if (k == "none") {
+      if (active_device() == nullptr) return 0;
+      why = std::string("device ") + active_device()->name() + " is already in force";
+      return static_cast<int>(Error::InvalidState);
+    } else if (k == "emulated") {
+      d = &emulated_device();
+    } else if (k == "cuda" || k == "auto") {
+      d = cuda_device();
+      if (d == nullptr && k == "auto") return 0;
+      if (d == nullptr) {
+        why = "no CUDA device: this runtime was built without CUDA, or no GPU is visible";
+        return static_cast<int>(Error::NotSupported);
+      }
+    } else {
+      why = "unknown device kind '" + k + "' (cuda, emulated, auto or none)";
+      return static_cast<int>(Error::InvalidArgument);
+    }
+    const Error e = activate(*d);
+    if (e != Error::Ok) {
+      why = std::string("device ") + active_device()->name() + " is already in force; a process " +
+            "has one device";
+    }
+    return static_cast<int>(e);
+  } catch (...) {
+    why.clear();
+    return static_cast<int>(Error::MemoryAllocationFailed);
+  }
+}
+
+const char* device_name() noexcept {
+  Device* d = active_device();
+  return d ? d->name() : "";
+}
+
+std::unique_ptr<DataLoader> device_aware(std::unique_ptr<DataLoader> inner) {
+  return std::make_unique<DeviceAwareLoader>(std::move(inner));
+}
+
+}  // namespace tte
