@@ -12,7 +12,7 @@ fi
 # House rules: ruff (pyproject.toml [tool.ruff]) and the runtime's C++ style (.clang-format); a
 # missing clang-format fails the check too.
 .venv/bin/ruff check src tests benchmarks scripts || status=$?
-find runtime/src runtime/include runtime/tests runtime/fuzz runtime/bench \
+find runtime/src runtime/include runtime/tests runtime/fuzz runtime/bench runtime/tools \
   \( -name '*.cpp' -o -name '*.h' \) -print0 | xargs -0 clang-format --dry-run --Werror || status=$?
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
 if [ -f build/runtime/CTestTestfile.cmake ] || [ -f build/CTestTestfile.cmake ]; then

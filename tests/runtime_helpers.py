@@ -224,3 +224,27 @@ def blob_in_pte(pte: bytes) -> slice:
     assert at > 0 and pte.find(b"TR03", at + 1) == -1, "expected exactly one TR03 blob"
     _, _, _, eng_off, eng_size, _ = struct.unpack(B.HEADER_FORMAT, pte[at:at + 32])
     return slice(at, at + eng_off + eng_size)
+
+
+def write_steps(io_dir, args_of, steps: int) -> None:
+    """The inputs of `steps` calls as `tte_run` reads them: io_dir/in.<step>.<i>.bin, raw."""
+    for s in range(steps):
+        for i, a in enumerate(args_of(s)):
+            (io_dir / f"in.{s}.{i}.bin").write_bytes(a.contiguous().numpy().tobytes())
+
+
+def read_output(io_dir, step: int, j: int, like: torch.Tensor) -> torch.Tensor:
+    """Output `j` of call `step` written by `tte_run`, as a tensor shaped and typed like `like`."""
+    raw = bytearray((io_dir / f"out.{step}.{j}.bin").read_bytes())
+    return torch.frombuffer(raw, dtype=like.dtype).reshape(like.shape)
+
+
+def run_runner(pte, io_dir, steps: int, device: str = "emulated", *extra: str):
+    """`tte_run` (the C++ runner) over `pte`: (its CompletedProcess, its JSON summary or None)."""
+    import subprocess
+    from torch_tensorrt_ext.runtime_lib import runner_path
+    done = subprocess.run([str(runner_path()), str(pte), "--io", str(io_dir), "--steps",
+                           str(steps), "--device", device, *extra],
+                          capture_output=True, text=True, timeout=300)
+    last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+    return done, (json.loads(last[0]) if last else None)

@@ -1,4 +1,4 @@
-# Install rules of the runtime: a prefix with lib/libtte_runtime.so, include/tte/*.h and
+# Install rules of the runtime: a prefix with lib/libtte_runtime.so, bin/tte_run, include/tte/*.h and
 # lib/cmake/tte_runtime/ (tte_runtimeConfig.cmake, its version file and the exported target
 # tte::tte_runtime), so a C++ application can
 #   find_package(tte_runtime CONFIG REQUIRED)   # CMAKE_PREFIX_PATH=<prefix>
@@ -21,6 +21,10 @@ set_target_properties(tte_runtime PROPERTIES INSTALL_RPATH "\$ORIGIN/../../../ex
 
 install(TARGETS tte_runtime EXPORT tte_runtimeTargets
         LIBRARY DESTINATION lib COMPONENT tte_runtime)
+# The runner (tools/tte_run.cpp) beside it: bin/tte_run finds ../lib and the wheel's executorch.
+set_target_properties(tte_run PROPERTIES
+  INSTALL_RPATH "\$ORIGIN/../lib:\$ORIGIN/../../../executorch/lib")
+install(TARGETS tte_run RUNTIME DESTINATION bin COMPONENT tte_runtime OPTIONAL)
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION include
         COMPONENT tte_runtime FILES_MATCHING PATTERN "*.h")
 install(EXPORT tte_runtimeTargets NAMESPACE tte:: DESTINATION ${_tte_cmake_dir}
@@ -37,9 +41,11 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tte_runtimeConfig.cmake
         DESTINATION ${_tte_cmake_dir} COMPONENT tte_runtime)
 
 if(TTE_PACKAGE_PREFIX)
-  add_custom_command(TARGET tte_runtime POST_BUILD
-    COMMAND ${CMAKE_COMMAND} --install ${CMAKE_BINARY_DIR} --prefix ${TTE_PACKAGE_PREFIX}
-            --component tte_runtime
-    COMMENT "tte_runtime: installing into ${TTE_PACKAGE_PREFIX}"
-    VERBATIM)
+  foreach(_tte_target tte_runtime tte_run)
+    add_custom_command(TARGET ${_tte_target} POST_BUILD
+      COMMAND ${CMAKE_COMMAND} --install ${CMAKE_BINARY_DIR} --prefix ${TTE_PACKAGE_PREFIX}
+              --component tte_runtime
+      COMMENT "${_tte_target}: installing into ${TTE_PACKAGE_PREFIX}"
+      VERBATIM)
+  endforeach()
 endif()

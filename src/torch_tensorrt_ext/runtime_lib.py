@@ -30,7 +30,8 @@ from typing import List, Optional, Tuple
 
 from .errors import TteError
 
-__all__ = ["library_path", "search_path", "load", "copy_bytes", "execute_count", "reset_counters",
+__all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes", "execute_count",
+           "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
            "check_blob",
            "RuntimeLibraryError", "DelegateRefusedError"]
@@ -83,6 +84,34 @@ def library_path() -> Path:
             f"{', '.join(str(p) for p in places)}; in a checkout run "
             f"`bash scripts/build_runtime.sh` (it builds the library and installs it into the "
             f"package), else set ${ENV_VAR} to a {LIB_NAME}")
+    best = found[0]
+    for later in found[1:]:
+        if int(later.stat().st_mtime) > int(best.stat().st_mtime):
+            best = later
+    return best
+
+
+RUNNER_ENV_VAR = "TTE_RUN"
+RUNNER_NAME = "tte_run"
+
+
+def runner_path() -> Path:
+    """The C++ runner `tte_run` (runtime/tools/tte_run.cpp: a `.pte` stepped through ExecuTorch's
+    Module API with this runtime's device): $TTE_RUN if set; else the package's copy
+    (_lib/bin), then a checkout's build tree, the newer by a whole second winning as for the
+    library. None found is an error naming every place searched."""
+    env = os.environ.get(RUNNER_ENV_VAR)
+    if env:
+        return Path(env)
+    places = [_package_copy().parent.parent / "bin" / RUNNER_NAME]
+    build = _checkout_build()
+    if build is not None:
+        places.append(build.parent / RUNNER_NAME)
+    found = [p for p in places if p.is_file()]
+    if not found:
+        raise RuntimeLibraryError(
+            f"the runner {RUNNER_NAME} is not built: searched {', '.join(map(str, places))}; "
+            f"in a checkout run `bash scripts/build_runtime.sh`, else set ${RUNNER_ENV_VAR}")
     best = found[0]
     for later in found[1:]:
         if int(later.stat().st_mtime) > int(best.stat().st_mtime):

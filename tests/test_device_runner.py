@@ -1,0 +1,114 @@
+"""The product path with state in device memory, on CPU CI: `.pte` files saved with reference
+engines on `cuda:0` are stepped by the C++ runner (`tte_run`, ExecuTorch's Module API) on the
+emulated device, whose memory faults on any host access. Device arenas come from the runtime's
+`DeviceAllocator`, initial values reach them through it, KV writes stay in place, copy-back
+buffers are copied once by the delegate — and every output equals eager, step after step.
+
+What this cannot show (no GPU here): real CUDA pointers and streams; the runner takes
+`--device cuda` on a GPU machine (issue 22's device run)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from executorch.exir import schema
+from executorch.exir._serialize._program import deserialize_pte_binary
+
+from e2e_models import MODELS
+from runtime_helpers import read_output, run_runner, write_steps
+from torch_tensorrt_ext import reference
+from torch_tensorrt_ext.contracts.plan import Copier
+from torch_tensorrt_ext.demo.models import Decoder
+from torch_tensorrt_ext.executorch import lower
+from torch_tensorrt_ext.executorch.traffic import mutable_buffers
+
+STEPS = 4
+
+
+def _random_state(model: torch.nn.Module) -> torch.nn.Module:
+    """Non-zero initial values, so a lost or host-written initial value shows in the outputs."""
+    torch.manual_seed(1)
+    for b in model.buffers():
+        if b.is_floating_point():
+            b.normal_()
+    return model
+
+
+def _decoder():
+    return Decoder(layers=2).eval()
+
+
+CASES = {name: (factory, args_of) for name, (factory, args_of, _) in MODELS.items()}
+CASES["demo_decoder"] = (_decoder, lambda s: (torch.randn(1, 1, 16, generator=torch.Generator()
+                                                          .manual_seed(s)), torch.tensor([s])))
+
+
+def _saved(tmp_path, name, steps: int = STEPS):
+    """`name` saved with its state on `cuda:0` as tmp_path/m.pte, with the inputs of `steps`
+    calls: (eager model, plan, .pte bytes). scripts/device_bundle.py saves the GPU run's cases
+    with it too."""
+    factory, args_of = CASES[name]
+    model = _random_state(factory().eval())
+    eager = copy.deepcopy(model)
+    ep, compiled = reference.export_program(copy.deepcopy(model), args_of(0))
+    data = bytes(lower.to_executorch(ep, device="cuda:0").buffer)
+    (tmp_path / "m.pte").write_bytes(data)
+    write_steps(tmp_path, args_of, steps)
+    return eager, compiled.plan, data
+
+
+def _nbytes(model, fqn):
+    b = model.get_buffer(fqn)
+    return b.numel() * b.element_size()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
+    eager, plan, data = _saved(tmp_path, name)
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _, args_of = CASES[name]
+    for s in range(STEPS):
+        with torch.no_grad():
+            want = eager(*args_of(s))
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        for j, w in enumerate(want):
+            torch.testing.assert_close(read_output(tmp_path, s, j, w), w,
+                                       msg=lambda m: f"{name} step {s} output {j}: {m}")
+    # where each buffer lives, and what the delegate copied: KV nothing, an engine-copied
+    # buffer its size once per call (a device-to-device copy); program-copied state keeps a
+    # host path (ExecuTorch's write-back is a host kernel), which the delegate never copies
+    method = next(p for p in deserialize_pte_binary(data).program.execution_plan
+                  if p.name == "forward")
+    placed = {f: t.extra_tensor_info.device_type for f, (_, t) in mutable_buffers(method).items()}
+    assert summary["device"] == "emulated"
+    for w in plan:
+        engine_copied = w.copier is Copier.ENGINE and not w.is_kv
+        assert summary["copy_bytes"][w.fqn] == (STEPS * _nbytes(eager, w.fqn)
+                                                if engine_copied else 0), w.fqn
+        want_device = schema.DeviceType.CUDA if w.copier is Copier.ENGINE else schema.DeviceType.CPU
+        assert placed[w.fqn] == want_device, (w.fqn, w.copier)
+    assert summary["staging_bytes"] > 0   # the reference engine ran "on the device"
+
+
+def test_the_runner_refuses_device_state_without_a_device(tmp_path):
+    _saved(tmp_path, "kv_index_copy")
+    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "none")
+    assert done.returncode == 3
+    assert done.stderr.strip().endswith(
+        "method 'forward': memory arena 1 (336 bytes) lives on cuda:0, where the program keeps "
+        "its state (its buffers: 'k'), but no device is in force: run on a GPU machine with "
+        "--device cuda (or --device emulated to test on CPU)")
+    assert not list(tmp_path.glob("out.*"))
+
+
+def test_executorchs_own_loader_writes_device_memory_with_host_code_and_is_caught(tmp_path):
+    """ExecuTorch's FileDataLoader reads a buffer's initial value straight into its arena
+    (`pread`): on the emulated device the kernel refuses the host-inaccessible destination (on a
+    GPU it would be a crash or garbage). The runner's device-aware loader is what makes it work."""
+    _saved(tmp_path, "kv_index_copy")
+    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--loader", "executorch")
+    assert done.returncode == 3
+    assert "failed to read 256 bytes at offset" in done.stderr and "Bad address" in done.stderr
+    assert "loading method 'forward' failed" in done.stderr
