@@ -1,0 +1,82 @@
+"""Build `.devrun/` (gitignored): everything the GPU machine's run of the device path needs,
+made on this CPU machine — that machine has CUDA, cmake and Python but no ExecuTorch and no
+network (issue 22; `scripts/device_run.sh` runs there).
+
+* `sdk/`: the C++ side of the installed executorch wheel (headers, shared libraries, CMake
+  package; Python-version independent) and nlohmann-json's headers + CMake package;
+* `payloads/`: the runtime's ctest fixtures (runtime/tests/gen_payloads.py, run here);
+* `cases/<name>/`: `.pte` files saved with reference engines and state on `cuda:0` — every
+  end-to-end model (tests/e2e_models.py, which includes a Gated-DeltaNet-shaped one) and the demo
+  decoder — with random initial buffer values, the inputs of STEPS calls, eager's outputs
+  (`want.<step>.<j>.npy`) and `expect.json`: the bytes the delegate must copy per buffer over the
+  run (KV 0; an engine-copied buffer its size per call).
+
+Usage: .venv/bin/python scripts/device_bundle.py [STEPS]
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+OUT = ROOT / ".devrun"
+
+
+def _sdk() -> None:
+    import executorch
+    et = Path(executorch.__path__[0])
+    dst = OUT / "sdk" / "executorch"
+    for sub in ("include", "lib", "share"):
+        shutil.copytree(et / sub, dst / sub, dirs_exist_ok=True)
+    nl = OUT / "sdk" / "nlohmann"
+    shutil.copytree("/usr/include/nlohmann", nl / "include" / "nlohmann", dirs_exist_ok=True)
+    shutil.copytree("/usr/share/cmake/nlohmann_json", nl / "share" / "cmake" / "nlohmann_json",
+                    dirs_exist_ok=True)
+
+
+def _payloads() -> None:
+    subprocess.run([sys.executable, str(ROOT / "runtime" / "tests" / "gen_payloads.py"),
+                    str(OUT / "payloads")], check=True, env={"PYTHONPATH": str(ROOT / "src"),
+                                                              "PATH": "/usr/bin:/bin"})
+
+
+def _cases(steps: int) -> None:
+    from test_device_runner import CASES, _saved  # the suite's own cases and saving
+    from torch_tensorrt_ext.contracts.plan import Copier
+    for name in sorted(CASES):
+        d = OUT / "cases" / name
+        d.mkdir(parents=True, exist_ok=True)
+        eager, plan, _ = _saved(d, name, steps)
+        _, args_of = CASES[name]
+        for s in range(steps):
+            with torch.no_grad():
+                want = eager(*args_of(s))
+            for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
+                np.save(d / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
+        expect = {}
+        for w in plan:
+            b = eager.get_buffer(w.fqn)
+            copied = w.copier is Copier.ENGINE and not w.is_kv
+            expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
+        (d / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))
+
+
+def main() -> None:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+    shutil.rmtree(OUT, ignore_errors=True)
+    _sdk()
+    _payloads()
+    _cases(steps)
+    size = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
+    print(f"{OUT}: {size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
