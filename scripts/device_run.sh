@@ -2,8 +2,9 @@
 # The device path on a real GPU (issue 22), run on the device machine over `.devrun/` (made here
 # by scripts/device_bundle.py): builds the runtime with CUDA against the carried ExecuTorch C++
 # SDK, runs its ctest suite, steps every case through `tte_run --device cuda` checking outputs
-# and copied bytes (scripts/device_compare.py), then reruns cases under compute-sanitizer
-# (memcheck, racecheck, synccheck). Everything it prints is also in $OUT/device_run.log.
+# and copied bytes (scripts/device_compare.py) on a caller's stream and on the default stream
+# (byte-identical outputs), then reruns cases under compute-sanitizer (memcheck, racecheck,
+# synccheck). Everything it prints is also in $OUT/device_run.log.
 set -uo pipefail
 root=$(pwd)
 sdk="$root/.devrun/sdk"
@@ -23,14 +24,27 @@ fails=0
 echo "== tte_run --device cuda (every case)"
 for d in .devrun/cases/*/; do
   steps=$(python3 -c "import json;print(json.load(open('$d/expect.json'))['steps'])")
+  # on the caller's (non-blocking) stream first, then on the default stream: identical bytes
+  if "$b/runtime/tte_run" "$d/m.pte" --io "$d" --steps "$steps" --device cuda --stream \
+      > "$d/summary.json" 2> "$d/stderr.txt"; then
+    python3 scripts/device_compare.py "$d" "$d/summary.json" || fails=$((fails + 1))
+    mkdir -p "$d/stream" && mv "$d"/out.*.bin "$d/stream/"
+  else
+    echo "FAIL $(basename "$d") --stream: tte_run exit $?: $(grep -v '^I ' "$d/stderr.txt" | tail -3)"
+    fails=$((fails + 1))
+  fi
   if "$b/runtime/tte_run" "$d/m.pte" --io "$d" --steps "$steps" --device cuda \
       > "$d/summary.json" 2> "$d/stderr.txt"; then
     python3 scripts/device_compare.py "$d" "$d/summary.json" || fails=$((fails + 1))
+    for f in "$d"/stream/out.*.bin; do
+      cmp -s "$f" "$d/$(basename "$f")" || { echo "FAIL $(basename "$d"): $(basename "$f") differs with --stream"; fails=$((fails + 1)); }
+    done
   else
     echo "FAIL $(basename "$d"): tte_run exit $?: $(grep -v '^I ' "$d/stderr.txt" | tail -3)"
     fails=$((fails + 1))
   fi
 done
+echo "(each case ran twice: on a caller's non-blocking stream and on the default stream; outputs compared byte for byte)"
 echo "== without a device: refused"
 "$b/runtime/tte_run" .devrun/cases/kv_index_copy/m.pte --io /tmp --steps 1 --device none 2>&1 \
   | grep -v '^I ' | tail -1
@@ -39,7 +53,7 @@ for tool in memcheck racecheck synccheck; do
     d=.devrun/cases/$c
     echo "== compute-sanitizer --tool $tool: $c"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/runtime/tte_run" "$d/m.pte" \
-      --io "$d" --steps 8 --device cuda 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= [A-Z]" | tail -3
+      --io "$d" --steps 8 --device cuda --stream 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= [A-Z]" | tail -3
     echo "exit ${PIPESTATUS[0]}"
   done
 done

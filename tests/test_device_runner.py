@@ -112,3 +112,13 @@ def test_executorchs_own_loader_writes_device_memory_with_host_code_and_is_caugh
     assert done.returncode == 3
     assert "failed to read 256 bytes at offset" in done.stderr and "Bad address" in done.stderr
     assert "loading method 'forward' failed" in done.stderr
+
+
+def test_a_callers_stream_needs_a_device_with_streams(tmp_path):
+    """`--stream` (a caller's non-blocking stream, tte::use_stream) is a CUDA notion: on the
+    emulated device the runner refuses it before loading anything (the GPU run steps every case
+    with and without one: scripts/device_run.sh)."""
+    _saved(tmp_path, "kv_index_copy")
+    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--stream")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+        3, "tte_run: --stream: device emulated has no streams")

@@ -1,8 +1,10 @@
 // The CUDA device of device.h: device 0 through the CUDA runtime (built when CUDA is found).
 //
-// Invariant: allocations are cudaMalloc'd; copies are synchronous cudaMemcpy calls of the
-// direction named (the reference engine's device mode and ExecuTorch's copy kernels are
-// synchronous by contract); `owns` asks cudaPointerGetAttributes and never dereferences.
+// Invariant: allocations are cudaMalloc'd; every copy is enqueued on the device's stream (the
+// caller's after `set_stream`, else the legacy default stream), and a copy touching host memory
+// waits for that stream before it returns (ExecuTorch's copy kernels and the reference engine's
+// device mode read or reuse the host side right after); `owns` asks cudaPointerGetAttributes and
+// never dereferences.
 #include "device.h"
 
 #include <cuda_runtime_api.h>
@@ -35,14 +37,28 @@ class CudaDevice final : public Device {
     return attr.type == cudaMemoryTypeDevice;
   }
 
+  Result<void*> create_stream() override {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      return Error::Internal;
+    }
+    return static_cast<void*>(s);
+  }
+
   Error to_device(void* dst, const void* src, size_t n) override {
-    return status(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    return waited(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s()));
   }
   Error to_host(void* dst, const void* src, size_t n) override {
-    return status(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    return waited(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s()));
   }
   Error device_copy(void* dst, const void* src, size_t n) override {
-    return status(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice));
+    return status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s()));
+  }
+
+ private:
+  cudaStream_t s() const { return static_cast<cudaStream_t>(stream_); }
+  Error waited(cudaError_t e) const {
+    return e == cudaSuccess ? status(cudaStreamSynchronize(s())) : status(e);
   }
 };
 

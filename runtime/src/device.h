@@ -30,6 +30,20 @@ class Device {
   ET_NODISCARD virtual Error to_device(void* dst, const void* src, size_t nbytes) = 0;
   ET_NODISCARD virtual Error to_host(void* dst, const void* src, size_t nbytes) = 0;
   ET_NODISCARD virtual Error device_copy(void* dst, const void* src, size_t nbytes) = 0;
+  // The stream every copy above (and every engine enqueue, tensorrt_engine.cpp) is ordered on:
+  // the caller's once `set_stream` named one, else the device's default. `to_device`/`to_host`
+  // return once the host side may be reused/read; `device_copy` only enqueues. The emulated
+  // device has no streams: it accepts a stream and stays synchronous.
+  ET_NODISCARD virtual Error set_stream(void* stream) {
+    stream_ = stream;
+    return Error::Ok;
+  }
+  void* stream() const { return stream_; }
+  // A new non-blocking stream (the caller owns it); NotSupported where there are none.
+  virtual Result<void*> create_stream() { return Error::NotSupported; }
+
+ protected:
+  void* stream_ = nullptr;
 };
 
 // The active device, or nullptr (host memory only).

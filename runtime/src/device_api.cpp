@@ -69,6 +69,30 @@ int use_device(const char* kind, std::string& why) noexcept {
   }
 }
 
+int use_stream(void* stream, std::string& why) noexcept {
+  Device* d = active_device();
+  if (d == nullptr) {
+    try {
+      why = "no device is in force: choose one with use_device before a stream";
+    } catch (...) {
+    }
+    return static_cast<int>(Error::InvalidState);
+  }
+  return static_cast<int>(d->set_stream(stream));
+}
+
+void* new_stream(std::string& why) noexcept {
+  Device* d = active_device();
+  auto s = d != nullptr ? d->create_stream() : Result<void*>(Error::InvalidState);
+  if (s.ok()) return s.get();
+  try {
+    why = d == nullptr ? "no device is in force: choose one with use_device before a stream"
+                       : std::string("device ") + d->name() + " has no streams";
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 const char* device_name() noexcept {
   Device* d = active_device();
   return d ? d->name() : "";

@@ -1,5 +1,6 @@
 // The TensorRT engine (nvinfer1); see tensorrt_engine.h. Compiled only with TensorRT found.
 #include "tensorrt_engine.h"
+#include "device.h"
 
 #include "refusal.h"
 
@@ -156,27 +157,29 @@ class TensorRTEngine final : public Engine {
 
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
     const IoTensor& t = inputs_[binding];
-    if (!sized(t, "input", nbytes)) return Error::InvalidArgument;
+    if (!sized(t, "input", nbytes) || !on_device(t, "input", data)) return Error::InvalidArgument;
     return context_->setTensorAddress(t.name.c_str(), data) ? Error::Ok : Error::InvalidArgument;
   }
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
     const IoTensor& t = outputs_[binding];
-    if (!sized(t, "output", nbytes)) return Error::InvalidArgument;
+    if (!sized(t, "output", nbytes) || !on_device(t, "output", data)) {
+      return Error::InvalidArgument;
+    }
     return context_->setTensorAddress(t.name.c_str(), data) ? Error::Ok : Error::InvalidArgument;
   }
 
   Error run() override {
     DeviceScope scope(device_);
     if (!scope.ok()) return Error::InvalidState;
-    return context_->enqueueV3(stream_) ? Error::Ok : Error::Internal;
+    return context_->enqueueV3(stream()) ? Error::Ok : Error::Internal;
   }
 
   Error copy(void* dst, const void* src, size_t nbytes) override {
     if (dst == src) return Error::Ok;
     DeviceScope scope(device_);
     if (!scope.ok()) return Error::InvalidState;
-    cudaError_t ce = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream_);
+    cudaError_t ce = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream());
     if (ce != cudaSuccess) {
       refuse("execute.copy", "cudaMemcpyAsync(%zu bytes) failed: %s", nbytes,
              cudaGetErrorString(ce));
@@ -185,7 +188,10 @@ class TensorRTEngine final : public Engine {
     return Error::Ok;
   }
 
+  // On the caller's stream nothing waits here: whoever reads an output on the host reads it
+  // through the device's copies, which wait for that stream (device.h).
   Error finish() override {
+    if (caller_stream() != nullptr) return Error::Ok;
     cudaError_t ce = cudaStreamSynchronize(stream_);
     if (ce != cudaSuccess) {
       refuse("execute.finish", "cudaStreamSynchronize failed: %s", cudaGetErrorString(ce));
@@ -269,6 +275,33 @@ class TensorRTEngine final : public Engine {
       outputs_.push_back(std::move(t));
     }
     return Error::Ok;
+  }
+
+  // The caller's stream when one is in force (tte::use_stream), else the engine's own.
+  static cudaStream_t caller_stream() {
+    Device* d = active_device();
+    return d != nullptr ? static_cast<cudaStream_t>(d->stream()) : nullptr;
+  }
+  cudaStream_t stream() const {
+    cudaStream_t caller = caller_stream();
+    return caller != nullptr ? caller : stream_;
+  }
+
+  // TensorRT reads and writes device memory only: a host address bound to it is refused here,
+  // naming the binding, instead of faulting inside the engine.
+  static bool on_device(const IoTensor& t, const char* side, const void* data) {
+    cudaPointerAttributes attr;
+    const cudaError_t ce = cudaPointerGetAttributes(&attr, data);
+    if (ce == cudaSuccess &&
+        (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
+      return true;
+    }
+    (void)cudaGetLastError();
+    refuse("execute.host_pointer",
+           "TensorRTBackend: %s '%s' (%s) is bound to host memory at %p; a TensorRT engine reads "
+           "and writes device memory only (load the program with a device: tte::use_device)",
+           side, t.name.c_str(), t.text.c_str(), data);
+    return false;
   }
 
   // Blocking (plain cudaStreamCreate): ordered with the legacy default stream, where other

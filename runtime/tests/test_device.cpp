@@ -159,6 +159,18 @@ TEST(a_device_aware_loader_writes_device_memory_through_the_device) {
   dev().deallocate(d.get());
 }
 
+TEST(the_emulated_device_takes_a_callers_stream_but_makes_none) {
+  std::string why;
+  REQUIRE(tte::use_device("emulated", why) == 0);
+  CHECK(tte::new_stream(why) == nullptr);
+  CHECK_EQ(why, std::string("device emulated has no streams"));
+  int token = 0;  // a caller's stream is only ever passed along
+  CHECK_EQ(tte::use_stream(&token, why), 0);
+  CHECK(tte::active_device()->stream() == &token);
+  CHECK_EQ(tte::use_stream(nullptr, why), 0);
+  CHECK(tte::active_device()->stream() == nullptr);
+}
+
 TEST(an_unknown_device_kind_is_refused_naming_the_kinds) {
   std::string why;
   CHECK_EQ(tte::use_device("tpu", why), static_cast<int>(Error::InvalidArgument));

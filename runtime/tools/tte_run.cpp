@@ -1,12 +1,14 @@
 // tte_run: step a `.pte` through ExecuTorch's Module API with this runtime's delegate and device.
 //
 //   tte_run MODEL.pte --io DIR [--method forward] [--steps N] [--device auto|cuda|emulated|none]
-//           [--loader device-aware|executorch]
+//           [--loader device-aware|executorch] [--stream]
 //
 // Step s reads input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and shape)
 // and writes output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an app. The last
 // line printed is JSON: the device, the steps run, and the bytes this runtime copied per buffer
-// (`copy_bytes`) and staged by a device-mode reference engine (`staging_bytes`).
+// (`copy_bytes`) and staged by a device-mode reference engine (`staging_bytes`). `--stream` runs
+// every copy and enqueue on a caller-created non-blocking CUDA stream (tte::use_stream), as an
+// application that pipelines its own GPU work would.
 //
 // Invariant: state lives where the program placed it: device arenas come from the device in force
 // (ExecuTorch's DeviceAllocator), initial values reach them through it (tte::device_aware), and an
@@ -47,7 +49,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tte_run MODEL.pte --io DIR [--method NAME] [--steps N] "
-    "[--device auto|cuda|emulated|none] [--loader device-aware|executorch]\n";
+    "[--device auto|cuda|emulated|none] [--loader device-aware|executorch] [--stream]\n";
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "tte_run: %s\n", msg.c_str());
@@ -101,6 +103,7 @@ std::string device_arena_problem(const MethodMeta& meta) {
 int main(int argc, char** argv) {
   std::string pte, io, method = "forward", device = "auto", loader_kind = "device-aware";
   long steps = 1;
+  bool stream = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string& into) {
@@ -118,6 +121,8 @@ int main(int argc, char** argv) {
       ok = value(device);
     else if (a == "--loader")
       ok = value(loader_kind);
+    else if (a == "--stream")
+      stream = true;
     else if (a == "--steps") {
       ok = value(n);
       if (ok) steps = std::strtol(n.c_str(), nullptr, 10);
@@ -138,6 +143,10 @@ int main(int argc, char** argv) {
   executorch::runtime::runtime_init();
   std::string why;
   if (tte::use_device(device.c_str(), why) != 0) return fail("--device " + device + ": " + why);
+  if (stream) {
+    void* s = tte::new_stream(why);  // the caller's: non-blocking, as an app's own would be
+    if (s == nullptr || tte::use_stream(s, why) != 0) return fail("--stream: " + why);
+  }
 
   auto loader = FileDataLoader::from(pte.c_str());
   if (!loader.ok()) return fail(pte + ": cannot open");
@@ -205,9 +214,9 @@ int main(int argc, char** argv) {
                           static_cast<unsigned long long>(tte::copied_bytes(b.c_str())));
   }
   std::printf(
-      "{\"device\": \"%s\", \"steps\": %ld, \"copy_bytes\": {%s}, "
+      "{\"device\": \"%s\", \"stream\": %s, \"steps\": %ld, \"copy_bytes\": {%s}, "
       "\"staging_bytes\": %llu}\n",
-      tte::device_name(), steps, copies.c_str(),
+      tte::device_name(), stream ? "\"caller\"" : "null", steps, copies.c_str(),
       static_cast<unsigned long long>(tte::copied_bytes(tte::kDeviceStagingCounter)));
   return 0;
 }

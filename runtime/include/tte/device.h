@@ -19,6 +19,16 @@ namespace tte {
 // "none". 0 when in force, else an ExecuTorch error code with the reason in `why`.
 int use_device(const char* kind, std::string& why) noexcept;
 
+// Orders every copy of the device in force, and every engine enqueue of this runtime's
+// delegates, on the caller's `stream` (a cudaStream_t; nullptr: the default stream again). 0 when
+// in force; refused without a device. The emulated device accepts it and stays synchronous.
+int use_stream(void* stream, std::string& why) noexcept;
+
+// A new non-blocking stream of the device in force (a cudaStream_t, not ordered with the default
+// stream: what an application pipelining its own GPU work holds), or nullptr with `why` (no
+// device, or the emulated device, which has no streams).
+void* new_stream(std::string& why) noexcept;
+
 // The device in force ("cuda:0", "emulated"), or "" when none.
 const char* device_name() noexcept;
 
