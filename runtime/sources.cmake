@@ -24,4 +24,5 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/executor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/c_api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/program_api.cpp
 )

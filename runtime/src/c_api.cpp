@@ -1,5 +1,6 @@
 // The C API of CONTRACTS.md §4; see tte/c_api.h.
 #include <tte/c_api.h>
+#include <tte/device.h>
 
 #include "blob.h"
 #include "counters.h"
@@ -66,5 +67,14 @@ TTE_EXPORT int tte_runtime_check_blob(const void* data, size_t size, char* why,
   if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", text);
   return code;
 }
+
+TTE_EXPORT int tte_runtime_use_device(const char* kind, char* why, size_t why_size) noexcept {
+  std::string reason;
+  const int code = tte::use_device(kind, reason);
+  if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", reason.c_str());
+  return code;
+}
+
+TTE_EXPORT const char* tte_runtime_device_name(void) noexcept { return tte::device_name(); }
 
 }  // extern "C"

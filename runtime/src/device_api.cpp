@@ -2,39 +2,48 @@
 #include <tte/device.h>
 
 #include "device.h"
+#include "device_loader.h"
 
 namespace tte {
-namespace {
-
 using executorch::runtime::DataLoader;
 using executorch::runtime::FreeableBuffer;
 
-class DeviceAwareLoader final : public DataLoader {
- public:
-  explicit DeviceAwareLoader(std::unique_ptr<DataLoader> inner) : inner_(std::move(inner)) {}
+Result<FreeableBuffer> DeviceAwareLoader::load(size_t offset, size_t size,
+                                               const SegmentInfo& info) const {
+  return inner_->load(offset, size, info);
+}
 
-  Result<FreeableBuffer> load(size_t offset, size_t size, const SegmentInfo& info) const override {
-    return inner_->load(offset, size, info);
+Error DeviceAwareLoader::copy_in(size_t offset, size_t size, const SegmentInfo& info,
+                                 void* buffer) const {
+  Device* d = active_device();
+  if (d == nullptr || !d->owns(buffer)) return inner_->load_into(offset, size, info, buffer);
+  auto data = inner_->load(offset, size, info);
+  if (!data.ok()) return data.error();
+  const Error e = d->to_device(buffer, data->data(), size);
+  data->Free();
+  return e;
+}
+
+Error DeviceAwareLoader::load_into(size_t offset, size_t size, const SegmentInfo& info,
+                                   void* buffer) const {
+  const Error e = copy_in(offset, size, info, buffer);
+  if (e == Error::Ok && info.segment_type == SegmentInfo::Type::Mutable) {
+    try {
+      initial_values_.push_back(Load{offset, size, info, buffer});
+    } catch (...) {
+      return Error::MemoryAllocationFailed;
+    }
   }
+  return e;
+}
 
-  Error load_into(size_t offset, size_t size, const SegmentInfo& info,
-                  void* buffer) const override {
-    Device* d = active_device();
-    if (d == nullptr || !d->owns(buffer)) return inner_->load_into(offset, size, info, buffer);
-    auto data = inner_->load(offset, size, info);
-    if (!data.ok()) return data.error();
-    const Error e = d->to_device(buffer, data->data(), size);
-    data->Free();
-    return e;
+Error DeviceAwareLoader::restore_initial_values() const {
+  for (const Load& l : initial_values_) {
+    const Error e = copy_in(l.offset, l.size, l.info, l.buffer);
+    if (e != Error::Ok) return e;
   }
-
-  Result<size_t> size() const override { return inner_->size(); }
-
- private:
-  std::unique_ptr<DataLoader> inner_;
-};
-
-}  // namespace
+  return Error::Ok;
+}
 
 int use_device(const char* kind, std::string& why) noexcept {
   try {

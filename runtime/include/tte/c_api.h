@@ -36,6 +36,54 @@ void tte_runtime_clear_last_refusal(void) TTE_C_NOEXCEPT;
 int tte_runtime_check_blob(const void* data, size_t size, char* why,
                            size_t why_size) TTE_C_NOEXCEPT;
 
+// Chooses the process's device (tte/device.h `use_device`): "cuda", "emulated", "auto" or
+// "none". 0 when in force, else the ExecuTorch error code with the reason written into `why`.
+int tte_runtime_use_device(const char* kind, char* why, size_t why_size) TTE_C_NOEXCEPT;
+// The device in force ("cuda:0", "emulated"), or "".
+const char* tte_runtime_device_name(void) TTE_C_NOEXCEPT;
+
+// ---- Programs (the loader behind tte.executorch.load and torch_tensorrt.load): a `.pte` loaded
+// through ExecuTorch's Module API with every method loaded at open, state in device memory where
+// the program placed it (the device in force; tte_runtime_use_device), initial values put there
+// through the device. Functions returning int return 0 or an ExecuTorch error code, with the
+// reason written into `why` (may be null). Not thread-safe per program.
+typedef struct tte_program tte_program;
+
+// One value in or out of a method. kind: 0 tensor, 1 int, 2 double, 3 bool, 4 none. A tensor's
+// `data` is host memory on the way in; on the way out it may be device memory (read it with
+// tte_runtime_copy). `sizes` holds `ndim` entries (at most 16).
+typedef struct tte_value {
+  int32_t kind;
+  int32_t dtype;  // ExecuTorch ScalarType code
+  int32_t ndim;
+  int64_t sizes[16];
+  void* data;
+  size_t nbytes;
+  int64_t i;
+  double d;
+} tte_value;
+
+tte_program* tte_program_open(const char* path, int* code, char* why,
+                              size_t why_size) TTE_C_NOEXCEPT;
+void tte_program_close(tte_program* p) TTE_C_NOEXCEPT;
+size_t tte_program_method_count(const tte_program* p) TTE_C_NOEXCEPT;
+const char* tte_program_method_name(const tte_program* p, size_t i) TTE_C_NOEXCEPT;
+// Runs `method` once; its outputs stay readable (tte_program_output) until its next run.
+int tte_program_execute(tte_program* p, const char* method, const tte_value* inputs,
+                        size_t n_inputs, size_t* n_outputs, char* why,
+                        size_t why_size) TTE_C_NOEXCEPT;
+int tte_program_output(const tte_program* p, const char* method, size_t j,
+                       tte_value* out) TTE_C_NOEXCEPT;
+// The method's mutable buffers (ExecuTorch attribute tensors, named by FQN): count, then each.
+size_t tte_program_buffer_count(const tte_program* p, const char* method) TTE_C_NOEXCEPT;
+int tte_program_buffer(const tte_program* p, const char* method, size_t i, const char** fqn,
+                       tte_value* out) TTE_C_NOEXCEPT;
+// Every mutable buffer of every method back to its initial value (read again from the program,
+// written through the device where it lives); no reload.
+int tte_program_reset(tte_program* p, char* why, size_t why_size) TTE_C_NOEXCEPT;
+// Copies between any two addresses, host or device memory of the device in force.
+int tte_runtime_copy(void* dst, const void* src, size_t nbytes) TTE_C_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif

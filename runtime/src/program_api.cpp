@@ -1,0 +1,277 @@
+// The program loader of tte/c_api.h (tte_program_*): the one loader behind Python's
+// tte.executorch.load / torch_tensorrt.load and the runner's.
+//
+// Invariant: a program is loaded through ExecuTorch's Module API over a device-aware loader
+// (device_loader.h), every method at open (loading a method writes its buffers' initial values,
+// which must not wipe state another method advanced). Host-only programs share one set of arenas
+// across methods (so a buffer written by one method is read by the others, as in eager); a
+// program with device arenas cannot share them in ExecuTorch 1.5.1 and each method keeps its own.
+// Nothing here throws across the C boundary.
+#include <tte/c_api.h>
+
+#include "common.h"
+#include "device.h"
+#include "device_loader.h"
+#include "refusal.h"
+
+#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor_ptr.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#define TTE_EXPORT __attribute__((visibility("default")))
+
+using executorch::extension::FileDataLoader;
+using executorch::extension::MallocMemoryAllocator;
+using executorch::extension::Module;
+using executorch::extension::TensorPtr;
+using executorch::runtime::EValue;
+using executorch::runtime::Method;
+using executorch::runtime::Program;
+
+struct tte_program {
+  std::unique_ptr<tte::DeviceAwareLoader> loader;
+  std::shared_ptr<Program> program;
+  std::unique_ptr<Module> module;
+  std::vector<std::string> methods;
+  std::map<std::string, std::vector<EValue>> outputs;       // the last run's, per method
+  std::map<std::string, std::vector<std::string>> buffers;  // attribute names, per method
+};
+
+namespace {
+
+using tte::Error;
+
+int say(Error e, const std::string& text, char* why, size_t why_size) {
+  if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", text.c_str());
+  return static_cast<int>(e);
+}
+
+bool describe(const EValue& v, tte_value* out) {
+  *out = tte_value{};
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    if (t.dim() > 16) return false;
+    out->kind = 0;
+    out->dtype = static_cast<int32_t>(t.scalar_type());
+    out->ndim = static_cast<int32_t>(t.dim());
+    for (ssize_t k = 0; k < t.dim(); ++k) out->sizes[k] = t.size(k);
+    out->data = const_cast<void*>(t.const_data_ptr());
+    out->nbytes = t.nbytes();
+  } else if (v.isInt()) {
+    out->kind = 1;
+    out->i = v.toInt();
+  } else if (v.isDouble()) {
+    out->kind = 2;
+    out->d = v.toDouble();
+  } else if (v.isBool()) {
+    out->kind = 3;
+    out->i = v.toBool();
+  } else {
+    out->kind = 4;
+  }
+  return true;
+}
+
+// Module::method is the only way to a loaded Method (its attributes are the mutable buffers);
+// ExecuTorch 1.5.1 marks it deprecated without a replacement.
+Method* method_of(const tte_program* p, const char* name) {
+  if (p == nullptr || name == nullptr) return nullptr;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  auto m = p->module->method(name);  // loaded at open: a lookup
+#pragma GCC diagnostic pop
+  return m.ok() ? m.get() : nullptr;
+}
+
+tte_program* open_program(const char* path, int* code, char* why, size_t why_size) {
+  auto fail = [&](Error e, const std::string& text) -> tte_program* {
+    if (code) *code = say(e, text, why, why_size);
+    return nullptr;
+  };
+  auto file = FileDataLoader::from(path);
+  if (!file.ok()) return fail(file.error(), "Failed to open the file");
+  auto p = std::make_unique<tte_program>();
+  p->loader = std::make_unique<tte::DeviceAwareLoader>(
+      std::make_unique<FileDataLoader>(std::move(file.get())));
+  auto program = Program::load(p->loader.get(), Program::Verification::InternalConsistency);
+  if (!program.ok()) {
+    return fail(program.error(), tte::format("Failed to load program, error: 0x:%x",
+                                             static_cast<unsigned>(program.error())));
+  }
+  p->program = std::make_shared<Program>(std::move(program.get()));
+  bool device_arenas = false;
+  for (size_t i = 0; i < p->program->num_methods(); ++i) {
+    auto name = p->program->get_method_name(i);
+    if (!name.ok()) return fail(name.error(), "Failed to read the method names");
+    p->methods.emplace_back(name.get());
+    auto meta = p->program->method_meta(name.get());
+    if (!meta.ok()) return fail(meta.error(), "Failed to read method " + p->methods.back());
+    for (size_t b = 0; b < meta->num_memory_planned_buffers(); ++b) {
+      auto dev = meta->memory_planned_buffer_device(b);
+      if (!dev.ok() || dev->is_cpu()) continue;
+      device_arenas = true;
+      if (tte::active_device() == nullptr) {
+        std::string names;
+        for (size_t a = 0; a < meta->num_attributes(); ++a) {
+          auto ti = meta->attribute_tensor_meta(a);
+          if (ti.ok()) names += (names.empty() ? "'" : ", '") + std::string(ti->name()) + "'";
+        }
+        return fail(Error::NotSupported,
+                    tte::format("method '%s': memory arena %zu lives on cuda:%d, where the "
+                                "program keeps its state (its buffers: %s), but no device is in "
+                                "force: load it on a GPU machine (device 'cuda'), or with the "
+                                "emulated device to test on CPU",
+                                p->methods.back().c_str(), b, static_cast<int>(dev->index()),
+                                names.empty() ? "none named" : names.c_str()));
+      }
+    }
+    for (size_t a = 0; a < meta->num_attributes(); ++a) {
+      auto ti = meta->attribute_tensor_meta(a);
+      if (ti.ok()) p->buffers[p->methods.back()].emplace_back(ti->name());
+    }
+  }
+  // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
+  // does; without one it logs "No temp allocator provided" and computes garbage).
+  p->module = std::make_unique<Module>(p->program, nullptr,
+                                       std::make_unique<MallocMemoryAllocator>(), nullptr,
+                                       nullptr, /*share_memory_arenas=*/!device_arenas);
+  for (const std::string& m : p->methods) {
+    const Error e = p->module->load_method(m);
+    if (e != Error::Ok) {
+      return fail(e, tte::format("Failed to load method %s, error: 0x%x", m.c_str(),
+                                 static_cast<unsigned>(e)));
+    }
+  }
+  if (code) *code = 0;
+  return p.release();
+}
+
+int execute(tte_program* p, const char* method, const tte_value* inputs, size_t n,
+            size_t* n_outputs, char* why, size_t why_size) {
+  if (method_of(p, method) == nullptr) {
+    return say(Error::InvalidArgument, std::string("no method ") + (method ? method : "?"), why,
+               why_size);
+  }
+  std::vector<TensorPtr> tensors;
+  std::vector<EValue> args;
+  tensors.reserve(n);
+  args.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const tte_value& v = inputs[i];
+    if (v.kind == 0) {
+      std::vector<executorch::aten::SizesType> sizes(v.sizes, v.sizes + v.ndim);
+      tensors.push_back(executorch::extension::make_tensor_ptr(
+          sizes, v.data, static_cast<executorch::aten::ScalarType>(v.dtype)));
+      args.emplace_back(*tensors.back());
+    } else if (v.kind == 1) {
+      args.emplace_back(v.i);
+    } else if (v.kind == 2) {
+      args.emplace_back(v.d);
+    } else if (v.kind == 3) {
+      args.emplace_back(v.i != 0);
+    } else {
+      args.emplace_back();
+    }
+  }
+  auto outs = p->module->execute(method, args);
+  if (!outs.ok()) {
+    return say(outs.error(),
+               tte::format("method->execute() failed with error 0x%x",
+                           static_cast<unsigned>(outs.error())),
+               why, why_size);
+  }
+  auto& kept = p->outputs[method];
+  kept = std::move(outs.get());
+  if (n_outputs) *n_outputs = kept.size();
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+TTE_EXPORT tte_program* tte_program_open(const char* path, int* code, char* why,
+                                         size_t why_size) noexcept {
+  try {
+    return open_program(path, code, why, why_size);
+  } catch (...) {
+    if (code) *code = say(Error::MemoryAllocationFailed, "out of memory", why, why_size);
+    return nullptr;
+  }
+}
+
+TTE_EXPORT void tte_program_close(tte_program* p) noexcept { delete p; }
+
+TTE_EXPORT size_t tte_program_method_count(const tte_program* p) noexcept {
+  return p ? p->methods.size() : 0;
+}
+
+TTE_EXPORT const char* tte_program_method_name(const tte_program* p, size_t i) noexcept {
+  return p && i < p->methods.size() ? p->methods[i].c_str() : nullptr;
+}
+
+TTE_EXPORT int tte_program_execute(tte_program* p, const char* method, const tte_value* inputs,
+                                   size_t n_inputs, size_t* n_outputs, char* why,
+                                   size_t why_size) noexcept {
+  try {
+    return execute(p, method, inputs, n_inputs, n_outputs, why, why_size);
+  } catch (...) {
+    return say(Error::MemoryAllocationFailed, "out of memory", why, why_size);
+  }
+}
+
+TTE_EXPORT int tte_program_output(const tte_program* p, const char* method, size_t j,
+                                  tte_value* out) noexcept {
+  if (p == nullptr || method == nullptr || out == nullptr) {
+    return static_cast<int>(Error::InvalidArgument);
+  }
+  auto it = p->outputs.find(method);
+  if (it == p->outputs.end() || j >= it->second.size()) {
+    return static_cast<int>(Error::InvalidArgument);
+  }
+  return describe(it->second[j], out) ? 0 : static_cast<int>(Error::NotSupported);
+}
+
+TTE_EXPORT size_t tte_program_buffer_count(const tte_program* p, const char* method) noexcept {
+  if (p == nullptr || method == nullptr) return 0;
+  auto it = p->buffers.find(method);
+  return it == p->buffers.end() ? 0 : it->second.size();
+}
+
+TTE_EXPORT int tte_program_buffer(const tte_program* p, const char* method, size_t i,
+                                  const char** fqn, tte_value* out) noexcept {
+  Method* m = method_of(p, method);
+  auto it = m ? p->buffers.find(method) : p->buffers.end();
+  if (m == nullptr || it == p->buffers.end() || i >= it->second.size() || out == nullptr) {
+    return static_cast<int>(Error::InvalidArgument);
+  }
+  auto t = m->get_attribute(it->second[i]);
+  if (!t.ok()) return static_cast<int>(t.error());
+  if (fqn) *fqn = it->second[i].c_str();
+  return describe(EValue(t.get()), out) ? 0 : static_cast<int>(Error::NotSupported);
+}
+
+TTE_EXPORT int tte_program_reset(tte_program* p, char* why, size_t why_size) noexcept {
+  if (p == nullptr) return static_cast<int>(Error::InvalidArgument);
+  const Error e = p->loader->restore_initial_values();
+  if (e != Error::Ok) {
+    return say(
+        e,
+        tte::format("restoring the initial values failed (error 0x%x)", static_cast<unsigned>(e)),
+        why, why_size);
+  }
+  return 0;
+}
+
+TTE_EXPORT int tte_runtime_copy(void* dst, const void* src, size_t nbytes) noexcept {
+  return static_cast<int>(tte::copy_any(dst, src, nbytes));
+}
+
+}  // extern "C"
