@@ -1,5 +1,10 @@
 """Every `.pte` an end-to-end test writes is also read back by `torch-tensorrt-ext inspect`.
 
+With $TTE_DEVICE set ("emulated"; "cuda" on a GPU machine) the session runs with that device in
+force (`runtime_lib.use_device`): with $TTE_REFERENCE_DEVICE=cuda:0 too, every program the tests
+save keeps its state in device memory, which on the emulated device faults on any host access
+(test_emulated_device runs the end-to-end suites so).
+
 After each test of the modules in `INSPECTED` that used `tmp_path`, every `*.pte` left there
 goes through `inspect_pte` (the `inspect` command's reader): it must parse, every TensorRTBackend
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
@@ -7,7 +12,15 @@ Tests that write hostile files on purpose are marked `writes_bad_pte` (or live e
 """
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config):
+    if os.environ.get("TTE_DEVICE"):
+        from torch_tensorrt_ext import runtime_lib
+        runtime_lib.use_device(os.environ["TTE_DEVICE"])
 
 INSPECTED = {"test_e2e_reference", "test_reference_engines", "test_upstream_matrix",
              "test_upstream_cases", "test_hf_transformers", "test_llama_executorch",

@@ -33,7 +33,7 @@ from .errors import TteError
 __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes", "execute_count",
            "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
-           "check_blob",
+           "check_blob", "use_device", "device_name", "TteValue",
            "RuntimeLibraryError", "DelegateRefusedError"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
@@ -164,8 +164,64 @@ def load() -> ctypes.CDLL:
         lib.tte_runtime_check_blob.restype = ctypes.c_int
         lib.tte_runtime_check_blob.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                                                ctypes.c_size_t]
+        _declare_programs(lib)
         _lib = lib
         return lib
+
+
+class TteValue(ctypes.Structure):
+    """`tte_value` of tte/c_api.h: one value in or out of a method (kind 0 tensor, 1 int,
+    2 double, 3 bool, 4 none; dtype an ExecuTorch ScalarType code)."""
+
+    _fields_ = [("kind", ctypes.c_int32), ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("sizes", ctypes.c_int64 * 16), ("data", ctypes.c_void_p),
+                ("nbytes", ctypes.c_size_t), ("i", ctypes.c_int64), ("d", ctypes.c_double)]
+
+
+def _declare_programs(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    why = [c.c_char_p, c.c_size_t]
+    lib.tte_program_open.restype = c.c_void_p
+    lib.tte_program_open.argtypes = [c.c_char_p, c.POINTER(c.c_int), *why]
+    lib.tte_program_close.restype = None
+    lib.tte_program_close.argtypes = [c.c_void_p]
+    lib.tte_program_method_count.restype = c.c_size_t
+    lib.tte_program_method_count.argtypes = [c.c_void_p]
+    lib.tte_program_method_name.restype = c.c_char_p
+    lib.tte_program_method_name.argtypes = [c.c_void_p, c.c_size_t]
+    lib.tte_program_execute.restype = c.c_int
+    lib.tte_program_execute.argtypes = [c.c_void_p, c.c_char_p, c.POINTER(TteValue), c.c_size_t,
+                                        c.POINTER(c.c_size_t), *why]
+    lib.tte_program_output.restype = c.c_int
+    lib.tte_program_output.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(TteValue)]
+    lib.tte_program_buffer_count.restype = c.c_size_t
+    lib.tte_program_buffer_count.argtypes = [c.c_void_p, c.c_char_p]
+    lib.tte_program_buffer.restype = c.c_int
+    lib.tte_program_buffer.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t,
+                                       c.POINTER(c.c_char_p), c.POINTER(TteValue)]
+    lib.tte_program_reset.restype = c.c_int
+    lib.tte_program_reset.argtypes = [c.c_void_p, *why]
+    lib.tte_runtime_copy.restype = c.c_int
+    lib.tte_runtime_copy.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t]
+    lib.tte_runtime_use_device.restype = c.c_int
+    lib.tte_runtime_use_device.argtypes = [c.c_char_p, *why]
+    lib.tte_runtime_device_name.restype = c.c_char_p
+    lib.tte_runtime_device_name.argtypes = []
+
+
+def use_device(kind: str) -> None:
+    """Choose this process's device once, before loading a program whose state lives on it:
+    "cuda", "emulated" (device memory the host cannot touch: CPU CI), "auto" or "none"
+    (tte/device.h). Raises DelegateRefusedError with the reason when it cannot be in force."""
+    why = ctypes.create_string_buffer(1024)
+    code = load().tte_runtime_use_device(kind.encode(), why, len(why))
+    if code:
+        raise DelegateRefusedError(f"device {kind!r}: {why.value.decode('utf-8', 'replace')}")
+
+
+def device_name() -> str:
+    """The device in force ("cuda:0", "emulated"), or ""."""
+    return load().tte_runtime_device_name().decode()
 
 
 def copy_bytes(fqn: str) -> int:

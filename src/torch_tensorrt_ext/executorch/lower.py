@@ -11,6 +11,7 @@ chooses the config.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Mapping, Optional, Union
 
 import torch
@@ -26,14 +27,15 @@ from .pte_write import write_atomic
 Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
 
 
-def to_executorch(programs: Programs, *, device: str = "cpu",
+def to_executorch(programs: Programs, *, device: Optional[str] = None,
                   share_mutable_buffers: Optional[bool] = None):
     """`ExecutorchProgramManager` for one declared program or a `{method: program}` mapping.
-    `device`: where reference delegates (and so the state they read) live."""
+    `device`: where reference delegates (and so the state they read) live — by default the
+    host, or $TTE_REFERENCE_DEVICE (`partition.reference_device`)."""
     import torch_tensorrt.executorch  # noqa: F401  (the patched upstream lowering)
 
     torch_tensorrt = torch_tensorrt_module()
-    with reference_device(device):
+    with reference_device(device) if device is not None else contextlib.nullcontext():
         edge = torch_tensorrt.executorch.export(programs)
     config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
         share_mutable_buffers=bool(share_mutable_buffers)))

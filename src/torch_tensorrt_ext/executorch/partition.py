@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import json
 import operator
+import os
 from typing import Dict, Optional
 
 import torch
@@ -27,7 +28,11 @@ from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC, engine_info_record
 
 __all__ = ["buffer_specs", "reference_device", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
-_REFERENCE_DEVICE = contextvars.ContextVar("tte_reference_device", default="cpu")
+# Where reference delegates (and the state they write) live unless `reference_device` says:
+# $TTE_REFERENCE_DEVICE ("cuda:0" puts their state in device arenas; the tests' emulated-device
+# mode sets it), else the host.
+_REFERENCE_DEVICE = contextvars.ContextVar(
+    "tte_reference_device", default=os.environ.get("TTE_REFERENCE_DEVICE", "cpu"))
 
 
 @contextlib.contextmanager

@@ -1,22 +1,33 @@
-"""`load(path)`: run a `.pte` in ExecuTorch's runtime with this project's delegate runtime.
+"""`load(path)`: run a `.pte` with ExecuTorch's Module API and this project's delegate runtime.
 
-Invariant: `Program.run(*args)` executes one call of a method; mutable buffers persist across
-calls in the runtime's own memory, exactly as they would in an ExecuTorch app. `state_traffic()`
-reports, per buffer FQN, the bytes of state moved per call: the delegate runtime's own copies
-(measured by its counters) plus every copy op the emitted program runs on that buffer.
+Invariant: one loader — the runtime library's (`tte_program_*` of tte/c_api.h), the same the C++
+runner uses. Every method is loaded at open; `Program.run(*args)` executes one call of a method
+and mutable buffers persist across calls in the program's own memory, exactly as in an
+ExecuTorch app: in device memory where the program placed its state and a device is in force
+(`runtime_lib.use_device`; initial values put there through the device), in host memory
+otherwise. `state()` / `load_state()` / `reset()` read, write and re-initialise the buffers by
+FQN without reloading. `state_traffic()` reports, per buffer FQN, the bytes of state moved per
+call: the delegate runtime's own copies (measured by its counters) plus every copy op the
+emitted program runs on that buffer. Outputs are fresh host tensors.
 """
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Mapping, Optional, Union
 
 import torch
 
+from ..contracts.dtypes import SCALAR_TYPES
 from ..errors import TteError
 from .. import runtime_lib
 from . import log_sink
 from .pte_check import PteError, read_pte
 from .traffic import program_copy_bytes
+
+_CODES: Dict[torch.dtype, int] = {getattr(torch, name): code
+                                  for code, (name, _) in SCALAR_TYPES.items()}
+_DTYPES: Dict[int, torch.dtype] = {code: dt for dt, code in _CODES.items()}
 
 
 class NoSuchMethodError(TteError, KeyError):
@@ -26,59 +37,193 @@ class NoSuchMethodError(TteError, KeyError):
         return str(self.args[0])
 
 
+def _value(arg: object, keep: List[torch.Tensor]) -> runtime_lib.TteValue:
+    v = runtime_lib.TteValue()
+    if isinstance(arg, torch.Tensor):
+        t = arg.detach().to("cpu").contiguous()   # a CUDA tensor is handed in as its host copy
+        if t.dtype not in _CODES:
+            raise TypeError(f"input of dtype {t.dtype}: a program takes {sorted(map(str, _CODES))}")
+        if t.dim() > 16:
+            raise TypeError(f"input of rank {t.dim()}: at most 16 dimensions")
+        keep.append(t)
+        v.kind, v.dtype, v.ndim = 0, _CODES[t.dtype], t.dim()
+        for k, s in enumerate(t.shape):
+            v.sizes[k] = s
+        v.data, v.nbytes = t.data_ptr(), t.numel() * t.element_size()
+    elif isinstance(arg, bool):
+        v.kind, v.i = 3, int(arg)
+    elif isinstance(arg, int):
+        v.kind, v.i = 1, arg
+    elif isinstance(arg, float):
+        v.kind, v.d = 2, arg
+    elif arg is None:
+        v.kind = 4
+    else:
+        raise TypeError(f"a program input is a tensor, int, float, bool or None, not "
+                        f"{type(arg).__name__}")
+    return v
+
+
+def _from(v: runtime_lib.TteValue):
+    """A value out of the program, as a fresh host tensor (read through the device if need be)."""
+    if v.kind == 1:
+        return int(v.i)
+    if v.kind == 2:
+        return float(v.d)
+    if v.kind == 3:
+        return bool(v.i)
+    if v.kind == 4:
+        return None
+    t = torch.empty([v.sizes[k] for k in range(v.ndim)], dtype=_DTYPES[v.dtype])
+    if v.nbytes:
+        code = runtime_lib.load().tte_runtime_copy(t.data_ptr(), v.data, v.nbytes)
+        if code:
+            raise RuntimeError(f"reading a {v.nbytes}-byte value out of the program failed "
+                               f"(error 0x{code:x})")
+    return t
+
+
 class Program:
+    """A loaded `.pte`: upstream's program interface (`method_names`, `run(inputs, method)`,
+    `forward(*inputs)`) and this project's (`run(*args, method=...)`, `state_traffic()`,
+    `state()`, `load_state()`, `reset()`)."""
+
     def __init__(self, path: Union[str, Path], method: str = "forward"):
-        runtime_lib.load()
+        self._handle = None
+        lib = runtime_lib.load()
         log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
-        from executorch.runtime import Runtime
         self.path = str(path)
         self._bytes = read_pte(path)
-        try:
-            self._program = Runtime.get().load_program(self.path)
-        except RuntimeError as e:
-            raise PteError(f"{self.path}: ExecuTorch refused the program ({e}); its log line "
-                           f"on stderr says why. The file is corrupt or was not written by "
-                           f"this ExecuTorch; re-export it") from None
-        if method not in self._program.method_names:
-            raise NoSuchMethodError(f"{self.path} has no method {method!r}; it has "
-                                    f"{sorted(self._program.method_names)}")
-        # Load every method before any runs: loading a method writes the initial values of its
-        # mutable buffers, which must not wipe state another method already advanced.
+        code, why = ctypes.c_int(0), ctypes.create_string_buffer(4096)
         runtime_lib.clear_last_refusal()
-        try:  # a refused delegate: the runtime's reason and the delegate, not just "0x23"
-            self._methods = {name: self._program.load_method(name)
-                             for name in sorted(self._program.method_names)}
-        except RuntimeError as e:
-            raise runtime_lib.refusal_error(e) from e
+        handle = lib.tte_program_open(self.path.encode(), ctypes.byref(code), why, len(why))
+        if not handle:
+            self._refuse_open(why.value.decode("utf-8", "replace"))
+        self._handle = handle
+        self._names = [lib.tte_program_method_name(handle, i).decode()
+                       for i in range(lib.tte_program_method_count(handle))]
+        if method not in self._names:
+            raise NoSuchMethodError(f"{self.path} has no method {method!r}; it has "
+                                    f"{sorted(self._names)}")
         self.method_name = method
         self._calls = 0
         self._runtime_bytes: Dict[str, int] = {}
         self._static = program_copy_bytes(self._bytes, method)
 
+    def _refuse_open(self, why: str):
+        if why.startswith("Failed to load method"):   # a refused delegate: its reason, too
+            raise runtime_lib.refusal_error(RuntimeError(why))
+        if why.startswith("method '"):                # state on a device, and none in force
+            raise PteError(f"{self.path}: {why}")
+        raise PteError(f"{self.path}: ExecuTorch refused the program ({why}); its log line "
+                       f"on stderr says why. The file is corrupt or was not written by "
+                       f"this ExecuTorch; re-export it")
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            runtime_lib.load().tte_program_close(self._handle)
+            self._handle = None
+
     @property
     def method_names(self):
-        return self._program.method_names
+        return set(self._names)
 
-    def _method(self, name: str):
-        if name not in self._methods:
+    def _check(self, name: str) -> bytes:
+        if name not in self._names:
             raise NoSuchMethodError(
-                f"{self.path} has no method {name!r}; it has {sorted(self._methods)}")
-        return self._methods[name]
+                f"{self.path} has no method {name!r}; it has {sorted(self._names)}")
+        return name.encode()
 
-    def run(self, *args: torch.Tensor, method: Optional[str] = None) -> List[torch.Tensor]:
+    def run(self, *args, method: Optional[str] = None) -> List[torch.Tensor]:
+        """One call of `method` (default: the program's main method). Takes the inputs as
+        arguments, or upstream's way: one list of inputs and the method second."""
+        if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
+            if len(args) == 2:
+                method = args[1]
+            args = tuple(args[0])
         name = method or self.method_name
+        key = self._check(name)
+        lib = runtime_lib.load()
+        keep: List[torch.Tensor] = []
+        values = (runtime_lib.TteValue * max(len(args), 1))(*[_value(a, keep) for a in args])
         before = {f: runtime_lib.copy_bytes(f) for f in self._static}
+        n_out, why = ctypes.c_size_t(0), ctypes.create_string_buffer(4096)
         runtime_lib.clear_last_refusal()
-        try:
-            outs = self._method(name).execute(list(args))
-        except RuntimeError as e:
-            raise runtime_lib.refusal_error(e) from e
+        code = lib.tte_program_execute(self._handle, key, values, len(args), ctypes.byref(n_out),
+                                       why, len(why))
+        if code:
+            raise runtime_lib.refusal_error(RuntimeError(why.value.decode("utf-8", "replace")))
+        outs = []
+        for j in range(n_out.value):
+            v = runtime_lib.TteValue()
+            if lib.tte_program_output(self._handle, key, j, ctypes.byref(v)):
+                raise RuntimeError(f"output {j} of {name!r} is not a value Python can take")
+            outs.append(_from(v))
         if name == self.method_name:
             self._calls += 1
             for f in self._static:
                 self._runtime_bytes[f] = self._runtime_bytes.get(f, 0) + \
                     runtime_lib.copy_bytes(f) - before[f]
-        return list(outs)
+        return outs
+
+    def forward(self, *inputs):
+        """Upstream's `forward(*inputs)`: one call of "forward"."""
+        return self.run(*inputs, method="forward")
+
+    def _buffers(self, name: str):
+        lib = runtime_lib.load()
+        key = self._check(name)
+        for i in range(lib.tte_program_buffer_count(self._handle, key)):
+            fqn, v = ctypes.c_char_p(), runtime_lib.TteValue()
+            code = lib.tte_program_buffer(self._handle, key, i, ctypes.byref(fqn),
+                                          ctypes.byref(v))
+            if code:
+                raise RuntimeError(f"buffer {i} of {name!r} cannot be read (error 0x{code:x})")
+            yield fqn.value.decode(), v
+
+    def state(self) -> Dict[str, torch.Tensor]:
+        """Every mutable buffer (FQN -> a fresh host copy of its current value)."""
+        out: Dict[str, torch.Tensor] = {}
+        for name in self._names:
+            for fqn, v in self._buffers(name):
+                out.setdefault(fqn, _from(v))
+        return out
+
+    def load_state(self, values: Mapping[str, torch.Tensor]) -> None:
+        """Write buffers by FQN (every method's copy of each), e.g. a `state()` snapshot. An
+        unknown FQN, or a value of another dtype or shape, is refused naming it; nothing is
+        written then."""
+        lib = runtime_lib.load()
+        targets = {}
+        for name in self._names:
+            for fqn, v in self._buffers(name):
+                targets.setdefault(fqn, []).append(v)
+        unknown = sorted(set(values) - set(targets))
+        if unknown:
+            raise KeyError(f"{self.path} has no mutable buffer {unknown[0]!r}; it has "
+                           f"{sorted(targets)}")
+        staged = {}
+        for fqn, value in values.items():
+            v = targets[fqn][0]
+            want = ([v.sizes[k] for k in range(v.ndim)], _DTYPES[v.dtype])
+            t = value.detach().to("cpu").contiguous()
+            if (list(t.shape), t.dtype) != (want[0], want[1]):
+                raise ValueError(f"buffer {fqn!r} is {want[1]} {want[0]}; the value given is "
+                                 f"{t.dtype} {list(t.shape)}")
+            staged[fqn] = t
+        for fqn, t in staged.items():
+            for v in targets[fqn]:
+                code = lib.tte_runtime_copy(v.data, t.data_ptr(), v.nbytes)
+                if code:
+                    raise RuntimeError(f"writing buffer {fqn!r} failed (error 0x{code:x})")
+
+    def reset(self) -> None:
+        """Every mutable buffer of every method back to its initial value, without reloading
+        (a new sequence)."""
+        why = ctypes.create_string_buffer(1024)
+        code = runtime_lib.load().tte_program_reset(self._handle, why, len(why))
+        if code:
+            raise RuntimeError(f"{self.path}: {why.value.decode('utf-8', 'replace')}")
 
     def state_traffic(self) -> Dict[str, int]:
         """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""
@@ -91,3 +236,6 @@ class Program:
 
 def load(path: Union[str, Path], method: str = "forward") -> Program:
     return Program(path, method)
+
+
+__all__ = ["Program", "NoSuchMethodError", "load"]
