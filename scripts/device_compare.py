@@ -29,12 +29,16 @@ def main(case: str, summary_path: str) -> int:
         elif not np.array_equal(got, want):
             print(f"FAIL {d.name}: step {s} output {j} differs")
             return 1
+    if summary.get("reset") is False:
+        print(f"FAIL {d.name}: after reset() the same steps gave other outputs")
+        return 1
     if summary["copy_bytes"] != expect["copy_bytes"]:
         print(f"FAIL {d.name}: copied {summary['copy_bytes']}, expected {expect['copy_bytes']}")
         return 1
     print(f"ok {d.name}: {expect['steps']} steps equal eager (max abs diff {worst:.2e}), "
           f"device {summary['device']}, delegate copies {summary['copy_bytes']}, "
-          f"engine staging {summary['staging_bytes']} B")
+          f"engine staging {summary['staging_bytes']} B"
+          + (", reset + rerun identical" if summary.get("reset") else ""))
     return 0
 
 

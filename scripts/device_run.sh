@@ -33,7 +33,7 @@ for d in .devrun/cases/*/; do
     echo "FAIL $(basename "$d") --stream: tte_run exit $?: $(grep -v '^I ' "$d/stderr.txt" | tail -3)"
     fails=$((fails + 1))
   fi
-  if "$b/runtime/tte_run" "$d/m.pte" --io "$d" --steps "$steps" --device cuda \
+  if "$b/runtime/tte_run" "$d/m.pte" --io "$d" --steps "$steps" --device cuda --reset \
       > "$d/summary.json" 2> "$d/stderr.txt"; then
     python3 scripts/device_compare.py "$d" "$d/summary.json" || fails=$((fails + 1))
     for f in "$d"/stream/out.*.bin; do
@@ -44,7 +44,7 @@ for d in .devrun/cases/*/; do
     fails=$((fails + 1))
   fi
 done
-echo "(each case ran twice: on a caller's non-blocking stream and on the default stream; outputs compared byte for byte)"
+echo "(each case ran on a caller's non-blocking stream, then on the default stream with a reset and a rerun; outputs compared byte for byte)"
 echo "== without a device: refused"
 "$b/runtime/tte_run" .devrun/cases/kv_index_copy/m.pte --io /tmp --steps 1 --device none 2>&1 \
   | grep -v '^I ' | tail -1

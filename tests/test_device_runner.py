@@ -66,7 +66,7 @@ def _nbytes(model, fqn):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
     eager, plan, data = _saved(tmp_path, name)
-    done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS)
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS, "emulated", "--reset")
     assert done.returncode == 0, done.stderr[-2000:]
     _, args_of = CASES[name]
     for s in range(STEPS):
@@ -90,6 +90,7 @@ def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
         want_device = schema.DeviceType.CUDA if w.copier is Copier.ENGINE else schema.DeviceType.CPU
         assert placed[w.fqn] == want_device, (w.fqn, w.copier)
     assert summary["staging_bytes"] > 0   # the reference engine ran "on the device"
+    assert summary["reset"] is True       # reset, the same steps again: identical outputs
 
 
 def test_the_runner_refuses_device_state_without_a_device(tmp_path):
@@ -97,21 +98,10 @@ def test_the_runner_refuses_device_state_without_a_device(tmp_path):
     done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "none")
     assert done.returncode == 3
     assert done.stderr.strip().endswith(
-        "method 'forward': memory arena 1 (336 bytes) lives on cuda:0, where the program keeps "
-        "its state (its buffers: 'k'), but no device is in force: run on a GPU machine with "
-        "--device cuda (or --device emulated to test on CPU)")
+        "m.pte: method 'forward': memory arena 1 lives on cuda:0, where the program keeps its "
+        "state (its buffers: 'k'), but no device is in force: load it on a GPU machine (device "
+        "'cuda'), or with the emulated device to test on CPU")
     assert not list(tmp_path.glob("out.*"))
-
-
-def test_executorchs_own_loader_writes_device_memory_with_host_code_and_is_caught(tmp_path):
-    """ExecuTorch's FileDataLoader reads a buffer's initial value straight into its arena
-    (`pread`): on the emulated device the kernel refuses the host-inaccessible destination (on a
-    GPU it would be a crash or garbage). The runner's device-aware loader is what makes it work."""
-    _saved(tmp_path, "kv_index_copy")
-    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--loader", "executorch")
-    assert done.returncode == 3
-    assert "failed to read 256 bytes at offset" in done.stderr and "Bad address" in done.stderr
-    assert "loading method 'forward' failed" in done.stderr
 
 
 def test_a_callers_stream_needs_a_device_with_streams(tmp_path):

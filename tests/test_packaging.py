@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+
+import torch
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -170,15 +172,10 @@ def test_a_cpp_project_finds_the_installed_runtime_with_find_package(installed, 
     fake = tmp / "cmake-site"
     shutil.copytree(site / LIB, fake / LIB)
     (fake / "executorch").symlink_to(VENV_SITE / "executorch", target_is_directory=True)
+    # the example runner the package ships, built as an application would build it
     app = tmp / "app"
-    app.mkdir()
-    (app / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.28)\nproject(app CXX)\n"
-        "find_package(tte_runtime 0.1 CONFIG REQUIRED)\nadd_executable(app main.cpp)\n"
-        "target_link_libraries(app PRIVATE tte::tte_runtime)\n")
-    (app / "main.cpp").write_text(
-        '#include <cstdio>\n#include <tte/c_api.h>\n'
-        'int main() { std::puts(tte_runtime_version()); return 0; }\n')
+    shutil.copytree(fake / LIB / "share" / "tte_runtime" / "example", app)
+    assert sorted(p.name for p in app.iterdir()) == ["CMakeLists.txt", "tte_run.cpp"]
     cmake = _tool("cmake")
     gen = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}"] \
         if shutil.which("ninja") or (Path(sys.executable).parent / "ninja").is_file() else []
@@ -190,8 +187,22 @@ def test_a_cpp_project_finds_the_installed_runtime_with_find_package(installed, 
     cache = (app / "build" / "CMakeCache.txt").read_text()
     assert f"tte_runtime_DIR:PATH={fake / LIB / 'lib' / 'cmake' / 'tte_runtime'}\n" in cache
     assert f"executorch_DIR:PATH={fake / 'executorch' / 'lib' / 'cmake' / 'executorch'}\n" in cache
-    ran = subprocess.run([str(app / "build" / "app")], capture_output=True, text=True, timeout=60)
-    assert (ran.returncode, ran.stdout) == (0, probe["version"] + "\n")
+    # it steps a reference-engine .pte: outputs equal eager's, state persisting across steps
+    from runtime_helpers import read_output
+    from test_device_runner import CASES, STEPS, _saved
+    io = tmp / "io"
+    io.mkdir()
+    eager, _, _ = _saved(io, "ring_buffer")
+    ran = subprocess.run([str(app / "build" / "tte_run"), str(io / "m.pte"), "--io", str(io),
+                          "--steps", str(STEPS), "--device", "emulated", "--reset"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert json.loads(ran.stdout.splitlines()[-1])["reset"] is True
+    args_of = CASES["ring_buffer"][1]
+    for step in range(STEPS):
+        with torch.no_grad():
+            want = eager(*args_of(step))
+        torch.testing.assert_close(read_output(io, step, 0, want), want)
 
 
 # ---------------------------------------------------------------------- the checkout, in-process

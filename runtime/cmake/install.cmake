@@ -25,6 +25,10 @@ install(TARGETS tte_runtime EXPORT tte_runtimeTargets
 set_target_properties(tte_run PROPERTIES
   INSTALL_RPATH "\$ORIGIN/../lib:\$ORIGIN/../../../executorch/lib")
 install(TARGETS tte_run RUNTIME DESTINATION bin COMPONENT tte_runtime OPTIONAL)
+# ... and its source as an example application of the package (share/tte_runtime/example).
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/tools/tte_run.cpp
+              ${CMAKE_CURRENT_SOURCE_DIR}/tools/example/CMakeLists.txt
+        DESTINATION share/tte_runtime/example COMPONENT tte_runtime)
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION include
         COMPONENT tte_runtime FILES_MATCHING PATTERN "*.h")
 install(EXPORT tte_runtimeTargets NAMESPACE tte:: DESTINATION ${_tte_cmake_dir}

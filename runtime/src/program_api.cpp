@@ -18,6 +18,7 @@
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/platform/runtime.h>
 
 #include <cstdio>
 #include <map>
@@ -91,6 +92,7 @@ Method* method_of(const tte_program* p, const char* name) {
 }
 
 tte_program* open_program(const char* path, int* code, char* why, size_t why_size) {
+  executorch::runtime::runtime_init();  // idempotent; a C++ app may not have called it
   auto fail = [&](Error e, const std::string& text) -> tte_program* {
     if (code) *code = say(e, text, why, why_size);
     return nullptr;
@@ -224,6 +226,41 @@ TTE_EXPORT int tte_program_execute(tte_program* p, const char* method, const tte
     return execute(p, method, inputs, n_inputs, n_outputs, why, why_size);
   } catch (...) {
     return say(Error::MemoryAllocationFailed, "out of memory", why, why_size);
+  }
+}
+
+TTE_EXPORT size_t tte_program_input_count(const tte_program* p, const char* method) noexcept {
+  if (p == nullptr || method == nullptr) return 0;
+  auto meta = p->program->method_meta(method);
+  return meta.ok() ? meta->num_inputs() : 0;
+}
+
+TTE_EXPORT int tte_program_input(const tte_program* p, const char* method, size_t i,
+                                 tte_value* out) noexcept {
+  if (p == nullptr || method == nullptr || out == nullptr) {
+    return static_cast<int>(Error::InvalidArgument);
+  }
+  auto meta = p->program->method_meta(method);
+  if (!meta.ok() || i >= meta->num_inputs()) return static_cast<int>(Error::InvalidArgument);
+  *out = tte_value{};
+  auto tag = meta->input_tag(i);
+  if (!tag.ok()) return static_cast<int>(tag.error());
+  using executorch::runtime::Tag;
+  switch (tag.get()) {
+    case Tag::Tensor: {
+      auto ti = meta->input_tensor_meta(i);
+      if (!ti.ok() || ti->sizes().size() > 16) return static_cast<int>(Error::NotSupported);
+      out->kind = 0;
+      out->dtype = static_cast<int32_t>(ti->scalar_type());
+      out->ndim = static_cast<int32_t>(ti->sizes().size());
+      for (size_t k = 0; k < ti->sizes().size(); ++k) out->sizes[k] = ti->sizes()[k];
+      out->nbytes = ti->nbytes();
+      return 0;
+    }
+    case Tag::Int: out->kind = 1; return 0;
+    case Tag::Double: out->kind = 2; return 0;
+    case Tag::Bool: out->kind = 3; return 0;
+    default: out->kind = 4; return 0;
   }
 }
 

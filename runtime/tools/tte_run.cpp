@@ -1,55 +1,37 @@
-// tte_run: step a `.pte` through ExecuTorch's Module API with this runtime's delegate and device.
+// tte_run: step a `.pte` with this runtime — the example runner of the runtime's CMake package.
 //
-//   tte_run MODEL.pte --io DIR [--method forward] [--steps N] [--device auto|cuda|emulated|none]
-//           [--loader device-aware|executorch] [--stream]
+//   tte_run MODEL.pte --io DIR [--method forward] [--steps N]
+//           [--device auto|cuda|emulated|none] [--stream] [--reset]
 //
-// Step s reads input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and shape)
-// and writes output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an app. The last
-// line printed is JSON: the device, the steps run, and the bytes this runtime copied per buffer
-// (`copy_bytes`) and staged by a device-mode reference engine (`staging_bytes`). `--stream` runs
-// every copy and enqueue on a caller-created non-blocking CUDA stream (tte::use_stream), as an
-// application that pipelines its own GPU work would.
+// Step s reads tensor input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and
+// shape) and writes tensor output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an
+// app. `--stream` runs every copy and enqueue on a caller-created non-blocking CUDA stream
+// (tte::use_stream), as an application that pipelines its own GPU work would. `--reset` then
+// resets the program's state (tte_program_reset: every buffer back to its initial value, no
+// reload) and runs the same steps again, which must give byte-identical outputs. The last line
+// printed is JSON: the device, the stream, the steps run, the bytes this runtime copied per
+// buffer (`copy_bytes`), staged by a device-mode reference engine (`staging_bytes`), and whether
+// the rerun after the reset was identical (`reset`).
 //
-// Invariant: state lives where the program placed it: device arenas come from the device in force
-// (ExecuTorch's DeviceAllocator), initial values reach them through it (tte::device_aware), and an
-// output in device memory is read through it. A program with device arenas and no device is
-// refused before anything is allocated, naming the method, arena and device. `--loader
-// executorch` loads with ExecuTorch's own FileDataLoader instead, which writes initial values
-// into device arenas with host code: on the emulated device that is the fault this project's
-// tests prove is caught (on a GPU, a crash). Exit codes: 0 ok, 2 usage, 3 refused/failed (the
-// reason on stderr).
+// Invariant: it uses only the runtime's public API (tte/c_api.h programs, tte/device.h), the one
+// loader Python's tte.executorch.load uses too: state lives where the program placed it, on the
+// device in force, and a program whose state needs a device is refused when there is none.
+// Exit codes: 0 ok, 2 usage, 3 refused/failed (the reason on stderr), 4 the rerun differed.
+#include <tte/c_api.h>
 #include <tte/device.h>
-
-#include "counters.h"
-#include "device.h"
-#include "reference_engine.h"
-#include "refusal.h"
-
-#include <executorch/extension/data_loader/file_data_loader.h>
-#include <executorch/extension/module/module.h>
-#include <executorch/extension/tensor/tensor_ptr.h>
-#include <executorch/runtime/platform/runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
-using executorch::extension::FileDataLoader;
-using executorch::extension::Module;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
-using executorch::runtime::MethodMeta;
-using executorch::runtime::Tag;
-
 namespace {
 
 constexpr const char* kUsage =
     "usage: tte_run MODEL.pte --io DIR [--method NAME] [--steps N] "
-    "[--device auto|cuda|emulated|none] [--loader device-aware|executorch] [--stream]\n";
+    "[--device auto|cuda|emulated|none] [--stream] [--reset]\n";
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "tte_run: %s\n", msg.c_str());
@@ -63,9 +45,9 @@ bool read_file(const std::string& path, std::vector<uint8_t>& out) {
   return true;
 }
 
-bool write_file(const std::string& path, const void* data, size_t n) {
+bool write_file(const std::string& path, const std::vector<uint8_t>& data) {
   std::ofstream f(path, std::ios::binary);
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
   return static_cast<bool>(f);
 }
 
@@ -78,22 +60,45 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-// Refuses a method whose arenas need a device when none is in force.
-std::string device_arena_problem(const MethodMeta& meta) {
-  for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
-    auto dev = meta.memory_planned_buffer_device(i);
-    if (!dev.ok() || dev->is_cpu() || tte::active_device() != nullptr) continue;
-    std::string names;
-    for (size_t a = 0; a < meta.num_attributes(); ++a) {
-      auto ti = meta.attribute_tensor_meta(a);
-      if (ti.ok()) names += (names.empty() ? "'" : ", '") + std::string(ti->name()) + "'";
+std::string file_of(const std::string& io, const char* kind, long s, size_t k) {
+  return io + "/" + kind + "." + std::to_string(s) + "." + std::to_string(k) + ".bin";
+}
+
+// Runs steps [0, steps) and returns every step's tensor outputs (host bytes), or an error text.
+std::string run_steps(tte_program* p, const std::string& method, const std::string& io, long steps,
+                      std::vector<std::vector<std::vector<uint8_t>>>& outs) {
+  const size_t n_in = tte_program_input_count(p, method.c_str());
+  char why[4096];
+  for (long s = 0; s < steps; ++s) {
+    std::vector<std::vector<uint8_t>> data(n_in);
+    std::vector<tte_value> inputs(n_in);
+    for (size_t i = 0; i < n_in; ++i) {
+      if (tte_program_input(p, method.c_str(), i, &inputs[i]) != 0 || inputs[i].kind != 0) {
+        return "input " + std::to_string(i) + " of '" + method + "' is not a tensor";
+      }
+      const std::string path = file_of(io, "in", s, i);
+      if (!read_file(path, data[i])) return "cannot read " + path;
+      if (data[i].size() != inputs[i].nbytes) {
+        return path + " has " + std::to_string(data[i].size()) + " bytes; input " +
+               std::to_string(i) + " takes " + std::to_string(inputs[i].nbytes);
+      }
+      inputs[i].data = data[i].data();
     }
-    return tte::format(
-        "method '%s': memory arena %zu (%lld bytes) lives on cuda:%d, where the program keeps "
-        "its state (its buffers: %s), but no device is in force: run on a GPU machine with "
-        "--device cuda (or --device emulated to test on CPU)",
-        meta.name(), i, static_cast<long long>(meta.memory_planned_buffer_size(i).get()),
-        static_cast<int>(dev->index()), names.empty() ? "none named" : names.c_str());
+    tte_runtime_clear_last_refusal();
+    size_t n_out = 0;
+    if (tte_program_execute(p, method.c_str(), inputs.data(), n_in, &n_out, why, sizeof why)) {
+      return "step " + std::to_string(s) + ": " + why + ": " + tte_runtime_last_refusal();
+    }
+    outs.emplace_back();
+    for (size_t j = 0; j < n_out; ++j) {
+      tte_value v;
+      if (tte_program_output(p, method.c_str(), j, &v) != 0 || v.kind != 0) continue;
+      std::vector<uint8_t> host(v.nbytes);
+      if (v.nbytes && tte_runtime_copy(host.data(), v.data, v.nbytes) != 0) {
+        return "step " + std::to_string(s) + ": cannot read output " + std::to_string(j);
+      }
+      outs.back().push_back(std::move(host));
+    }
   }
   return "";
 }
@@ -101,122 +106,86 @@ std::string device_arena_problem(const MethodMeta& meta) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string pte, io, method = "forward", device = "auto", loader_kind = "device-aware";
+  std::string pte, io, method = "forward", device = "auto";
   long steps = 1;
-  bool stream = false;
-  for (int i = 1; i < argc; ++i) {
+  bool stream = false, reset = false, ok = true;
+  for (int i = 1; i < argc && ok; ++i) {
     const std::string a = argv[i];
-    auto value = [&](std::string& into) {
-      if (i + 1 >= argc) return false;
-      into = argv[++i];
-      return true;
-    };
-    std::string n;
-    bool ok = true;
-    if (a == "--io")
-      ok = value(io);
-    else if (a == "--method")
-      ok = value(method);
-    else if (a == "--device")
-      ok = value(device);
-    else if (a == "--loader")
-      ok = value(loader_kind);
+    const bool has_value = i + 1 < argc;
+    if (a == "--io" && has_value)
+      io = argv[++i];
+    else if (a == "--method" && has_value)
+      method = argv[++i];
+    else if (a == "--device" && has_value)
+      device = argv[++i];
+    else if (a == "--steps" && has_value)
+      steps = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--stream")
       stream = true;
-    else if (a == "--steps") {
-      ok = value(n);
-      if (ok) steps = std::strtol(n.c_str(), nullptr, 10);
-    } else if (!a.empty() && a[0] != '-' && pte.empty())
+    else if (a == "--reset")
+      reset = true;
+    else if (!a.empty() && a[0] != '-' && pte.empty())
       pte = a;
     else
       ok = false;
-    if (!ok) {
-      std::fprintf(stderr, kUsage);
-      return 2;
-    }
   }
-  if (pte.empty() || io.empty() || steps < 1 ||
-      (loader_kind != "device-aware" && loader_kind != "executorch")) {
-    std::fprintf(stderr, kUsage);
+  if (!ok || pte.empty() || io.empty() || steps < 1) {
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
-  executorch::runtime::runtime_init();
   std::string why;
   if (tte::use_device(device.c_str(), why) != 0) return fail("--device " + device + ": " + why);
   if (stream) {
     void* s = tte::new_stream(why);  // the caller's: non-blocking, as an app's own would be
     if (s == nullptr || tte::use_stream(s, why) != 0) return fail("--stream: " + why);
   }
-
-  auto loader = FileDataLoader::from(pte.c_str());
-  if (!loader.ok()) return fail(pte + ": cannot open");
-  std::unique_ptr<executorch::runtime::DataLoader> file =
-      std::make_unique<FileDataLoader>(std::move(loader.get()));
-  Module module(loader_kind == "executorch" ? std::move(file) : tte::device_aware(std::move(file)));
-  if (module.load() != Error::Ok) return fail(pte + ": ExecuTorch refused the program");
-  auto meta = module.method_meta(method);
-  if (!meta.ok()) return fail(pte + ": no method '" + method + "'");
-  const std::string problem = device_arena_problem(meta.get());
-  if (!problem.empty()) return fail(pte + ": " + problem);
-  tte::clear_refusal();
-  if (module.load_method(method) != Error::Ok) {
-    return fail(pte + ": loading method '" + method + "' failed: " + tte::last_refusal());
+  int code = 0;
+  char text[4096] = "";
+  tte_runtime_clear_last_refusal();
+  tte_program* p = tte_program_open(pte.c_str(), &code, text, sizeof text);
+  if (p == nullptr) {
+    const std::string refusal = tte_runtime_last_refusal();
+    return fail(pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
   }
-
-  std::vector<std::string> buffers;
-  for (size_t a = 0; a < meta->num_attributes(); ++a) {
-    auto ti = meta->attribute_tensor_meta(a);
-    if (ti.ok()) buffers.emplace_back(ti->name());
+  bool found = false;
+  for (size_t m = 0; m < tte_program_method_count(p); ++m) {
+    found = found || method == tte_program_method_name(p, m);
   }
-  tte::reset_counters();
-  for (long s = 0; s < steps; ++s) {
-    std::vector<std::vector<uint8_t>> data(meta->num_inputs());
-    std::vector<executorch::extension::TensorPtr> tensors;
-    std::vector<EValue> inputs;
-    for (size_t i = 0; i < meta->num_inputs(); ++i) {
-      auto tag = meta->input_tag(i);
-      auto ti = meta->input_tensor_meta(i);
-      if (!tag.ok() || tag.get() != Tag::Tensor || !ti.ok()) {
-        return fail(tte::format("input %zu of '%s' is not a tensor", i, method.c_str()));
-      }
-      const std::string path = tte::format("%s/in.%ld.%zu.bin", io.c_str(), s, i);
-      if (!read_file(path, data[i])) return fail("cannot read " + path);
-      if (data[i].size() != ti->nbytes()) {
-        return fail(tte::format("%s has %zu bytes; input %zu takes %zu", path.c_str(),
-                                data[i].size(), i, ti->nbytes()));
-      }
-      std::vector<executorch::aten::SizesType> sizes(ti->sizes().begin(), ti->sizes().end());
-      tensors.push_back(
-          executorch::extension::make_tensor_ptr(sizes, data[i].data(), ti->scalar_type()));
-      inputs.emplace_back(*tensors.back());
-    }
-    tte::clear_refusal();
-    auto outs = module.execute(method, inputs);
-    if (!outs.ok()) {
-      return fail(tte::format("step %ld: '%s' failed (error 0x%x): %s", s, method.c_str(),
-                              static_cast<unsigned>(outs.error()), tte::last_refusal()));
-    }
-    for (size_t j = 0; j < outs->size(); ++j) {
-      const EValue& v = outs.get()[j];
-      if (!v.isTensor()) continue;
-      const auto& t = v.toTensor();
-      std::vector<uint8_t> host(t.nbytes());
-      if (tte::copy_any(host.data(), t.const_data_ptr(), t.nbytes()) != Error::Ok) {
-        return fail(tte::format("step %ld: cannot read output %zu", s, j));
-      }
-      const std::string path = tte::format("%s/out.%ld.%zu.bin", io.c_str(), s, j);
-      if (!write_file(path, host.data(), host.size())) return fail("cannot write " + path);
-    }
+  if (!found) {
+    tte_program_close(p);
+    return fail(pte + ": no method '" + method + "'");
   }
+  tte_runtime_reset_counters();
+  std::vector<std::vector<std::vector<uint8_t>>> outs;
+  std::string err = run_steps(p, method, io, steps, outs);
   std::string copies;
-  for (const std::string& b : buffers) {
-    copies += tte::format("%s\"%s\": %llu", copies.empty() ? "" : ", ", json_escape(b).c_str(),
-                          static_cast<unsigned long long>(tte::copied_bytes(b.c_str())));
+  for (size_t b = 0; err.empty() && b < tte_program_buffer_count(p, method.c_str()); ++b) {
+    const char* fqn = nullptr;
+    tte_value v;
+    if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
+    copies += (copies.empty() ? "\"" : ", \"") + json_escape(fqn) +
+              "\": " + std::to_string(tte_runtime_copy_bytes(fqn));
   }
+  for (size_t s = 0; err.empty() && s < outs.size(); ++s) {
+    for (size_t j = 0; j < outs[s].size(); ++j) {
+      const std::string path = file_of(io, "out", static_cast<long>(s), j);
+      if (!write_file(path, outs[s][j])) err = "cannot write " + path;
+    }
+  }
+  const uint64_t staged = tte_runtime_copy_bytes("tte.reference_engine.device_staging");
+  const char* again = "null";
+  if (err.empty() && reset) {
+    if (tte_program_reset(p, text, sizeof text) != 0) err = std::string("reset: ") + text;
+    std::vector<std::vector<std::vector<uint8_t>>> rerun;
+    if (err.empty()) err = run_steps(p, method, io, steps, rerun);
+    again = err.empty() && rerun == outs ? "true" : "false";
+  }
+  tte_program_close(p);
+  if (!err.empty()) return fail(err);
   std::printf(
       "{\"device\": \"%s\", \"stream\": %s, \"steps\": %ld, \"copy_bytes\": {%s}, "
-      "\"staging_bytes\": %llu}\n",
+      "\"staging_bytes\": %llu, \"reset\": %s}\n",
       tte::device_name(), stream ? "\"caller\"" : "null", steps, copies.c_str(),
-      static_cast<unsigned long long>(tte::copied_bytes(tte::kDeviceStagingCounter)));
-  return 0;
+      static_cast<unsigned long long>(staged), again);
+  return std::string(again) == "false" ? 4 : 0;
 }

@@ -68,6 +68,11 @@ tte_program* tte_program_open(const char* path, int* code, char* why,
 void tte_program_close(tte_program* p) TTE_C_NOEXCEPT;
 size_t tte_program_method_count(const tte_program* p) TTE_C_NOEXCEPT;
 const char* tte_program_method_name(const tte_program* p, size_t i) TTE_C_NOEXCEPT;
+// What input `i` of `method` takes (a tensor's dtype, sizes and nbytes; `data` null), from its
+// signature.
+size_t tte_program_input_count(const tte_program* p, const char* method) TTE_C_NOEXCEPT;
+int tte_program_input(const tte_program* p, const char* method, size_t i,
+                      tte_value* out) TTE_C_NOEXCEPT;
 // Runs `method` once; its outputs stay readable (tte_program_output) until its next run.
 int tte_program_execute(tte_program* p, const char* method, const tte_value* inputs,
                         size_t n_inputs, size_t* n_outputs, char* why,
