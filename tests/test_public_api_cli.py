@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import torch
 
 import torch_tensorrt_ext as tte
@@ -50,6 +52,21 @@ def test_demo_cli_json_reports_parity_and_traffic():
         assert set(b) == {"fqn", "kind", "nbytes", "bytes_moved_per_step"}
         want = 0 if b["kind"] == "KV_ALIAS" else b["nbytes"]
         assert b["bytes_moved_per_step"] == want, b
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_demo_prints_executorchs_informational_lines_only_when_verbose(verbose):
+    """ExecuTorch's kernel libraries probe cpuinfo on start and log each probe ("I 00:00:00...
+    cpuinfo_utils.cpp"); the demo's output keeps them only under --verbose."""
+    out = subprocess.run([sys.executable, "-m", "torch_tensorrt_ext.cli", "demo", "--steps", "1",
+                          "--layers", "1", "--quiet", *(["--verbose"] if verbose else [])],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    info = [ln for ln in out.stderr.splitlines() if ln.startswith("I ")]
+    if verbose:
+        assert info and all("executorch:" in ln for ln in info), out.stderr[-2000:]
+    else:
+        assert info == [], info
 
 
 def test_demo_with_tensorrt_rtx_builds_saves_and_says_it_did_not_run():

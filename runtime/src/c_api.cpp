@@ -7,7 +7,11 @@
 #include "plan.h"
 #include "refusal.h"
 
+#include <executorch/runtime/platform/platform.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #ifndef TTE_ENGINES  // as engine.cpp: set by CMake for the library
@@ -26,9 +30,31 @@ int check_blob(const void* data, size_t size, tte::Reason& why) {
   return plan.ok() ? 0 : static_cast<int>(plan.error());
 }
 
+// ExecuTorch's informational log lines (cpuinfo probing at every kernel-library start, ...) are
+// noise to a user of the commands; errors are not.
+std::atomic<bool> g_log_info{false};
+
 }  // namespace
 
 extern "C" {
+
+TTE_EXPORT void tte_runtime_log_info(int enabled) noexcept {
+  g_log_info.store(enabled != 0, std::memory_order_relaxed);
+}
+
+TTE_EXPORT void tte_runtime_emit_log(et_timestamp_t timestamp, et_pal_log_level_t level,
+                                     const char* filename, const char* function, size_t line,
+                                     const char* message, size_t length) noexcept {
+  (void)function;
+  (void)length;
+  if ((level == kInfo || level == kDebug) && !g_log_info.load(std::memory_order_relaxed)) return;
+  const char* base = filename ? std::strrchr(filename, '/') : nullptr;
+  base = base ? base + 1 : (filename ? filename : "?");
+  unsigned long long us = static_cast<unsigned long long>(timestamp) / 1000;  // ns ticks
+  std::fprintf(stderr, "%c %02llu:%02llu:%02llu.%06llu executorch:%s:%zu] %s\n",
+               static_cast<char>(level), us / 3600000000ULL, us / 60000000ULL % 60,
+               us / 1000000ULL % 60, us % 1000000ULL, base, line, message ? message : "");
+}
 
 TTE_EXPORT uint64_t tte_runtime_copy_bytes(const char* fqn) noexcept {
   return tte::copied_bytes(fqn);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -28,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "tensorrt: TensorRT engines run on a GPU runner")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--verbose", action="store_true",
+                   help="also ExecuTorch's informational log lines (cpuinfo probing, ...)")
     p.set_defaults(func=run)
 
 
@@ -40,6 +43,8 @@ def _say(quiet: bool):
 
 def run(args: argparse.Namespace) -> int:
     from .demo.run import DemoArgumentError, run_demo
+    if args.verbose:
+        os.environ["TTE_VERBOSE"] = "1"   # read when ExecuTorch's log lines are routed
     try:
         r = run_demo(steps=args.steps, layers=args.layers, pte=args.pte, engine=args.engine,
                      say=_say(args.quiet))

@@ -33,7 +33,7 @@ from .errors import TteError
 __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes", "execute_count",
            "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
-           "check_blob", "use_device", "device_name", "TteValue",
+           "check_blob", "use_device", "device_name", "TteValue", "loaded", "log_info",
            "RuntimeLibraryError", "DelegateRefusedError"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
@@ -207,6 +207,19 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     lib.tte_runtime_use_device.argtypes = [c.c_char_p, *why]
     lib.tte_runtime_device_name.restype = c.c_char_p
     lib.tte_runtime_device_name.argtypes = []
+    lib.tte_runtime_log_info.restype = None
+    lib.tte_runtime_log_info.argtypes = [c.c_int]
+
+
+def loaded() -> Optional[ctypes.CDLL]:
+    """The runtime library if this process loaded it already (never loads it)."""
+    return _lib
+
+
+def log_info(enabled: bool) -> None:
+    """Show ExecuTorch's informational log lines (cpuinfo probing, ...) or not (the default:
+    errors only); what the commands' --verbose turns on."""
+    load().tte_runtime_log_info(1 if enabled else 0)
 
 
 def use_device(kind: str) -> None:

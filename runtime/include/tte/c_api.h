@@ -36,6 +36,11 @@ void tte_runtime_clear_last_refusal(void) TTE_C_NOEXCEPT;
 int tte_runtime_check_blob(const void* data, size_t size, char* why,
                            size_t why_size) TTE_C_NOEXCEPT;
 
+// ExecuTorch's log emitter as this runtime routes it (Python's log_sink installs it): errors and
+// fatal lines always on stderr, informational and debug lines only after tte_runtime_log_info(1)
+// (the commands' --verbose). The signature of ExecuTorch's et_pal_emit_log_message.
+void tte_runtime_log_info(int enabled) TTE_C_NOEXCEPT;
+
 // Chooses the process's device (tte/device.h `use_device`): "cuda", "emulated", "auto" or
 // "none". 0 when in force, else the ExecuTorch error code with the reason written into `why`.
 int tte_runtime_use_device(const char* kind, char* why, size_t why_size) TTE_C_NOEXCEPT;

@@ -10,8 +10,10 @@ backend ids); when they are not UTF-8, pybind11 cannot build the `str`, throws
 `std::terminate` (exit 134). That code is compiled C++; it cannot be patched in site-packages.
 
 Invariant: after `route_logs_to_fd2()` returns, the process-wide PAL log emitter is not the
-pybind extension's: if it was, it is replaced by ExecuTorch's own default emitter
-(`et_pal_emit_log_message` in libexecutorch.so, `fprintf(stderr, ...)` on the C stream), so log
+pybind extension's: if it was, it is replaced by the runtime library's (`tte_runtime_emit_log`,
+`fprintf(stderr, ...)` on the C stream; informational lines such as ExecuTorch's cpuinfo probing
+only with `$TTE_VERBOSE` set or `runtime_lib.log_info(True)`), or, without the runtime library,
+by ExecuTorch's own default emitter (`et_pal_emit_log_message` in libexecutorch.so), so log
 lines still appear on the terminal but no byte of them passes through Python. An emitter that
 someone else registered is left alone. Idempotent; on an ExecuTorch build without these symbols
 it changes nothing and warns (`routed()` is False). Cost: in Jupyter, ExecuTorch's log lines go
@@ -107,11 +109,23 @@ def route_logs_to_fd2() -> bool:
                           "strings can abort this process", RuntimeWarning, stacklevel=2)
             return False
         pal, default = table
-        if _PYBIND_EXTENSION in _library_of(pal.emit_log_message):
-            pal.emit_log_message = default
+        ours = _runtime_emitter()
+        if _PYBIND_EXTENSION in _library_of(pal.emit_log_message) or \
+                pal.emit_log_message == default:
+            pal.emit_log_message = ours or default
         _routed = _library_of(pal.emit_log_message) != "" and \
             _PYBIND_EXTENSION not in _library_of(pal.emit_log_message)
         return _routed
+
+
+def _runtime_emitter() -> Optional[int]:
+    """The runtime library's emitter, when that library is loaded in this process."""
+    from .. import runtime_lib
+    lib = runtime_lib.loaded()
+    if lib is None:
+        return None
+    lib.tte_runtime_log_info(1 if os.environ.get("TTE_VERBOSE") else 0)
+    return ctypes.cast(lib.tte_runtime_emit_log, ctypes.c_void_p).value
 
 
 def routed() -> bool:
