@@ -115,3 +115,34 @@ def test_a_lone_user_output_beside_a_kv_write_keeps_its_shape(tmp_path, reduce):
     torch_tensorrt.save(trt, str(ep_path), output_format="exported_program", retrace=False)
     out = torch.export.load(str(ep_path)).graph.output_node().args[0]
     assert [list(o.meta["val"].shape) for o in out if "val" in o.meta][-1:] == [want]
+
+
+def test_a_module_lifted_by_upstreams_helpers_is_refused_at_save_naming_the_write(tmp_path):
+    """torch-tensorrt's own lifting helpers record a copy-back write only as a trailing output
+    plus `gm.meta['_copyback_mutation_buffers']`; the series declares writes from the compiled
+    module's plan, so saving such a module would drop the write silently — it is refused
+    instead (upstream's test_saved_copyback_program_reloads_and_keeps_its_user_output)."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    from torch_tensorrt.dynamo.lowering._buffer_lifting import (inline_lifted_buffers_into_gm,
+                                                                lift_mutated_buffers)
+
+    class CopyBack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.zeros(4))
+
+        def forward(self, x):
+            self.state.copy_(self.state + x.sum())
+            return x * 3.0
+
+    gm, lifted = lift_mutated_buffers(torch.export.export(CopyBack(), (torch.ones(8),)).module())
+    gm = inline_lifted_buffers_into_gm(gm, lifted)
+    path = tmp_path / "out.pt2"
+    with pytest.raises(PlanError) as e:
+        torch_tensorrt.save(gm, str(path), output_format="exported_program", retrace=True,
+                            arg_inputs=(torch.ones(8),))
+    assert str(e.value).startswith(
+        "buffer 'state' is written (torch-tensorrt's lifting helpers recorded it in "
+        "gm.meta['_copyback_mutation_buffers'] as a trailing graph output), but the module was "
+        "not compiled by the patched torch_tensorrt.compile")
+    assert not path.exists()

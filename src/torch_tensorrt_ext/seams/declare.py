@@ -13,7 +13,7 @@ that is not a registered buffer is refused, naming the engine, binding and input
 from __future__ import annotations
 
 import copy
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch.export import ExportedProgram
@@ -98,6 +98,23 @@ def aliased_plan(ep: ExportedProgram) -> MutationPlan:
     return MutationPlan(tuple(w for w in writes if w.fqn not in declared))
 
 
-def declare_program(ep: ExportedProgram) -> ExportedProgram:
+def declare_program(ep: ExportedProgram,
+                    upstream_copyback: Optional[Sequence[str]] = None) -> ExportedProgram:
+    """`ep` with every mutation declared once by buffer name. `upstream_copyback`: the buffers
+    torch-tensorrt's own lifting helpers recorded as copy-back (`_copyback_mutation_buffers`,
+    positional trailing outputs); a module lifted that way, not compiled by the patched
+    `compile`, carries writes this declaration cannot see — each one not declared here is
+    refused naming it, instead of a saved program that silently drops the write."""
     ep = functionalize_buffer_copies(ep)
-    return declare_mutations(ep, aliased_plan(ep))
+    ep = declare_mutations(ep, aliased_plan(ep))
+    declared = {s.target for s in ep.graph_signature.output_specs
+                if s.kind == OutputKind.BUFFER_MUTATION}
+    lost = [b for b in (upstream_copyback or ()) if b not in declared]
+    if lost:
+        raise PlanError(
+            f"buffer {lost[0]!r} is written (torch-tensorrt's lifting helpers recorded it in "
+            "gm.meta['_copyback_mutation_buffers'] as a trailing graph output), but the module "
+            "was not compiled by the patched torch_tensorrt.compile, so nothing declares the "
+            "write and the saved program would drop it. Compile the model with "
+            "torch_tensorrt.compile, which plans, lifts and declares every buffer write")
+    return ep
