@@ -35,7 +35,10 @@ from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 from ..contracts.plan import MutationPlan, PlanError, WriteKind
 from .carried_writes import check_carried
+from .trt_log import install as _quiet_unused_state_inputs
 from .module_state import set_buffer
+
+_quiet_unused_state_inputs()   # TensorRT's per-layer warnings about write-only state inputs
 
 Build = Callable[[GraphModule], torch.nn.Module]
 _SHARED = contextvars.ContextVar("tte_shared_state", default=frozenset())
