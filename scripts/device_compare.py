@@ -1,7 +1,8 @@
 """Check one `tte_run` case of `.devrun/cases/<name>` (scripts/device_run.sh; numpy only): every
 output of every step equals eager's (`want.<s>.<j>.npy`, float tolerance 1e-5 absolute + 1.3e-6
 relative, exact otherwise) and the runner's JSON summary (its last stdout line, in SUMMARY) has
-exactly the expected bytes copied per buffer. Prints one line; exits 1 on a mismatch."""
+exactly the expected bytes copied per buffer, every one of them within device memory (none across
+the host-device link or on the host). Prints one line; exits 1 on a mismatch."""
 from __future__ import annotations
 
 import json
@@ -32,11 +33,16 @@ def main(case: str, summary_path: str) -> int:
     if summary.get("reset") is False:
         print(f"FAIL {d.name}: after reset() the same steps gave other outputs")
         return 1
+    for fqn, (device, link, host) in summary.get("copy_paths", {}).items():
+        if link or host:   # every copy the delegate makes stays in device memory
+            print(f"FAIL {d.name}: {fqn} copied {link} B across the link, {host} B on the host")
+            return 1
     if summary["copy_bytes"] != expect["copy_bytes"]:
         print(f"FAIL {d.name}: copied {summary['copy_bytes']}, expected {expect['copy_bytes']}")
         return 1
     print(f"ok {d.name}: {expect['steps']} steps equal eager (max abs diff {worst:.2e}), "
-          f"device {summary['device']}, delegate copies {summary['copy_bytes']}, "
+          f"device {summary['device']}, delegate copies {summary['copy_bytes']} "
+          f"(all device-to-device), "
           f"engine staging {summary['staging_bytes']} B"
           + (", reset + rerun identical" if summary.get("reset") else ""))
     return 0

@@ -89,6 +89,8 @@ def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
                                                 if engine_copied else 0), w.fqn
         want_device = schema.DeviceType.CUDA if w.copier is Copier.ENGINE else schema.DeviceType.CPU
         assert placed[w.fqn] == want_device, (w.fqn, w.copier)
+    for fqn, (device, link, host) in summary["copy_paths"].items():   # all device to device
+        assert (device, link, host) == (summary["copy_bytes"][fqn], 0, 0), fqn
     assert summary["staging_bytes"] > 0   # the reference engine ran "on the device"
     assert summary["reset"] is True       # reset, the same steps again: identical outputs
 

@@ -132,3 +132,22 @@ def test_torch_tensorrt_load_runs_the_pte_like_eager(saved):
         with torch.no_grad():
             torch.testing.assert_close(prog.forward(*_args(s))[0], eager(*_args(s)))
     assert prog.state_traffic()["layers.0.attn.k_cache"] == 0
+
+
+def test_traffic_by_path_kv_moves_nothing_and_each_copy_back_is_one_copy_where_the_state_is(saved):
+    """Per call: KV caches 0 bytes; each copy-back buffer (the delegate copies the engine's new
+    value into it) exactly its size, as one copy within the memory it lives in — device memory
+    when the program placed the state there (emulated here under test_emulated_device), host
+    memory otherwise; nothing crosses the host-device link."""
+    import os
+    model, path = saved
+    prog = tte.executorch.load(path)
+    _steps(prog, 0, STEPS)
+    on_device = os.environ.get("TTE_REFERENCE_DEVICE", "cpu") != "cpu"
+    by_path = prog.state_traffic_by_path()
+    assert {f: sum(p.values()) for f, p in by_path.items()} == prog.state_traffic()
+    for fqn, paths in by_path.items():
+        b = model.get_buffer(fqn)
+        size = 0 if "attn" in fqn else b.numel() * b.element_size()   # the caches are KV
+        want = {"device": size if on_device else 0, "link": 0, "host": 0 if on_device else size}
+        assert paths == want, (fqn, paths)

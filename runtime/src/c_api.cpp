@@ -60,6 +60,11 @@ TTE_EXPORT uint64_t tte_runtime_copy_bytes(const char* fqn) noexcept {
   return tte::copied_bytes(fqn);
 }
 
+TTE_EXPORT uint64_t tte_runtime_copy_bytes_by_path(const char* fqn, int path) noexcept {
+  if (path < 0 || path > 2) return 0;
+  return tte::copied_bytes(fqn, static_cast<tte::CopyPath>(path));
+}
+
 TTE_EXPORT uint64_t tte_runtime_execute_count(void) noexcept { return tte::execute_count(); }
 
 TTE_EXPORT void tte_runtime_reset_counters(void) noexcept { tte::reset_counters(); }

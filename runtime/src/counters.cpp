@@ -65,12 +65,21 @@ uint64_t copied_bytes(const char* key) noexcept {
   return n == nullptr ? 0 : n->counter.bytes.load(std::memory_order_relaxed);
 }
 
+uint64_t copied_bytes(const char* key, CopyPath path) noexcept {
+  if (key == nullptr) return 0;
+  const Node* n = find(registry().head.load(std::memory_order_acquire), key);
+  return n == nullptr ? 0
+                      : n->counter.by_path[static_cast<int>(path)].load(std::memory_order_relaxed);
+}
+
 uint64_t execute_count() noexcept { return registry().executes.load(std::memory_order_relaxed); }
 
 void reset_counters() noexcept {
   Registry& r = registry();
   for (const Node* n = r.head.load(std::memory_order_acquire); n != nullptr; n = n->next) {
-    const_cast<Node*>(n)->counter.bytes.store(0, std::memory_order_relaxed);
+    auto& c = const_cast<Node*>(n)->counter;
+    c.bytes.store(0, std::memory_order_relaxed);
+    for (auto& b : c.by_path) b.store(0, std::memory_order_relaxed);
   }
   r.executes.store(0, std::memory_order_relaxed);
 }

@@ -1,5 +1,6 @@
 // One delegate's executor; see executor.h.
 #include "executor.h"
+#include "device.h"
 
 #include "refusal.h"
 
@@ -311,13 +312,19 @@ Error DelegateExecutor::copy_outputs() {
     // compared by check_aliases).
     const size_t nbytes = c.sized_by_tensor ? delegate_out_nbytes_[c.delegate_output] : c.nbytes;
     const Error e = engine_->copy(dst, src, nbytes);
+    // Where the bytes went (the device's own answer; no dereference): D2D, over the link, host.
+    const Device* d = active_device();
+    const int on_device = (d != nullptr && d->owns(dst)) + (d != nullptr && d->owns(src));
     if (e != Error::Ok) {
       refuse_for_engine(
           "execute.copy", "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
           info_.outputs[c.output].name.c_str(), c.counter_key.c_str(), static_cast<unsigned>(e));
       return e;
     }
-    count_copy(counters_[k], nbytes);
+    count_copy(counters_[k], nbytes,
+               on_device == 2 ? CopyPath::Device
+               : on_device    ? CopyPath::Link
+                              : CopyPath::Host);
   }
   return Error::Ok;
 }

@@ -5,9 +5,10 @@
 // blob leaves unknown in from the engine (validating again), plans the bindings and allocates
 // every buffer and counter slot a call uses. After it, `prepare_args` binds a call's tensors
 // through the plan and `forward` runs the engine and makes exactly the plan's copies (each
-// counted) — neither allocates, throws or looks a name up, and once the engine ran `forward`
-// returns, on error too, only after the engine finished. Every execute-time refusal is recorded
-// with tte::refuse (its check id, and a sentence naming the binding and what is wrong).
+// counted, by where its bytes went: within device memory, across the link, on the host) — neither
+// allocates, throws or looks a name up, and once the engine ran `forward` returns, on error too,
+// only after the engine finished. Every execute-time refusal is recorded with tte::refuse (its
+// check id, and a sentence naming the binding and what is wrong).
 #pragma once
 
 #include "blob.h"

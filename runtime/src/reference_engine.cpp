@@ -283,7 +283,7 @@ class ReferenceEngine final : public Engine {
       const Upload& u = uploads_[o];
       if (u.device == nullptr) continue;
       e = device_->to_device(u.device, u.host, u.nbytes);
-      if (e == Error::Ok) count_copy(staging_counter_, u.nbytes);
+      if (e == Error::Ok) count_copy(staging_counter_, u.nbytes, CopyPath::Link);
     }
     return e;
   }
@@ -473,7 +473,7 @@ class ReferenceEngine final : public Engine {
       return e;
     }
     in_device_[binding] = data;
-    count_copy(staging_counter_, nbytes);
+    count_copy(staging_counter_, nbytes, CopyPath::Link);
     return Error::Ok;
   }
 

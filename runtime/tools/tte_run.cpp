@@ -10,7 +10,8 @@
 // resets the program's state (tte_program_reset: every buffer back to its initial value, no
 // reload) and runs the same steps again, which must give byte-identical outputs. The last line
 // printed is JSON: the device, the stream, the steps run, the bytes this runtime copied per
-// buffer (`copy_bytes`), staged by a device-mode reference engine (`staging_bytes`), and whether
+// buffer (`copy_bytes`; `copy_paths`: [within device memory, across the host-device link, within
+// host memory]), staged by a device-mode reference engine (`staging_bytes`), and whether
 // the rerun after the reset was identical (`reset`).
 //
 // Invariant: it uses only the runtime's public API (tte/c_api.h programs, tte/device.h), the one
@@ -158,13 +159,16 @@ int main(int argc, char** argv) {
   tte_runtime_reset_counters();
   std::vector<std::vector<std::vector<uint8_t>>> outs;
   std::string err = run_steps(p, method, io, steps, outs);
-  std::string copies;
+  std::string copies, paths;  // paths: per buffer [device, link, host] bytes
   for (size_t b = 0; err.empty() && b < tte_program_buffer_count(p, method.c_str()); ++b) {
     const char* fqn = nullptr;
     tte_value v;
     if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
-    copies += (copies.empty() ? "\"" : ", \"") + json_escape(fqn) +
-              "\": " + std::to_string(tte_runtime_copy_bytes(fqn));
+    const std::string key = (copies.empty() ? "\"" : ", \"") + json_escape(fqn) + "\": ";
+    copies += key + std::to_string(tte_runtime_copy_bytes(fqn));
+    paths += key + "[" + std::to_string(tte_runtime_copy_bytes_by_path(fqn, 0)) + ", " +
+             std::to_string(tte_runtime_copy_bytes_by_path(fqn, 1)) + ", " +
+             std::to_string(tte_runtime_copy_bytes_by_path(fqn, 2)) + "]";
   }
   for (size_t s = 0; err.empty() && s < outs.size(); ++s) {
     for (size_t j = 0; j < outs[s].size(); ++j) {
@@ -184,8 +188,8 @@ int main(int argc, char** argv) {
   if (!err.empty()) return fail(err);
   std::printf(
       "{\"device\": \"%s\", \"stream\": %s, \"steps\": %ld, \"copy_bytes\": {%s}, "
-      "\"staging_bytes\": %llu, \"reset\": %s}\n",
-      tte::device_name(), stream ? "\"caller\"" : "null", steps, copies.c_str(),
+      "\"copy_paths\": {%s}, \"staging_bytes\": %llu, \"reset\": %s}\n",
+      tte::device_name(), stream ? "\"caller\"" : "null", steps, copies.c_str(), paths.c_str(),
       static_cast<unsigned long long>(staged), again);
   return std::string(again) == "false" ? 4 : 0;
 }

@@ -30,7 +30,8 @@ from typing import List, Optional, Tuple
 
 from .errors import TteError
 
-__all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes", "execute_count",
+__all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes",
+           "copy_bytes_by_path", "execute_count",
            "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
            "check_blob", "use_device", "device_name", "TteValue", "loaded", "log_info",
@@ -149,6 +150,8 @@ def load() -> ctypes.CDLL:
                 f"`bash scripts/build_runtime.sh`") from None
         lib.tte_runtime_copy_bytes.restype = ctypes.c_uint64
         lib.tte_runtime_copy_bytes.argtypes = [ctypes.c_char_p]
+        lib.tte_runtime_copy_bytes_by_path.restype = ctypes.c_uint64
+        lib.tte_runtime_copy_bytes_by_path.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.tte_runtime_execute_count.restype = ctypes.c_uint64
         lib.tte_runtime_execute_count.argtypes = []
         lib.tte_runtime_reset_counters.restype = None
@@ -240,6 +243,17 @@ def device_name() -> str:
 def copy_bytes(fqn: str) -> int:
     """Bytes the runtime copied for buffer `fqn` since the last reset (all delegates)."""
     return int(load().tte_runtime_copy_bytes(fqn.encode("utf-8")))
+
+
+COPY_PATHS = ("device", "link", "host")   # tte_runtime_copy_bytes_by_path's path codes, in order
+
+
+def copy_bytes_by_path(fqn: str) -> dict:
+    """`copy_bytes(fqn)` split by where the bytes went: "device" (within device memory), "link"
+    (host <-> device: PCIe on a GPU), "host" (within host memory)."""
+    lib = load()
+    return {p: int(lib.tte_runtime_copy_bytes_by_path(fqn.encode("utf-8"), i))
+            for i, p in enumerate(COPY_PATHS)}
 
 
 def execute_count() -> int:

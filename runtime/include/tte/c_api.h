@@ -19,6 +19,9 @@ extern "C" {
 #endif
 
 uint64_t tte_runtime_copy_bytes(const char* fqn) TTE_C_NOEXCEPT;
+// The same bytes split by where they went: path 0 within device memory, 1 across the host-device
+// link (PCIe), 2 within host memory; 0 for any other path. The three sum to the total.
+uint64_t tte_runtime_copy_bytes_by_path(const char* fqn, int path) TTE_C_NOEXCEPT;
 uint64_t tte_runtime_execute_count(void) TTE_C_NOEXCEPT;
 void tte_runtime_reset_counters(void) TTE_C_NOEXCEPT;
 const char* tte_runtime_version(void) TTE_C_NOEXCEPT;

@@ -23,7 +23,7 @@ from ..errors import TteError
 from .. import runtime_lib
 from . import log_sink
 from .pte_check import PteError, read_pte
-from .traffic import program_copy_bytes
+from .traffic import program_copy_paths
 
 _CODES: Dict[torch.dtype, int] = {getattr(torch, name): code
                                   for code, (name, _) in SCALAR_TYPES.items()}
@@ -107,8 +107,9 @@ class Program:
                                     f"{sorted(self._names)}")
         self.method_name = method
         self._calls = 0
-        self._runtime_bytes: Dict[str, int] = {}
-        self._static = program_copy_bytes(self._bytes, method)
+        self._runtime_bytes: Dict[str, Dict[str, int]] = {}
+        self._static_paths = program_copy_paths(self._bytes, method)
+        self._static = {f: sum(p.values()) for f, p in self._static_paths.items()}
 
     def _refuse_open(self, why: str):
         if why.startswith("Failed to load method"):   # a refused delegate: its reason, too
@@ -146,7 +147,7 @@ class Program:
         lib = runtime_lib.load()
         keep: List[torch.Tensor] = []
         values = (runtime_lib.TteValue * max(len(args), 1))(*[_value(a, keep) for a in args])
-        before = {f: runtime_lib.copy_bytes(f) for f in self._static}
+        before = {f: runtime_lib.copy_bytes_by_path(f) for f in self._static}
         n_out, why = ctypes.c_size_t(0), ctypes.create_string_buffer(4096)
         runtime_lib.clear_last_refusal()
         code = lib.tte_program_execute(self._handle, key, values, len(args), ctypes.byref(n_out),
@@ -162,8 +163,10 @@ class Program:
         if name == self.method_name:
             self._calls += 1
             for f in self._static:
-                self._runtime_bytes[f] = self._runtime_bytes.get(f, 0) + \
-                    runtime_lib.copy_bytes(f) - before[f]
+                now, acc = runtime_lib.copy_bytes_by_path(f), self._runtime_bytes.setdefault(
+                    f, dict.fromkeys(runtime_lib.COPY_PATHS, 0))
+                for p in runtime_lib.COPY_PATHS:
+                    acc[p] += now[p] - before[f][p]
         return outs
 
     def forward(self, *inputs):
@@ -227,8 +230,18 @@ class Program:
 
     def state_traffic(self) -> Dict[str, int]:
         """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""
+        return {f: sum(paths.values()) for f, paths in self.state_traffic_by_path().items()}
+
+    def state_traffic_by_path(self) -> Dict[str, Dict[str, int]]:
+        """FQN -> {"device", "link", "host"} bytes moved per call: within device memory, across
+        the host-device link (PCIe on a GPU), within host memory — the runtime's copies
+        (averaged over the calls made so far) plus the program's own copy kernels."""
         calls = max(self._calls, 1)
-        return {f: self._static[f] + self._runtime_bytes.get(f, 0) // calls for f in self._static}
+        out = {}
+        for f, static in self._static_paths.items():
+            ran = self._runtime_bytes.get(f, {})
+            out[f] = {p: static.get(p, 0) + ran.get(p, 0) // calls for p in runtime_lib.COPY_PATHS}
+        return out
 
     def program_copy_bytes(self) -> Dict[str, int]:
         return dict(self._static)

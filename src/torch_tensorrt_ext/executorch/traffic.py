@@ -1,10 +1,12 @@
 """Static state traffic of an emitted program: the copy ops it runs on each mutable buffer.
 
 Invariant: for every mutable buffer (found by the fully qualified name ExecuTorch records with
-`emit_mutable_buffer_names`), `program_copy_bytes` counts the bytes of every copy-like kernel call
+`emit_mutable_buffer_names`), `program_copy_paths` counts the bytes of every copy-like kernel call
 (`aten::copy_`, `copy.out`, `et_copy::_h2d_copy`/`_d2h_copy`) whose source or destination is that
-buffer's memory, per method call. Delegate-internal copies are not in the program; the runtime
-counts those itself (`runtime_lib.copy_bytes`).
+buffer's memory, per method call, by path: `link` for ExecuTorch's host<->device copies (PCIe on
+a GPU), `host` for its host kernels; `program_copy_bytes` is their sum. Delegate-internal copies
+are not in the program; the runtime counts those itself (`runtime_lib.copy_bytes`, by path
+`runtime_lib.copy_bytes_by_path`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from executorch.exir import schema
 from ..contracts.dtypes import SCALAR_TYPES
 
 COPY_OPS = ("aten::copy_", "aten::copy", "et_copy::_h2d_copy", "et_copy::_d2h_copy")
+LINK_OPS = ("et_copy::_h2d_copy", "et_copy::_d2h_copy")   # the rest are host kernels
 def _nbytes(t: schema.Tensor) -> int:
     n = SCALAR_TYPES.get(int(t.scalar_type), ("", 4))[1]
     for s in t.sizes:
@@ -43,13 +46,18 @@ def mutable_buffers(plan: schema.ExecutionPlan) -> Dict[str, Tuple[int, schema.T
 
 def program_copy_bytes(pte: bytes, method: str = "forward") -> Dict[str, int]:
     """FQN -> bytes the emitted program copies into or out of that buffer per call."""
+    return {f: sum(paths.values()) for f, paths in program_copy_paths(pte, method).items()}
+
+
+def program_copy_paths(pte: bytes, method: str = "forward") -> Dict[str, Dict[str, int]]:
+    """FQN -> {"link": bytes, "host": bytes} the emitted program copies per call, by path."""
     program = deserialize_pte_binary(pte).program
     plan = next(p for p in program.execution_plan if p.name == method)
     buffers = mutable_buffers(plan)
     loc = {fqn: _where(t) for fqn, (_, t) in buffers.items()}
     by_value = {i: fqn for fqn, (i, _) in buffers.items()}
     by_loc = {w: fqn for fqn, w in loc.items() if w is not None}
-    counts = {fqn: 0 for fqn in buffers}
+    counts = {fqn: {"link": 0, "host": 0} for fqn in buffers}
     for chain in plan.chains:
         for ins in chain.instructions:
             call = ins.instr_args
@@ -66,6 +74,7 @@ def program_copy_bytes(pte: bytes, method: str = "forward") -> Dict[str, int]:
                     fqn = by_loc.get(_where(val))
                 if fqn is not None:
                     touched.add(fqn)
+            path = "link" if name in LINK_OPS else "host"
             for fqn in touched:
-                counts[fqn] += _nbytes(buffers[fqn][1])
+                counts[fqn][path] += _nbytes(buffers[fqn][1])
     return counts
