@@ -15,14 +15,10 @@ Usage: .venv/bin/python scripts/device_bundle.py [STEPS]
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import numpy as np
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -48,24 +44,9 @@ def _payloads() -> None:
 
 
 def _cases(steps: int) -> None:
-    from test_device_runner import CASES, _saved  # the suite's own cases and saving
-    from torch_tensorrt_ext.contracts.plan import Copier
-    for name in sorted(CASES):
-        d = OUT / "cases" / name
-        d.mkdir(parents=True, exist_ok=True)
-        eager, plan, _ = _saved(d, name, steps)
-        _, args_of = CASES[name]
-        for s in range(steps):
-            with torch.no_grad():
-                want = eager(*args_of(s))
-            for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
-                np.save(d / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
-        expect = {}
-        for w in plan:
-            b = eager.get_buffer(w.fqn)
-            copied = w.copier is Copier.ENGINE and not w.is_kv
-            expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
-        (d / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))
+    from runtime_helpers import runner_cases, write_runner_case   # the suite's own cases
+    for name in sorted(runner_cases()):
+        write_runner_case(OUT / "cases" / name, name, steps)
 
 
 def main() -> None:

@@ -248,3 +248,62 @@ def run_runner(pte, io_dir, steps: int, device: str = "emulated", *extra: str):
                           capture_output=True, text=True, timeout=300)
     last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
     return done, (json.loads(last[0]) if last else None)
+
+
+# ---- the runner's cases (tests/test_device_runner.py, scripts/device_bundle.py, ctest's tte_run)
+
+def _random_state(model: torch.nn.Module) -> torch.nn.Module:
+    """Non-zero initial values, so a lost or host-written initial value shows in the outputs."""
+    torch.manual_seed(1)
+    for b in model.buffers():
+        if b.is_floating_point():
+            b.normal_()
+    return model
+
+
+def runner_cases() -> Dict[str, tuple]:
+    """name -> (model factory, args_of(step)): every end-to-end model and the demo decoder."""
+    from e2e_models import MODELS
+    from torch_tensorrt_ext.demo.models import Decoder
+    cases = {name: (factory, args_of) for name, (factory, args_of, _) in MODELS.items()}
+    cases["demo_decoder"] = (lambda: Decoder(layers=2).eval(), lambda s: (
+        torch.randn(1, 1, 16, generator=torch.Generator().manual_seed(s)), torch.tensor([s])))
+    return cases
+
+
+def save_on_device(io_dir, name: str, steps: int):
+    """Case `name` (random initial state) saved with reference engines and its state on
+    `cuda:0` as io_dir/m.pte, with the inputs of `steps` calls: (eager model, plan, .pte)."""
+    import copy
+    from torch_tensorrt_ext import reference
+    from torch_tensorrt_ext.executorch import lower
+    factory, args_of = runner_cases()[name]
+    model = _random_state(factory().eval())
+    eager = copy.deepcopy(model)
+    ep, compiled = reference.export_program(copy.deepcopy(model), args_of(0))
+    data = bytes(lower.to_executorch(ep, device="cuda:0").buffer)
+    (io_dir / "m.pte").write_bytes(data)
+    write_steps(io_dir, args_of, steps)
+    return eager, compiled.plan, data
+
+
+def write_runner_case(io_dir, name: str, steps: int) -> None:
+    """What scripts/device_compare.py checks a `tte_run` case against: `save_on_device`, eager's
+    outputs (want.<step>.<j>.npy) and expect.json (the bytes the delegate must copy per buffer
+    over the run: KV 0, an engine-copied buffer its size per call)."""
+    import numpy as np
+    from torch_tensorrt_ext.contracts.plan import Copier
+    io_dir.mkdir(parents=True, exist_ok=True)
+    eager, plan, _ = save_on_device(io_dir, name, steps)
+    args_of = runner_cases()[name][1]
+    for s in range(steps):
+        with torch.no_grad():
+            want = eager(*args_of(s))
+        for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
+            np.save(io_dir / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
+    expect = {}
+    for w in plan:
+        b = eager.get_buffer(w.fqn)
+        copied = w.copier is Copier.ENGINE and not w.is_kv
+        expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
+    (io_dir / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))

@@ -8,54 +8,23 @@ What this cannot show (no GPU here): real CUDA pointers and streams; the runner 
 `--device cuda` on a GPU machine (issue 22's device run)."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
-from e2e_models import MODELS
-from runtime_helpers import read_output, run_runner, write_steps
-from torch_tensorrt_ext import reference
+from runtime_helpers import read_output, run_runner, runner_cases, save_on_device
 from torch_tensorrt_ext.contracts.plan import Copier
-from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch import lower
 from torch_tensorrt_ext.executorch.traffic import mutable_buffers
 
 STEPS = 4
 
 
-def _random_state(model: torch.nn.Module) -> torch.nn.Module:
-    """Non-zero initial values, so a lost or host-written initial value shows in the outputs."""
-    torch.manual_seed(1)
-    for b in model.buffers():
-        if b.is_floating_point():
-            b.normal_()
-    return model
-
-
-def _decoder():
-    return Decoder(layers=2).eval()
-
-
-CASES = {name: (factory, args_of) for name, (factory, args_of, _) in MODELS.items()}
-CASES["demo_decoder"] = (_decoder, lambda s: (torch.randn(1, 1, 16, generator=torch.Generator()
-                                                          .manual_seed(s)), torch.tensor([s])))
+CASES = runner_cases()
 
 
 def _saved(tmp_path, name, steps: int = STEPS):
-    """`name` saved with its state on `cuda:0` as tmp_path/m.pte, with the inputs of `steps`
-    calls: (eager model, plan, .pte bytes). scripts/device_bundle.py saves the GPU run's cases
-    with it too."""
-    factory, args_of = CASES[name]
-    model = _random_state(factory().eval())
-    eager = copy.deepcopy(model)
-    ep, compiled = reference.export_program(copy.deepcopy(model), args_of(0))
-    data = bytes(lower.to_executorch(ep, device="cuda:0").buffer)
-    (tmp_path / "m.pte").write_bytes(data)
-    write_steps(tmp_path, args_of, steps)
-    return eager, compiled.plan, data
+    return save_on_device(tmp_path, name, steps)
 
 
 def _nbytes(model, fqn):

@@ -13,6 +13,7 @@ sys.path[:0] = [str(root / "src"), str(root / "tests")]
 
 import runtime_helpers as H  # noqa: E402
 
+RUNNER_CASES = ("demo_decoder", "gated_deltanet_states")   # runtime/tests/CMakeLists.txt
 
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
@@ -30,6 +31,10 @@ def main(out: Path) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, out / name)
         print(f"wrote {out / name} ({len(data)} bytes)")
+    # the example runner's cases (runtime.tte_run.*): state on cuda:0, eager's outputs beside
+    for case in RUNNER_CASES:
+        H.write_runner_case(out / "runner" / case, case, 8)
+        print(f"wrote {out / 'runner' / case}")
 
 
 if __name__ == "__main__":
