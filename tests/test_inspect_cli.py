@@ -48,7 +48,7 @@ def test_inspect_text_for_a_tensorrt_engine(tmp_path, capsys):
     assert out[0] == "method forward: 1 delegate(s), 1 mutable buffer(s)"
     assert out[1].startswith("  delegate 0: TensorRTBackend TR03 tensorrt engine, ")
     assert out[3].split() == ["k", "kv_alias", "float32", "[1,", "2,", "8,", "4]", "256", "cuda:0",
-                              "yes", "0", "delegate", "0:b_k"]
+                              "yes", "0", "0", "delegate", "0:b_k"]
 
 
 @pytest.mark.writes_bad_pte

@@ -36,8 +36,8 @@ def test_a_write_left_to_pytorch_is_copied_back(tmp_path):
     path = tmp_path / "m.pte"
     torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(KV_ARGS))
     b = inspect_pte(path.read_bytes()).method("forward").buffers
-    assert [(x.fqn, x.kind, x.program_copy_bytes, x.initial_value) for x in b] == \
-        [("k", "copy_back", 2 * 8 * 4 * 4, True)]
+    assert [(x.fqn, x.kind, x.program_copy_bytes, x.program_link_bytes, x.initial_value)
+            for x in b] == [("k", "copy_back", 2 * 8 * 4 * 4, 0, True)]
 
 
 def test_several_methods_each_alias_the_cache_and_say_they_cannot_share_it():

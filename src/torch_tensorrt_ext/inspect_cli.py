@@ -34,13 +34,13 @@ def _text(info) -> str:
         if m.buffers:
             width = max(len(b.fqn) for b in m.buffers)
             lines.append(f"  {'buffer':<{width}}  {'kind':<9} {'dtype':<8} {'shape':<16} "
-                         f"{'bytes':>9}  device  init  copied/call  binding")
+                         f"{'bytes':>9}  device  init  copied/call  over-link  binding")
             for b in m.buffers:
                 where = f"delegate {b.delegate}:{b.binding}" if b.binding else "-"
                 lines.append(f"  {b.fqn:<{width}}  {b.kind:<9} {b.dtype:<8} "
                              f"{str(list(b.shape)):<16} {b.nbytes:>9}  {b.device:<6}  "
                              f"{'yes' if b.initial_value else 'NO':<4}  "
-                             f"{b.program_copy_bytes:>11}  {where}")
+                             f"{b.program_copy_bytes:>11}  {b.program_link_bytes:>9}  {where}")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
 from ..contracts.dtypes import SCALAR_TYPES
-from .traffic import _nbytes, mutable_buffers, program_copy_bytes
+from .traffic import _nbytes, mutable_buffers, program_copy_paths
 
 def _dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
@@ -50,6 +50,7 @@ class BufferInfo:
     program_copy_bytes: int    # bytes the program's own copy ops move per call
     delegate: Optional[int] = None
     binding: Optional[str] = None
+    program_link_bytes: int = 0   # of those, across the host-device link (PCIe on a GPU)
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,9 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) ->
         tuple(m.delegate_inputs), tuple(m.delegate_outputs))
 
 
-def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], copies: int,
+def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Dict[str, int],
             has_mutable_data: bool) -> BufferInfo:
+    copies = sum(paths.values())
     kind, where, binding = "read_only", None, None
     for d in delegates:
         inputs = {i for i, f in d.buffers if f == fqn}
@@ -107,7 +109,7 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], copies: i
         device = f"cuda:{info.device_index}"
     return BufferInfo(fqn, kind, _dtype(t.scalar_type), tuple(t.sizes),
                       _nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
-                      copies, where, binding)
+                      copies, where, binding, paths.get("link", 0))
 
 
 def inspect_pte(data: bytes) -> PteInfo:
@@ -117,8 +119,8 @@ def inspect_pte(data: bytes) -> PteInfo:
     methods = []
     for plan in program.execution_plan:
         delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
-        copies: Dict[str, int] = program_copy_bytes(data, plan.name)
-        buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, 0), has_mutable)
+        copies = program_copy_paths(data, plan.name)
+        buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable)
                         for fqn, (_, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
     return PteInfo(tuple(methods))

@@ -58,6 +58,7 @@ def program_copy_paths(pte: bytes, method: str = "forward") -> Dict[str, Dict[st
     by_value = {i: fqn for fqn, (i, _) in buffers.items()}
     by_loc = {w: fqn for fqn, w in loc.items() if w is not None}
     counts = {fqn: {"link": 0, "host": 0} for fqn in buffers}
+    fetched: Dict[int, int] = {}   # value index -> bytes a device-to-host copy wrote into it
     for chain in plan.chains:
         for ins in chain.instructions:
             call = ins.instr_args
@@ -77,4 +78,15 @@ def program_copy_paths(pte: bytes, method: str = "forward") -> Dict[str, Dict[st
             path = "link" if name in LINK_OPS else "host"
             for fqn in touched:
                 counts[fqn][path] += _nbytes(buffers[fqn][1])
+            if name == "et_copy::_d2h_copy" and not touched:   # into a temporary (its out arg)
+                out = call.args[-1]
+                if isinstance(plan.values[out].val, schema.Tensor):
+                    fetched[out] = _nbytes(plan.values[out].val)
+            elif touched and name != "et_copy::_d2h_copy":
+                # a write-back from a temporary a device-to-host copy filled: that fetch is this
+                # buffer's traffic too (the new value crossed the link to reach the host kernel)
+                for a in call.args:
+                    for fqn in touched:
+                        if a in fetched and by_value.get(a) is None:
+                            counts[fqn]["link"] += fetched[a]
     return counts
