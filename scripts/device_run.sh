@@ -17,7 +17,7 @@ cmake -S . -B "$b" -DCMAKE_PREFIX_PATH="$sdk/executorch;$sdk/nlohmann" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTTE_CUDA=ON -DTTE_PYTHON=/bin/true >/dev/null || exit 1
 cmake --build "$b" -j 16 2>&1 | grep -E "error|warning|Built target tte_run" || true
 [ -x "$b/runtime/tte_run" ] || { echo "build failed"; exit 1; }
-mkdir -p "$b/runtime/tests/payloads" && cp .devrun/payloads/* "$b/runtime/tests/payloads/"
+mkdir -p "$b/runtime/tests/payloads" && cp -r .devrun/payloads/. "$b/runtime/tests/payloads/"
 echo "== ctest"
 ctest --test-dir "$b" --output-on-failure 2>&1 | tail -12
 fails=0
