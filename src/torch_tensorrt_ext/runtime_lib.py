@@ -78,18 +78,28 @@ def library_path() -> Path:
     if env:
         return Path(env)
     places = search_path()
+    return _first_or_newer(places) or _missing(RuntimeLibraryError(
+        f"the torch-tensorrt-ext runtime library is not installed: searched "
+        f"{', '.join(str(p) for p in places)}; in a checkout run "
+        f"`bash scripts/build_runtime.sh` (it builds the library and installs it into the "
+        f"package), else set ${ENV_VAR} to a {LIB_NAME}"))
+
+
+def _first_or_newer(places: List[Path]) -> Optional[Path]:
+    """The first of `places` that exists, unless a later one is newer by a whole second (a
+    checkout rebuilt without installing into the package); None when none exists."""
     found = [p for p in places if p.is_file()]
     if not found:
-        raise RuntimeLibraryError(
-            f"the torch-tensorrt-ext runtime library is not installed: searched "
-            f"{', '.join(str(p) for p in places)}; in a checkout run "
-            f"`bash scripts/build_runtime.sh` (it builds the library and installs it into the "
-            f"package), else set ${ENV_VAR} to a {LIB_NAME}")
+        return None
     best = found[0]
     for later in found[1:]:
         if int(later.stat().st_mtime) > int(best.stat().st_mtime):
             best = later
     return best
+
+
+def _missing(error: Exception) -> Path:
+    raise error
 
 
 RUNNER_ENV_VAR = "TTE_RUN"
@@ -108,16 +118,9 @@ def runner_path() -> Path:
     build = _checkout_build()
     if build is not None:
         places.append(build.parent / RUNNER_NAME)
-    found = [p for p in places if p.is_file()]
-    if not found:
-        raise RuntimeLibraryError(
-            f"the runner {RUNNER_NAME} is not built: searched {', '.join(map(str, places))}; "
-            f"in a checkout run `bash scripts/build_runtime.sh`, else set ${RUNNER_ENV_VAR}")
-    best = found[0]
-    for later in found[1:]:
-        if int(later.stat().st_mtime) > int(best.stat().st_mtime):
-            best = later
-    return best
+    return _first_or_newer(places) or _missing(RuntimeLibraryError(
+        f"the runner {RUNNER_NAME} is not built: searched {', '.join(map(str, places))}; "
+        f"in a checkout run `bash scripts/build_runtime.sh`, else set ${RUNNER_ENV_VAR}"))
 
 
 def _import_executorch_runtime() -> None:
