@@ -151,3 +151,21 @@ def test_traffic_by_path_kv_moves_nothing_and_each_copy_back_is_one_copy_where_t
         size = 0 if "attn" in fqn else b.numel() * b.element_size()   # the caches are KV
         want = {"device": size if on_device else 0, "link": 0, "host": 0 if on_device else size}
         assert paths == want, (fqn, paths)
+
+
+def test_a_host_placed_program_keeps_its_copies_on_the_host(tmp_path, saved):
+    """Placement is the program's: saved for the host, its delegates run on the host and copy
+    there even when a device is in force (under test_emulated_device) — no round trip through
+    device memory."""
+    from torch_tensorrt_ext.executorch import lower
+    model, _ = saved
+    ep, compiled = reference.export_program(copy.deepcopy(model), _args(0))
+    path = tmp_path / "host.pte"
+    path.write_bytes(bytes(lower.to_executorch(ep, device="cpu").buffer))
+    prog = tte.executorch.load(path)
+    _steps(prog, 0, 2)
+    for w in compiled.plan:
+        b = model.get_buffer(w.fqn)
+        size = 0 if w.is_kv else b.numel() * b.element_size()
+        assert prog.state_traffic_by_path()[w.fqn] == {"device": 0, "link": 0, "host": size}, \
+            w.fqn

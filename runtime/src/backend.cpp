@@ -55,7 +55,19 @@ Error refuse_init(Error e, const Reason& why, const std::string& label) {
 
 // The delegate's executor, in its runtime allocation; a refusal names the delegate. May throw
 // std::bad_alloc (the caller catches it), leaving nothing behind.
-Result<DelegateHandle*> create_executor(BackendInitContext& context, FreeableBuffer* processed) {
+// The partitioner's `target_device` compile spec ("cuda:0"), or "" (a host delegate).
+std::string target_device(ArrayRef<CompileSpec> specs) {
+  for (const CompileSpec& spec : specs) {
+    if (spec.key != nullptr && std::string(spec.key) == "target_device" &&
+        spec.value.buffer != nullptr) {
+      return std::string(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
+    }
+  }
+  return "";
+}
+
+Result<DelegateHandle*> create_executor(BackendInitContext& context, FreeableBuffer* processed,
+                                        ArrayRef<CompileSpec> specs) {
   Reason why;
   if (processed == nullptr || processed->data() == nullptr) {
     why.reject("init.no_processed", "no processed bytes");
@@ -71,7 +83,7 @@ Result<DelegateHandle*> create_executor(BackendInitContext& context, FreeableBuf
   new (executor) DelegateExecutor();
   Error e;
   try {
-    e = executor->init(processed->data(), size, why);
+    e = executor->init(processed->data(), size, why, target_device(specs));
     if (e != Error::Ok) {
       refuse_init(
           e, why,
@@ -99,7 +111,7 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
       ArrayRef<CompileSpec> compile_specs) const override {
     (void)last_refusal();  // the thread's refusal buffer exists before any execute writes it
     try {  // init allocates (strings, vectors, the engine): no exception may reach ExecuTorch
-      return create_executor(context, processed);
+      return create_executor(context, processed, compile_specs);
     } catch (...) {
       refuse("runtime.out_of_memory",
              "TensorRTBackend: init refused the delegate blob: out of memory");

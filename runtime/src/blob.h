@@ -88,6 +88,9 @@ struct BlobInfo {
   const uint8_t* engine = nullptr;
   uint64_t engine_size = 0;
   std::string engine_sha256;  // TR03: 64 lowercase hex digits, checked against `engine`
+  // Not in the blob: the delegate's `target_device` compile spec ("cuda:0"), "" when it has none
+  // (a host delegate). A reference engine runs "on the device" only for a device delegate.
+  std::string target_device;
 
   const Binding* input(const std::string& name) const;
   const Binding* output(const std::string& name) const;

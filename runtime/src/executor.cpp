@@ -127,9 +127,11 @@ Error resolve_unknown_bindings(BlobInfo& info, const Engine& engine, Reason& why
   return Error::Ok;
 }
 
-Error DelegateExecutor::init(const void* blob, size_t size, Reason& why) {
+Error DelegateExecutor::init(const void* blob, size_t size, Reason& why,
+                             const std::string& target_device) {
   auto info = parse_blob(blob, size, why);
   if (!info.ok()) return info.error();
+  info->target_device = target_device;
   auto engine = create_engine(info.get(), why);
   if (!engine.ok()) {
     info_ = std::move(info.get());  // names the delegate in the refusal

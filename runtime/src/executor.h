@@ -27,7 +27,9 @@ namespace tte {
 class DelegateExecutor {
  public:
   // Reads the blob (parse_blob) and creates its engine, then init(info, engine).
-  ET_NODISCARD Error init(const void* blob, size_t size, Reason& why);
+  // `target_device`: the delegate's placement (BlobInfo::target_device).
+  ET_NODISCARD Error init(const void* blob, size_t size, Reason& why,
+                          const std::string& target_device = "");
   // With the blob read and its engine created (tests hand in an engine of their own).
   ET_NODISCARD Error init(BlobInfo info, std::unique_ptr<Engine> engine, Reason& why);
 

@@ -422,13 +422,15 @@ class ReferenceEngine final : public Engine {
     return Error::Ok;
   }
 
-  // Device mode (a device is active, device.h): a test engine's stand-in for running on the
+  // Device mode (a device delegate — target_device — with a device active, device.h): a test
+  // engine's stand-in for running on the
   // device. Each device input is read into host staging before the run and each device output
   // (an aliased one through its input's staging) written back after it, with the device's own
   // copies — counted under kDeviceStagingCounter, never under a buffer's key — so ExecuTorch's
   // kernels only ever see host memory.
   Error allocate_staging(const BlobInfo& info, Reason& why) {
-    device_ = active_device();
+    const bool device_delegate = !info.target_device.empty() && info.target_device != "cpu";
+    device_ = device_delegate ? active_device() : nullptr;
     in_device_.assign(info.inputs.size(), nullptr);
     uploads_.assign(info.outputs.size(), Upload{});
     if (device_ == nullptr) return Error::Ok;

@@ -8,7 +8,8 @@
 // Method::set_output_data_ptr. `create` refuses a payload whose inputs or outputs are memory
 // planned, or whose method signature (count, dtype, shape) differs from the bindings. All method
 // memory (planned arenas, method allocator, temp arena, device-mode staging) is allocated in
-// `create`. With a device active (device.h) the engine runs "on the device" as a test engine:
+// `create`. For a device delegate (its `target_device`) with a device active (device.h) the engine
+// runs "on the device" as a test engine:
 // bindings in device memory are staged through host memory with the device's copies (the only
 // copies it makes), its scratch is device memory and `copy` moves device to device.
 #pragma once
