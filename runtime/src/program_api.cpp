@@ -140,7 +140,7 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
     }
   }
   // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
-  // does; without one it logs "No temp allocator provided" and computes garbage).
+  // does; without one it logs "No temp allocator provided" once per call and falls back).
   p->module =
       std::make_unique<Module>(p->program, nullptr, std::make_unique<MallocMemoryAllocator>(),
                                nullptr, nullptr, /*share_memory_arenas=*/!device_arenas);
