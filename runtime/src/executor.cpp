@@ -173,6 +173,7 @@ Error DelegateExecutor::allocate_call_state(Reason& why) {
     }
     counters_.push_back(counter);
   }
+  copy_memo_.assign(plan_.copies.size(), CopyMemo{});
   input_addr_.assign(info_.inputs.size(), nullptr);
   input_nbytes_.assign(info_.inputs.size(), 0);
   delegate_out_addr_.assign(info_.delegate_outputs.size(), nullptr);
@@ -314,21 +315,31 @@ Error DelegateExecutor::copy_outputs() {
     // compared by check_aliases).
     const size_t nbytes = c.sized_by_tensor ? delegate_out_nbytes_[c.delegate_output] : c.nbytes;
     const Error e = engine_->copy(dst, src, nbytes);
-    // Where the bytes went (the device's own answer; no dereference): D2D, over the link, host.
-    const Device* d = active_device();
-    const int on_device = (d != nullptr && d->owns(dst)) + (d != nullptr && d->owns(src));
     if (e != Error::Ok) {
       refuse_for_engine(
           "execute.copy", "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
           info_.outputs[c.output].name.c_str(), c.counter_key.c_str(), static_cast<unsigned>(e));
       return e;
     }
-    count_copy(counters_[k], nbytes,
-               on_device == 2 ? CopyPath::Device
-               : on_device    ? CopyPath::Link
-                              : CopyPath::Host);
+    count_copy(counters_[k], nbytes, copy_path(k, dst, src));
   }
   return Error::Ok;
+}
+
+// Where copy `k`'s bytes went — the device's own answer (no dereference), asked again only when
+// the copy's addresses changed since the last call (state in planned arenas keeps them): D2D,
+// across the link, or on the host.
+CopyPath DelegateExecutor::copy_path(size_t k, const void* dst, const void* src) {
+  CopyMemo& m = copy_memo_[k];
+  if (m.dst != dst || m.src != src) {
+    const Device* d = active_device();
+    const int on_device = (d != nullptr && d->owns(dst)) + (d != nullptr && d->owns(src));
+    m = CopyMemo{dst, src,
+                 on_device == 2 ? CopyPath::Device
+                 : on_device    ? CopyPath::Link
+                                : CopyPath::Host};
+  }
+  return m.path;
 }
 
 }  // namespace tte

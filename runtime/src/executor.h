@@ -59,6 +59,7 @@ class DelegateExecutor {
   bind_delegate_outputs(executorch::runtime::Span<executorch::runtime::EValue*> args);
   ET_NODISCARD Error bind_engine_outputs();
   ET_NODISCARD Error copy_outputs();
+  CopyPath copy_path(size_t k, const void* dst, const void* src);
 
   BlobInfo info_;  // names for messages; `engine` points into the processed segment
   bool has_info_ = false;
@@ -67,6 +68,12 @@ class DelegateExecutor {
   // Made at init:
   std::vector<void*> scratch_;          // per plan.scratch_nbytes
   std::vector<CopyCounter*> counters_;  // per plan.copies
+  struct CopyMemo {
+    const void* dst = nullptr;
+    const void* src = nullptr;
+    CopyPath path = CopyPath::Host;
+  };
+  std::vector<CopyMemo> copy_memo_;  // per plan.copies: the last call's addresses and path
   // The current call's tensors, refreshed by prepare_args:
   std::vector<void*> input_addr_;            // per input binding
   std::vector<size_t> input_nbytes_;         // per input binding

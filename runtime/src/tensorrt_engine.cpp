@@ -128,6 +128,8 @@ class TensorRTEngine final : public Engine {
     if (e == Error::Ok) e = resolve_inputs(info, why);
     if (e == Error::Ok) e = resolve_outputs(info, why);
     if (e == Error::Ok) e = create_stream(why);
+    checked_in_.assign(inputs_.size(), nullptr);
+    checked_out_.assign(outputs_.size(), nullptr);
     return e;
   }
 
@@ -157,13 +159,15 @@ class TensorRTEngine final : public Engine {
 
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
     const IoTensor& t = inputs_[binding];
-    if (!sized(t, "input", nbytes) || !on_device(t, "input", data)) return Error::InvalidArgument;
+    if (!sized(t, "input", nbytes) || !device_checked(checked_in_[binding], t, "input", data)) {
+      return Error::InvalidArgument;
+    }
     return context_->setTensorAddress(t.name.c_str(), data) ? Error::Ok : Error::InvalidArgument;
   }
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
     const IoTensor& t = outputs_[binding];
-    if (!sized(t, "output", nbytes) || !on_device(t, "output", data)) {
+    if (!sized(t, "output", nbytes) || !device_checked(checked_out_[binding], t, "output", data)) {
       return Error::InvalidArgument;
     }
     return context_->setTensorAddress(t.name.c_str(), data) ? Error::Ok : Error::InvalidArgument;
@@ -287,6 +291,16 @@ class TensorRTEngine final : public Engine {
     return caller != nullptr ? caller : stream_;
   }
 
+  // `on_device`, asked only when the binding's address changed since the last call (state in
+  // planned arenas keeps it): no driver query per binding per call.
+  static bool device_checked(const void*& last, const IoTensor& t, const char* side,
+                             const void* data) {
+    if (data == last) return true;
+    if (!on_device(t, side, data)) return false;
+    last = data;
+    return true;
+  }
+
   // TensorRT reads and writes device memory only: a host address bound to it is refused here,
   // naming the binding, instead of faulting inside the engine.
   static bool on_device(const IoTensor& t, const char* side, const void* data) {
@@ -408,6 +422,7 @@ class TensorRTEngine final : public Engine {
   TrtPtr<nvinfer1::ICudaEngine> engine_;
   TrtPtr<nvinfer1::IExecutionContext> context_;
   cudaStream_t stream_ = nullptr;
+  std::vector<const void*> checked_in_, checked_out_;  // last address verified per binding
   std::vector<IoTensor> inputs_, outputs_;
   std::vector<void*> scratch_;
 };
