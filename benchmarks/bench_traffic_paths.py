@@ -7,8 +7,10 @@ Programs, each saved through upstream's API with the series:
   runtime's counters by path, plus the program's own copy kernels);
 * `tensorrt-rtx`: the demo decoder and a Qwen3-Next-shaped model (transformers' own Gated DeltaNet
   + full-attention layers at real widths, random init) with TensorRT-RTX engines built ahead of
-  time — not runnable here: the program's own copy kernels per call, from the `.pte` (`inspect`);
-  the delegate's copies are 0 for these (no copy-back pairs in their blobs yet: issue 18 item 4).
+  time — not runnable here: per call, the program's own copy kernels and the delegate's own
+  copy-backs (one device copy each, its blob's `copy_back`), from the `.pte` (`inspect`); saved
+  twice: as shipped (copy-back writes handed to the delegate) and with that hand-over switched
+  off (every copy-back written back by the program, as before issue 18 item 4).
 
 Usage: python benchmarks/bench_traffic_paths.py [--steps 8] [--no-qwen3-next]
 """
@@ -19,6 +21,7 @@ import copy
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 from typing import Dict
 
 import torch
@@ -44,7 +47,7 @@ def _row(label: str, per_kind: Dict[str, Dict[str, int]]) -> None:
         p = per_kind.get(kind)
         if p is None:
             continue
-        print(f"  {label:<34} {kind:<10} device {p['device']:>10}  link {p['link']:>10}  "
+        print(f"  {label:<62} {kind:<10} device {p['device']:>10}  link {p['link']:>10}  "
               f"host {p['host']:>10}   (B/step, {p['n']} buffers)")
 
 
@@ -73,18 +76,23 @@ def run_reference(device: str, steps: int, tmp: Path) -> None:
 
 def _program_paths(data: bytes) -> Dict[str, Dict[str, int]]:
     info = inspect_pte(data).method("forward")
-    return {b.fqn: {"device": 0, "link": b.program_link_bytes,
+    return {b.fqn: {"device": b.delegate_copy_bytes, "link": b.program_link_bytes,
                     "host": b.program_copy_bytes - b.program_link_bytes} for b in info.buffers}
 
 
 def run_rtx(name: str, model: torch.nn.Module, args: tuple, tmp: Path) -> None:
     import torch_tensorrt
     from rtx_env import compile_rtx
+    from torch_tensorrt_ext.executorch import prepare as seam
     trt = compile_rtx(torch.export.export(model, args, strict=False), args)
-    path = tmp / f"{name}.pte"
-    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args))
     kv = {w.fqn for w in trt.mutation_plan if w.is_kv}
-    _row(f"{name}, TensorRT-RTX (program copies)", _sum(_program_paths(path.read_bytes()), kv))
+    for label, handover in (("without hand-over", lambda p: p), ("as shipped", None)):
+        path = tmp / f"{name}-{label}.pte"
+        with mock.patch.object(seam, "hand_copy_backs_to_delegates",
+                               handover or seam.hand_copy_backs_to_delegates):
+            torch_tensorrt.save(trt, str(path), output_format="executorch",
+                                arg_inputs=list(args))
+        _row(f"{name}, TensorRT-RTX, {label}", _sum(_program_paths(path.read_bytes()), kv))
 
 
 def qwen3_next(hidden: int = 2048):

@@ -44,7 +44,7 @@ def test_demo_cli_json_reports_parity_and_traffic():
                           "--layers", "2", "--json"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     d = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(d) == {"engine", "ran", "steps", "parity", "max_abs_diff", "buffers"}
+    assert set(d) == {"engine", "ran", "steps", "parity", "max_abs_diff", "buffers", "engines"}
     assert (d["engine"], d["ran"]) == ("reference", True)
     assert d["steps"] == 8 and d["parity"] is True and d["max_abs_diff"] < 1e-5
     assert len(d["buffers"]) == 7
@@ -77,11 +77,13 @@ def test_demo_with_tensorrt_rtx_builds_saves_and_says_it_did_not_run():
     d = json.loads(out.stdout.strip().splitlines()[-1])
     assert (d["engine"], d["ran"], d["parity"]) == ("tensorrt-rtx", False, None)
     kinds = {b["fqn"]: (b["kind"], b["bytes_moved_per_step"]) for b in d["buffers"]}
-    # KV never copied; a copy-back buffer: host staging in, the new value fetched back into a
-    # temporary, the write-back — 3 copies of it per step (see upstream_matrix)
-    assert kinds == {"step": ("COPY_BACK", 3 * 8), "layers.0.attn.k_cache": ("KV_ALIAS", 0),
+    # KV never copied; a copy-back buffer copied once per step, by the delegate itself (the
+    # program copies nothing: no staging, no fetch, no write-back — see upstream_matrix)
+    assert kinds == {"step": ("COPY_BACK", 8), "layers.0.attn.k_cache": ("KV_ALIAS", 0),
                      "layers.0.attn.v_cache": ("KV_ALIAS", 0),
-                     "layers.0.conv.state": ("COPY_BACK", 3 * 256)}
+                     "layers.0.conv.state": ("COPY_BACK", 256)}
+    (engine,) = d["engines"]
+    assert sorted(i for _, i in engine["copy_back"]) == ["b_layers_0_conv_state", "b_step"]
     assert "[demo] TensorRT-RTX engines were built ahead of time; no machine here can run " \
         "them" in out.stderr
     assert "meaningless initial state" not in out.stderr   # noise a user cannot act on

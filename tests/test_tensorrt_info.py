@@ -343,3 +343,32 @@ def test_reconcile_with_blob_engine():
         buffers=(B.BufferBinding("cache_in", "layers.0.k_cache"),)), name="e0")
     w = tte.reconcile(_kv_plan("layers.0.k_cache"), [plain])["layers.0.k_cache"]
     assert (w.kind, w.output_binding) == (CB, "cache_out")
+
+
+# ------------------------------------------------------------------ the delegate's copy-backs
+
+def _with_copy_back(up, record):
+    info = serialized_info(metadata(up, kv_symexprs()))
+    meta = pickle.loads(base64.b64decode(info[7]))
+    meta[T.COPY_BACK_KEY] = record
+    info[7] = encode_metadata(meta)
+    return info
+
+
+def test_reads_the_outputs_its_delegate_copies_back(upstream):
+    got = T.engine_info_from_serialized(_with_copy_back(upstream, [["v_out", "v_in"]]))
+    assert got.copy_back == (("v_out", "v_in"),)
+
+
+@pytest.mark.parametrize("record,why", [
+    ([["v_out"]], "must be a list of [output, input] binding names"),
+    ("v_out@v_in", "must be a list of [output, input] binding names"),
+    ([["nope", "v_in"]], "copy_back ('nope' -> 'v_in') must name an output binding"),
+    ([["k_out", "k_in"]], "copy_back ('k_out' -> 'k_in') must name an output binding that is "
+                          "neither aliased"),
+    ([["v_out", "v_in"], ["v_out", "k_in"]], "copy_back ('v_out' -> 'k_in') must name"),
+])
+def test_a_malformed_copy_back_record_is_refused(upstream, record, why):
+    with pytest.raises(T.TensorRTInfoError) as e:
+        T.engine_info_from_serialized(_with_copy_back(upstream, record))
+    assert why in str(e.value) and "_run_on_acc_0_engine" in str(e.value)

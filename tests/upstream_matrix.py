@@ -67,19 +67,19 @@ def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward"
     for w in plan:
         b = buffers[w.fqn]
         assert b.kind == ("kv_alias" if w.is_kv else "copy_back"), (w.fqn, b)
-        # a KV buffer lives in the engine's memory: never copied. A copy-back buffer of a
-        # TensorRT (device) delegate is written back by ExecuTorch's host kernel, so it keeps its
-        # host staging: per call one host-to-device copy in, one device-to-host copy of the new
-        # value into a temporary, one write-back copy — 2 of the 3 across the host-device link
-        # (issue 18: the delegate copying it in device memory is not built yet)
-        assert b.program_copy_bytes == (0 if w.is_kv else 3 * nbytes[w.fqn]), (w.fqn, b)
-        assert b.program_link_bytes == (0 if w.is_kv else 2 * nbytes[w.fqn]), (w.fqn, b)
+        # issue 18: a KV buffer is written in place and a copy-back buffer is copied into by the
+        # delegate itself (one device copy): the program copies neither, and both live in the
+        # delegate's device memory
+        assert (b.program_copy_bytes, b.program_link_bytes, b.device, b.host_path) == \
+            (0, 0, "cuda:0", ""), (w.fqn, b)
         assert b.initial_value, f"{w.fqn} carries no initial value"
     trt = [d for d in info.delegates if d.backend == "TensorRTBackend"]
     assert trt and all(d.magic == "TR03" and d.engine_kind == "tensorrt" and d.engine_bytes > 0
                        for d in trt), trt
     aliased = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.aliased_io}}
     assert aliased == {w.fqn for w in plan.kv()}
+    copied = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.copy_back}}
+    assert copied == {w.fqn for w in plan.copy_back()}
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,9 +4,10 @@
 Invariant: exit status 0 only when every step matched eager (or, `--engine tensorrt-rtx`, when
 the engines were built and saved: they cannot run here, parity is null); `--json` prints exactly
 one object `{"engine", "ran", "steps", "parity", "max_abs_diff", "buffers": [{"fqn", "kind",
-"nbytes", "bytes_moved_per_step"}]}`; progress goes to stderr. Arguments refused before
-exporting (`--steps` outside 1..cache positions, `--layers` < 1, an unwritable `--pte`, an
-engine this machine cannot build or run) exit 2 with one line on stderr.
+"nbytes", "bytes_moved_per_step"}], "engines": [...]}` (`engines`: a saved program's delegates,
+with their aliased I/O and copy-backs, when it was not run); progress goes to stderr.
+Arguments refused before exporting (`--steps` outside 1..cache positions, `--layers` < 1, an
+unwritable `--pte`, an engine this machine cannot build or run) exit 2 with one line on stderr.
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
                           "parity": r["parity"], "max_abs_diff": r["max_abs_diff"],
                           "buffers": [{k: b[k] for k in ("fqn", "kind", "nbytes",
                                                          "bytes_moved_per_step")}
-                                      for b in r["buffers"]]}))
+                                      for b in r["buffers"]],
+                          "engines": r.get("engines", [])}))
         return 0 if ok else 1
     print(r["plan"])
     if not r["ran"]:

@@ -29,8 +29,10 @@ def _text(info) -> str:
                 lines.append(f"  delegate {d.index}: {d.backend}")
                 continue
             aliased = ", ".join(f"{o}->{i}" for o, i in d.aliased_io) or "none"
+            copied = ", ".join(f"{o}->{i}" for o, i in d.copy_back) or "none"
             lines.append(f"  delegate {d.index}: {d.backend} {d.magic} {d.engine_kind} engine, "
-                         f"{d.engine_bytes} bytes, {len(d.bindings)} bindings, aliased: {aliased}")
+                         f"{d.engine_bytes} bytes, {len(d.bindings)} bindings, aliased: {aliased}; "
+                         f"copies back: {copied}")
         if m.buffers:
             width = max(len(b.fqn) for b in m.buffers)
             lines.append(f"  {'buffer':<{width}}  {'kind':<9} {'dtype':<8} {'shape':<16} "
@@ -41,6 +43,9 @@ def _text(info) -> str:
                              f"{str(list(b.shape)):<16} {b.nbytes:>9}  {b.device:<6}  "
                              f"{'yes' if b.initial_value else 'NO':<4}  "
                              f"{b.program_copy_bytes:>11}  {b.program_link_bytes:>9}  {where}")
+            for b in m.buffers:
+                if b.host_path:
+                    lines.append(f"  {b.fqn}: copied by the program: {b.host_path}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
 Invariant: an `EngineInfo` is immutable and self-consistent — every `AliasedIO` names an existing
 output binding and an existing input binding, and no output is aliased twice. Construction
-validates this, so code holding an `EngineInfo` never re-checks it.
+validates this, so code holding an `EngineInfo` never re-checks it. The same holds for
+`copy_back`: each (output, input) names existing bindings, an output that is not aliased, once.
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ class EngineInfo:
     output_shapes: Tuple[Tuple[int, ...], ...] = ()
     input_dtypes: Tuple[str, ...] = ()
     output_dtypes: Tuple[str, ...] = ()
+    # (output, input): outputs the delegate copies into their input after each call (a copy-back
+    # write handed to the engine's delegate; read from the engine's own record)
+    copy_back: Tuple[Tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         ins, outs = set(self.input_names), set(self.output_names)
@@ -63,6 +67,13 @@ class EngineInfo:
                 raise ValueError(f"engine {self.name!r}: output binding {a.output!r} "
                                  "is aliased twice")
             seen.add(a.output)
+        for out, inp in self.copy_back:
+            if out not in outs or inp not in ins or out in seen:
+                raise ValueError(
+                    f"engine {self.name!r}: copy_back ({out!r} -> {inp!r}) must name an output "
+                    f"binding that is neither aliased nor copied twice and an input binding "
+                    f"(outputs {list(self.output_names)}, inputs {list(self.input_names)})")
+            seen.add(out)
         for binding, _fqn in self.input_buffers:
             if binding not in ins:
                 raise ValueError(

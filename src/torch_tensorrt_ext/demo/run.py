@@ -5,7 +5,8 @@ eager.
 Invariant: every figure printed comes from the run itself — parity from comparing the `.pte`'s
 outputs and eager's at each step, bytes moved from `Program.state_traffic()` (runtime counters
 plus the emitted program's copy ops); with TensorRT-RTX engines (built here, not runnable here)
-nothing is run and the figures are the saved program's (`inspect_pte`), parity `None`. Arguments
+nothing is run and the figures are the saved program's (`inspect_pte`: its copy ops plus the
+delegates' own copy-backs), parity `None`. Arguments
 that cannot give a meaningful run (no steps, more steps than the KV cache has positions, no
 layers, a `.pte` destination that cannot be written) are refused with `DemoArgumentError` before
 anything is exported. Without `pte` the
@@ -105,9 +106,10 @@ def _built_only(path: str, plan, size: Dict[str, int], say) -> Dict:
     info = inspect_pte(Path(path).read_bytes()).method("forward")
     say("TensorRT-RTX engines were built ahead of time; no machine here can run them "
         "(no CUDA device, or compute capability 9.0): nothing was run")
-    copies = {b.fqn: b.program_copy_bytes for b in info.buffers}
+    copies = {b.fqn: b.program_copy_bytes + b.delegate_copy_bytes for b in info.buffers}
     engines = [{"delegate": d.index, "magic": d.magic, "engine_bytes": d.engine_bytes,
-                "aliased_io": [list(a) for a in d.aliased_io]} for d in info.delegates]
+                "aliased_io": [list(a) for a in d.aliased_io],
+                "copy_back": [list(c) for c in d.copy_back]} for d in info.delegates]
     buffers = [{"fqn": w.fqn, "kind": w.kind.name, "nbytes": size[w.fqn],
                 "bytes_moved_per_step": copies.get(w.fqn, 0), "reason": w.reason} for w in plan]
     return {"ran": False, "parity": None, "max_abs_diff": None, "per_step": [],

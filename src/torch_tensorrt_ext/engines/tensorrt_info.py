@@ -35,8 +35,12 @@ from ..contracts.engine import AliasedIO, EngineInfo
 
 __all__ = [
     "ABI_VERSION", "SERIALIZATION_LEN", "TensorRTInfoError", "PickledObject", "SymbolicDim",
-    "engine_info_from_serialized", "engine_info_from_blob", "decode_metadata",
+    "engine_info_from_serialized", "engine_info_from_blob", "decode_metadata", "COPY_BACK_KEY",
 ]
+
+# The key this project adds to the metadata dict of an engine whose delegate copies copy-back
+# outputs into their buffers (`executorch.delegate_copies`): a list of [output, input] pairs.
+COPY_BACK_KEY = "tte_copy_back"
 
 # torch_tensorrt/dynamo/runtime/_serialized_engine_layout.py: ABI_VERSION, SerializedInfoIndex,
 # SERIALIZED_*_DELIM (mirrors core/runtime/runtime.h and register_jit_hooks.cpp).
@@ -326,7 +330,23 @@ def engine_info_from_serialized(info: Sequence[Union[str, bytes]], *, name: Opti
     if not s[SERIALIZED_METADATA_IDX]:
         return info
     meta = decode_metadata(s[SERIALIZED_METADATA_IDX], engine=label)
-    return dataclasses.replace(info, **_io_types(meta, label, inputs, outputs, aliased))
+    try:
+        return dataclasses.replace(info, **_io_types(meta, label, inputs, outputs, aliased),
+                                   copy_back=_copy_back(meta, label))
+    except ValueError as e:
+        if isinstance(e, TensorRTInfoError):
+            raise
+        raise TensorRTInfoError(str(e)) from None
+
+
+def _copy_back(meta: Dict[str, Any], engine: str) -> Tuple[Tuple[str, str], ...]:
+    pairs = meta.get(COPY_BACK_KEY, [])
+    if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p)
+            for p in pairs):
+        raise TensorRTInfoError(f"engine {engine!r}: metadata {COPY_BACK_KEY!r} must be a list "
+                                f"of [output, input] binding names, got {pairs!r}")
+    return tuple((o, i) for o, i in pairs)
 
 
 def engine_info_from_blob(data: bytes, *, name: str) -> EngineInfo:

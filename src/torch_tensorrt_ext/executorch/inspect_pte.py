@@ -4,7 +4,9 @@ Invariant: every figure comes from the file's bytes alone — the flatbuffer pro
 blobs (parsed and validated like the runtime does) and its mutable-data segment — never from the
 model that wrote it. A buffer is `kv_alias` when a delegate writes it in place (its blob aliases
 an output to the buffer's input binding), `copy_back` when its new value is copied into it (a
-copy op of the program, or the delegate's own copy-back), `read_only` otherwise.
+copy op of the program, or the delegate's own copy-back), `read_only` otherwise. A buffer the
+program itself copies names what forces that host path (`host_path`): the host kernels that
+touch the buffer or the value written back into it, else the write-back alone.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
 from ..contracts.dtypes import SCALAR_TYPES
-from .traffic import _nbytes, mutable_buffers, program_copy_paths
+from .traffic import COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, program_copy_paths
 
 def _dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
@@ -51,6 +53,8 @@ class BufferInfo:
     delegate: Optional[int] = None
     binding: Optional[str] = None
     program_link_bytes: int = 0   # of those, across the host-device link (PCIe on a GPU)
+    host_path: str = ""           # what makes the program copy it (empty: it does not)
+    delegate_copy_bytes: int = 0  # bytes its delegate copies into it per call (its copy_back)
 
 
 @dataclass(frozen=True)
@@ -88,10 +92,36 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) ->
         tuple(m.delegate_inputs), tuple(m.delegate_outputs))
 
 
+def _kernel_calls(plan: schema.ExecutionPlan):
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            if isinstance(ins.instr_args, schema.KernelCall):
+                yield plan.operators[ins.instr_args.op_index].name, list(ins.instr_args.args)
+
+
+def _host_path(plan: schema.ExecutionPlan, index: int) -> str:
+    """What keeps buffer value `index` on a host path: the host kernels touching it or the value
+    a host copy writes into it; else that copy (a write-back) alone."""
+    calls = list(_kernel_calls(plan))
+    copies = [(name, args) for name, args in calls
+              if name in COPY_OPS and name not in LINK_OPS and index in args]
+    if not copies:
+        return ""
+    values = {index} | {a for _, args in copies for a in args}
+    ops = sorted({name for name, args in calls if name not in COPY_OPS
+                  and values & set(args)})
+    if ops:
+        return "host kernels touch it or its new value: " + ", ".join(ops)
+    if (values - {index}) & set(plan.outputs):
+        return "its new value is also an output of the method"
+    return "the program writes its new value back (" + ", ".join(
+        sorted({name for name, _ in copies})) + ")"
+
+
 def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Dict[str, int],
-            has_mutable_data: bool) -> BufferInfo:
+            has_mutable_data: bool, host_path: str) -> BufferInfo:
     copies = sum(paths.values())
-    kind, where, binding = "read_only", None, None
+    kind, where, binding, delegate_copies = "read_only", None, None, 0
     for d in delegates:
         inputs = {i for i, f in d.buffers if f == fqn}
         if not inputs:
@@ -100,7 +130,7 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Di
         if any(i in inputs for _, i in d.aliased_io):
             kind = "kv_alias"
         elif any(i in inputs for _, i in d.copy_back):
-            kind = "copy_back"
+            kind, delegate_copies = "copy_back", _nbytes(t)
     if kind == "read_only" and copies:
         kind = "copy_back"
     info = t.extra_tensor_info
@@ -109,7 +139,7 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Di
         device = f"cuda:{info.device_index}"
     return BufferInfo(fqn, kind, _dtype(t.scalar_type), tuple(t.sizes),
                       _nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
-                      copies, where, binding, paths.get("link", 0))
+                      copies, where, binding, paths.get("link", 0), host_path, delegate_copies)
 
 
 def inspect_pte(data: bytes) -> PteInfo:
@@ -120,7 +150,8 @@ def inspect_pte(data: bytes) -> PteInfo:
     for plan in program.execution_plan:
         delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
         copies = program_copy_paths(data, plan.name)
-        buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable)
-                        for fqn, (_, t) in sorted(mutable_buffers(plan).items()))
+        buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable,
+                                _host_path(plan, i))
+                        for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
     return PteInfo(tuple(methods))

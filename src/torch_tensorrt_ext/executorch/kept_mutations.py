@@ -5,11 +5,12 @@ method declares mutated and who writes each one (`Writes`: its engine in place â
 buffer's own placeholder â€” or the program's write-back); `check_writes(et_manager, expected)`
 returns only when, in the program ExecuTorch emits, every such buffer is still written: a
 write-back is an `aten.copy_` into the buffer's placeholder, an engine's write needs the buffer's
-placeholder handed to a delegate call. A write lost in ExecuTorch's lowering raises `PlanError`
-naming the method, the buffer and what is missing. The check reads the graph, not the emitted
-signature's output names: ExecuTorch 1.5.1's write-back pass can pair those names with the
-wrong buffer when in-place and written-back mutations mix (seen on Qwen3.5's Gated DeltaNet
-layer), while the graph it runs is right.
+placeholder handed to a delegate call whose blob records writing it (an aliased output, or an
+output the delegate copies back into the buffer's input binding). A write lost in ExecuTorch's
+lowering raises `PlanError` naming the method, the buffer and what is missing. The check reads
+the graph, not the emitted signature's output names: ExecuTorch 1.5.1's write-back pass can pair
+those names with the wrong buffer when in-place and written-back mutations mix (seen on Qwen3.5's
+Gated DeltaNet layer), while the graph it runs is right.
 """
 from __future__ import annotations
 
@@ -73,25 +74,41 @@ def _staged(ep, name) -> str:
     return ""
 
 
+def _blob_writes(ep, call) -> FrozenSet[str]:
+    """FQNs a TensorRTBackend delegate's blob says its delegate writes (aliased or copied back);
+    another backend's delegate writes nothing this check can credit."""
+    from ..contracts import blob as blobfmt
+    lowered = getattr(ep.graph_module, call.args[0].target, None)
+    if getattr(lowered, "backend_id", None) != "TensorRTBackend":
+        return frozenset()
+    meta = blobfmt.parse(lowered.processed_bytes).metadata
+    written = {a.input for a in meta.aliased_io} | {c.input for c in meta.copy_back}
+    return frozenset(b.fqn for b in meta.buffers if b.input in written)
+
+
 def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
     """Refuse a lowered program that no longer performs a declared buffer write."""
     for method, writes in expected.items():
         ep = et_manager.exported_program(method)
         placeholder = {fqn: name for name, fqn in ep.graph_signature.inputs_to_buffers.items()}
-        copied, delegated = set(), set()
+        copied, delegated, blob_written = set(), set(), set()
         for n in ep.graph.nodes:
             if n.op != "call_function":
                 continue
             if n.target is torch.ops.aten.copy_.default and isinstance(n.args[0], torch.fx.Node):
                 copied.add(n.args[0].name)
             elif "call_delegate" in getattr(n.target, "__name__", ""):
-                delegated |= _names_in(n.args)
+                delegated |= _names_in(n.args[1:])
+                blob_written |= _blob_writes(ep, n)
         for fqn in sorted(writes.written_back | writes.in_place):
             name = placeholder.get(fqn)
             if fqn in writes.written_back:
                 ok, need = name in copied, "write-back copy_ into it"
+            elif name not in delegated:
+                ok, need = False, "delegate call taking it (its engine writes it)"
             else:
-                ok, need = name in delegated, "delegate call taking it (its engine writes it)"
+                ok, need = fqn in blob_written, ("delegate whose blob records writing it (no "
+                                                 "aliased or copy_back output for its binding)")
             if not ok:
                 raise PlanError(
                     f"method {method!r}: buffer {fqn!r} is declared mutated, but the ExecuTorch "

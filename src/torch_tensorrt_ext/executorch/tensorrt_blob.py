@@ -1,8 +1,9 @@
 """A torch-tensorrt engine's partition → a TR03 blob carrying its serialized engine untouched.
 
 Invariant: every binding gets the dtype and shape the engine's own metadata records (refused,
-naming the engine, when it records none), aliased I/O is the engine's record, buffers are the
-partitioner's `tte_buffers` spec, and the blob is validated before it is written.
+naming the engine, when it records none), aliased I/O and the outputs the delegate copies back
+(`copy_back`) are the engine's record, buffers are the partitioner's `tte_buffers` spec, and the
+blob is validated before it is written.
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
         delegate_outputs=tuple(delegate_output_bindings(edge_program, call,
                                                         list(info.output_names))),
         buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
+        copy_back=tuple(blobfmt.CopyBack(o, i) for o, i in info.copy_back),
         hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
         device_id=(int(device.split(":")[1]) if ":" in device
                    else int(text[DEVICE_IDX].split("%")[0])),

@@ -17,14 +17,16 @@ from torch.fx import Node
 
 from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
     Signature, is_engine_call, is_reference_call)
-from ..contracts.plan import PlanError
+from torch.export.graph_signature import OutputKind
+
+from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
 
 
 
 @dataclass(frozen=True)
 class EngineCall:
     """One engine call and the engine's own record of what it writes in place (`aliased`,
-    `copied`): `seams.declare.aliased_plan` turns that record into a plan, and
+    `copied`): `aliased_plan` turns that record into a plan, and
     `export.declare` only cross-checks a plan against it."""
 
     node: Node
@@ -49,21 +51,14 @@ def _tte_call(node: Node) -> EngineCall:
 
 
 def _trt_call(ep: torch.export.ExportedProgram, node: Node) -> EngineCall:
-    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
-        ALIASED_IO_IDX, INPUT_BINDING_NAMES_IDX, NAME_IDX, OUTPUT_BINDING_NAMES_IDX)
     from torch_tensorrt.executorch.backend import _get_engine_info_for_node
 
-    from ..engines.tensorrt_info import _aliased_io, _binding_names, _text
-    info = _get_engine_info_for_node(ep, node, metadata_only=True)
-    name = _text(info[NAME_IDX], node.name, NAME_IDX)
-    name = name[:-len("_engine")] if name.endswith("_engine") else name
-    ins = _binding_names(_text(info[INPUT_BINDING_NAMES_IDX], name, INPUT_BINDING_NAMES_IDX),
-                         name, INPUT_BINDING_NAMES_IDX)
-    outs = _binding_names(_text(info[OUTPUT_BINDING_NAMES_IDX], name, OUTPUT_BINDING_NAMES_IDX),
-                          name, OUTPUT_BINDING_NAMES_IDX)
-    aliased = {a.output: a.input for a in _aliased_io(_text(info[ALIASED_IO_IDX], name,
-                                                            ALIASED_IO_IDX), name)}
-    return EngineCall(node, name, ins, outs, aliased)
+    from ..engines.tensorrt_info import engine_info_from_serialized
+    info = engine_info_from_serialized(_get_engine_info_for_node(ep, node, metadata_only=True))
+    name = info.name[:-len("_engine")] if info.name.endswith("_engine") else info.name
+    return EngineCall(node, name, info.input_names, info.output_names,
+                      {a.output: a.input for a in info.aliased_io},
+                      frozenset(o for o, _ in info.copy_back), tuple(info.copy_back))
 
 
 def engine_calls(ep: torch.export.ExportedProgram) -> Dict[str, EngineCall]:
@@ -77,3 +72,32 @@ def engine_calls(ep: torch.export.ExportedProgram) -> Dict[str, EngineCall]:
                             f"and {node.name}); one call per engine is supported")
         calls[call.name] = call
     return calls
+
+
+def aliased_plan(ep: torch.export.ExportedProgram) -> MutationPlan:
+    """One entry per buffer an engine of `ep` writes itself (Copier.ENGINE), read from the
+    engines' own records — the one place they are read to decide a declaration: in place
+    through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
+    `engine_copies`, reference engines). Buffers already declared are left to their
+    declaration; every other copy-back write reaches here declared on its value already."""
+    buffers = ep.graph_signature.inputs_to_buffers
+    writes = []
+    for call in engine_calls(ep).values():
+        in_place = {**{o: (i, WriteKind.KV_ALIAS) for o, i in call.aliased.items()},
+                    **{o: (i, WriteKind.COPY_BACK) for o, i in call.copy_pairs}}
+        for out, (inp, kind) in in_place.items():
+            arg = call.argument(inp)
+            fqn = buffers.get(getattr(arg, "name", None))
+            if fqn is None:
+                raise PlanError(
+                    f"engine {call.name!r} writes output {out!r} in place through input {inp!r} "
+                    f"({getattr(arg, 'name', arg)}), which is not a registered buffer: nothing "
+                    "would keep the update. Register the cache with register_buffer.")
+            how = "aliases" if kind is WriteKind.KV_ALIAS else "is copied back into"
+            writes.append(BufferWrite(
+                fqn, kind, "execute_engine", f"engine {call.name!r} writes it itself ({out!r} "
+                f"{how} {inp!r})", engine=call.name, input_binding=inp, output_binding=out,
+                engine_copies=kind is WriteKind.COPY_BACK))
+    declared = {s.target for s in ep.graph_signature.output_specs
+                if s.kind == OutputKind.BUFFER_MUTATION}
+    return MutationPlan(tuple(w for w in writes if w.fqn not in declared))

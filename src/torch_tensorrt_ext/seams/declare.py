@@ -22,8 +22,10 @@ from torch.export.graph_signature import (ExportGraphSignature, OutputKind, Outp
 from torch.fx import Node
 
 from ..export.declare import declare_mutations
-from ..export.engine_calls import engine_calls
-from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
+from ..export.engine_calls import aliased_plan
+from ..contracts.plan import PlanError
+
+__all__ = ["aliased_plan", "declare_program", "functionalize_buffer_copies"]
 
 
 def _in_place_copies(ep: ExportedProgram, graph) -> List[Tuple[Node, str]]:
@@ -67,35 +69,6 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
         state_dict=ep.state_dict, range_constraints=ep.range_constraints,
         module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
         constants=ep.constants, verifiers=ep.verifiers)
-
-
-def aliased_plan(ep: ExportedProgram) -> MutationPlan:
-    """One entry per buffer an engine of `ep` writes itself (Copier.ENGINE), read from the
-    engines' own records — the one place they are read to decide a declaration: in place
-    through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
-    `engine_copies`, reference engines). Buffers already declared are left to their
-    declaration; every other copy-back write reaches here declared on its value already."""
-    buffers = ep.graph_signature.inputs_to_buffers
-    writes = []
-    for call in engine_calls(ep).values():
-        in_place = {**{o: (i, WriteKind.KV_ALIAS) for o, i in call.aliased.items()},
-                    **{o: (i, WriteKind.COPY_BACK) for o, i in call.copy_pairs}}
-        for out, (inp, kind) in in_place.items():
-            arg = call.argument(inp)
-            fqn = buffers.get(getattr(arg, "name", None))
-            if fqn is None:
-                raise PlanError(
-                    f"engine {call.name!r} writes output {out!r} in place through input {inp!r} "
-                    f"({getattr(arg, 'name', arg)}), which is not a registered buffer: nothing "
-                    "would keep the update. Register the cache with register_buffer.")
-            how = "aliases" if kind is WriteKind.KV_ALIAS else "is copied back into"
-            writes.append(BufferWrite(
-                fqn, kind, "execute_engine", f"engine {call.name!r} writes it itself ({out!r} "
-                f"{how} {inp!r})", engine=call.name, input_binding=inp, output_binding=out,
-                engine_copies=kind is WriteKind.COPY_BACK))
-    declared = {s.target for s in ep.graph_signature.output_specs
-                if s.kind == OutputKind.BUFFER_MUTATION}
-    return MutationPlan(tuple(w for w in writes if w.fqn not in declared))
 
 
 def declare_program(ep: ExportedProgram,

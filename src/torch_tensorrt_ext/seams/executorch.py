@@ -1,5 +1,6 @@
 """Patch 0004's entry points into this package's ExecuTorch integration (torch-tensorrt's
-`executorch` partitioner, `TensorRTBackend.preprocess` and `export`).
+`executorch` partitioner, `TensorRTBackend.preprocess` and `export`, where it prepares the
+programs before lowering).
 
 Invariant: each name here is a function the patch calls, defined in `executorch/`; this module
 holds no logic of its own, so the patch's calls and the package's own lowering run the same code.
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 from ..executorch.backend import TensorRTBackend
 from ..executorch.config import stateful_edge
+from ..executorch.prepare import prepare_programs
 from ..executorch.partition import buffer_specs
 
-__all__ = ["buffer_specs", "preprocess", "stateful_edge"]
+__all__ = ["buffer_specs", "prepare_programs", "preprocess", "stateful_edge"]
 
 preprocess = TensorRTBackend.preprocess
