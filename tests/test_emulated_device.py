@@ -19,7 +19,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SUITES = ["test_e2e_reference.py", "test_hybrid_state.py", "test_program_state.py"]
-# What the child deselects, and why (each asserts a host-placement fact, or is an open problem):
+# What the child deselects, and why (each asserts a host-placement fact):
 HOST_ONLY = {
     # traffic figure of a buffer the program also returns: 4 B host-placed, 8 B (H2D + D2H)
     # device-placed; the host figure is what the test pins
@@ -29,9 +29,6 @@ HOST_ONLY = {
     "written_without_readers": "ExecuTorch cannot share device buffers across methods",
     # the refusal text names the host-to-device staging in device placement
     "refuses_a_pte_that_lost_a_write": "host refusal text",
-    # OPEN: with the state in device arenas, ExecuTorch's llama::gated_delta_rule kernel (left
-    # to PyTorch, run by the outer program) logs "No temp allocator provided" and returns NaN
-    "qwen35 and pte": "open: gated_delta_rule in device placement",
 }
 
 

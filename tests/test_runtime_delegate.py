@@ -94,3 +94,26 @@ def test_upstream_tensorrt_blob_is_refused_at_load_with_reason(runtime, capfd):
     assert ("TensorRTBackend: init refused the delegate blob: TR01 blob holds a TensorRT engine, "
             "but this runtime was built without TensorRT (engines: reference)") in err
     assert runtime_lib.last_check() == "engine.not_compiled"
+
+
+def test_a_payload_returning_one_value_as_two_outputs_fills_both(runtime):
+    """A partition handing one tensor to two consumers returns it as two outputs (seen in
+    Qwen3.5's Gated DeltaNet layer, whose recurrent state went out three times): ExecuTorch gives
+    the payload's outputs one tensor, so binding each output would leave all but the last bound
+    address unwritten — the runtime fills the others from it."""
+    class Twice(torch.nn.Module):
+        def forward(self, x):
+            y = x * 2
+            return y, y
+
+    class TwiceOuter(torch.nn.Module):
+        def forward(self, x):
+            return x.neg(), x.abs()
+
+    spec = H.EngineSpec(module=Twice(), inputs={"x": torch.zeros(2, 3)}, outputs=["a", "b"],
+                        delegate_outputs=["a", "b"])
+    _program, forward = method_of(runtime, H.delegated_pte(TwiceOuter(), dict(spec.inputs), spec))
+    for n in range(1, 4):
+        x = torch.arange(6.0).reshape(2, 3) + n
+        a, b = forward.execute([x])
+        assert torch.equal(a, x * 2) and torch.equal(b, x * 2), (n, a, b)

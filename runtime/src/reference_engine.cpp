@@ -18,6 +18,7 @@
 #include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -206,6 +207,7 @@ class ReferenceEngine final : public Engine {
     if (e == Error::Ok) e = load_forward(why);
     if (e == Error::Ok) {
       for (const Binding& b : info.inputs) inputs_.emplace_back(b);
+      find_repeated_outputs(info);
     }
     if (e == Error::Ok) e = allocate_staging(info, why);
     return e;
@@ -251,6 +253,16 @@ class ReferenceEngine final : public Engine {
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
     if (aborted_) return refuse_after_abort();
+    Error e = stage_output(binding, data, nbytes);
+    if (e != Error::Ok) return e;
+    out_host_[binding] = {data, nbytes};
+    if (repeats_[binding] >= 0) return Error::Ok;  // filled from its first binding after the run
+    return method_->set_output_data_ptr(data, nbytes, binding);
+  }
+
+  // Device mode: `data` becomes the host staging the payload writes (an output aliased to an
+  // input: that input's staging), uploaded after the run.
+  Error stage_output(size_t binding, void*& data, size_t nbytes) {
     uploads_[binding] = Upload{};
     if (device_ != nullptr && device_->owns(data)) {  // device mode: written back after the run
       void* host = out_stage_[binding].get();
@@ -267,12 +279,37 @@ class ReferenceEngine final : public Engine {
       uploads_[binding] = Upload{data, host, nbytes};
       data = host;
     }
-    return method_->set_output_data_ptr(data, nbytes, binding);
+    return Error::Ok;
+  }
+
+  // A payload may return one value as several outputs (a partition handing the same tensor to
+  // several consumers): ExecuTorch gives them one tensor, so binding each would leave all but the
+  // last bound address unwritten. Each repeat names the first output binding of its value.
+  void find_repeated_outputs(const BlobInfo& info) {
+    repeats_.assign(info.outputs.size(), -1);
+    out_host_.assign(info.outputs.size(), HostOut{});
+    for (size_t o = 0; o < info.outputs.size(); ++o) {
+      const EValue& v = method_->get_output(o);
+      for (size_t first = 0; first < o && v.isTensor(); ++first) {
+        const EValue& f = method_->get_output(first);
+        if (f.isTensor() &&
+            f.toTensor().unsafeGetTensorImpl() == v.toTensor().unsafeGetTensorImpl()) {
+          repeats_[o] = static_cast<int64_t>(first);
+          break;
+        }
+      }
+    }
   }
 
   Error run() override {
     if (aborted_) return refuse_after_abort();
     Error e = contained([&] { return method_->execute(); }, aborted_);
+    for (size_t o = 0; e == Error::Ok && o < repeats_.size(); ++o) {
+      if (repeats_[o] < 0) continue;
+      const HostOut& from = out_host_[static_cast<size_t>(repeats_[o])];
+      const HostOut& to = out_host_[o];
+      if (to.data != from.data) std::memcpy(to.data, from.data, std::min(to.nbytes, from.nbytes));
+    }
     if (aborted_) {
       refuse("execute.aborted",
              "TensorRTBackend: the reference payload aborted inside ExecuTorch (the log line "
@@ -490,6 +527,12 @@ class ReferenceEngine final : public Engine {
   std::vector<size_t> in_nbytes_, out_nbytes_;
   std::vector<void*> in_device_;  // this call's device address per input, or nullptr
   std::vector<Upload> uploads_;   // this call's device output per output binding
+  struct HostOut {
+    void* data = nullptr;
+    size_t nbytes = 0;
+  };
+  std::vector<int64_t> repeats_;   // per output: the first output of the same value, or -1
+  std::vector<HostOut> out_host_;  // this call's host address per output binding
   std::vector<void*> device_scratch_;
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
