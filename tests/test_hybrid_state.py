@@ -13,12 +13,14 @@ that lost a write.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.contracts.plan import PlanError
+from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 from torch_tensorrt_ext.lowering import graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
@@ -82,8 +84,14 @@ def test_the_pte_matches_eager_step_by_step(compiled, tmp_path):
             want = eager(*step_args(step))
         torch.testing.assert_close(prog.run(*step_args(step))[0], want,
                                    msg=lambda m: f"{kind} .pte step {step}: {m}")
+    # KV never moves; a copy-back write is one copy of the buffer — plus, where a device delegate
+    # reads a buffer a host kernel also touches (Qwen3.5's recurrent state, read by
+    # `llama::gated_delta_rule`, an ExecuTorch CPU kernel, when the state is device-placed), the
+    # program's own staging across the link, which `inspect` counts from the file
+    link = {b.fqn: b.program_link_bytes
+            for b in inspect_pte(Path(path).read_bytes()).method("forward").buffers}
     assert prog.state_traffic() == {
-        f: 0 if k == "KV" else _nbytes(eager, f) for f, k in STATE[kind].items()}
+        f: 0 if k == "KV" else _nbytes(eager, f) + link[f] for f, k in STATE[kind].items()}
 
 
 @pytest.mark.parametrize("kind", TRANSFORMERS_KINDS)
