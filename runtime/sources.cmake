@@ -1,4 +1,4 @@
-# The runtime's sources (without the TensorRT engine and the CUDA device, which
+# The runtime's sources (without the TensorRT SDK adapter and the CUDA device, which
 # runtime/CMakeLists.txt adds when TensorRT / CUDA are found): libtte_runtime (runtime/CMakeLists.txt) and the fuzz harnesses
 # (runtime/fuzz/CMakeLists.txt) both compile exactly these. Absolute paths, so either may include
 # this file from its own directory.
@@ -16,6 +16,7 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/device_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/emulated_device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/reference_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/tensorrt_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/payload_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/refusal.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/abort_guard.cpp

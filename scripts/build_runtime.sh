@@ -6,7 +6,8 @@
 # and where a wheel build picks it up: run this script before `pip wheel .` / `pip install .`.
 # Idempotent and incremental: configures once (again only when the inputs below change), then
 # builds what changed. Env: JOBS (default 2), TENSORRT_ROOT (enables the TensorRT engine when
-# TensorRT and CUDA are found), CMAKE_BUILD_TYPE (default RelWithDebInfo).
+# TensorRT and CUDA are found), or TENSORRT_RTX_ROOT (a TensorRT-RTX SDK instead),
+# CMAKE_BUILD_TYPE (default RelWithDebInfo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,7 +24,8 @@ if [ ! -f build/CMakeCache.txt ]; then
 fi
 stamp=build/.tte-configure
 pkg_prefix="$root/src/torch_tensorrt_ext/_lib"
-want=$(printf '%s\n' "$et_root" "${TENSORRT_ROOT:-}" "${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+want=$(printf '%s\n' "$et_root" "${TENSORRT_ROOT:-}" "${TENSORRT_RTX_ROOT:-}" \
+  "${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
   "$pkg_prefix" "$("$cmake" --version | head -1)" | sha256sum | cut -c1-16)
 if [ ! -f build/CMakeCache.txt ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$cmake" -S . -B build "${gen[@]}" \
@@ -31,7 +33,8 @@ if [ ! -f build/CMakeCache.txt ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]
     -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
     -DTTE_PYTHON="$vpy" \
     -DTTE_PACKAGE_PREFIX="$pkg_prefix" \
-    ${TENSORRT_ROOT:+-DTENSORRT_ROOT="$TENSORRT_ROOT"}
+    ${TENSORRT_ROOT:+-DTENSORRT_ROOT="$TENSORRT_ROOT"} \
+    ${TENSORRT_RTX_ROOT:+-DTENSORRT_RTX_ROOT="$TENSORRT_RTX_ROOT"}
   echo "$want" > "$stamp"
 fi
 "$cmake" --build build -j "${JOBS:-2}"

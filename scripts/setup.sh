@@ -2,9 +2,31 @@
 # Set up ./.venv on a fresh CPU machine (Python 3.11): the pinned stack, this package (editable),
 # the patch series applied to the installed upstream packages, and the C++ runtime built.
 # Idempotent: a second run only redoes the steps whose inputs changed.
+#
+# --gpu (a GPU runner): then also the `gpu` extra — torch-tensorrt and TensorRT 11.1 from NVIDIA's
+# package index, in place of torch-tensorrt-rtx (both install the same torch_tensorrt package) —
+# and the runtime built with TensorRT from TENSORRT_ROOT (a TensorRT SDK: include/ and lib/; the
+# pip wheels ship no headers). It checks first that NVIDIA's index is reachable and that
+# TENSORRT_ROOT holds an SDK, and stops with one line saying which is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+gpu=0
+[ "${1:-}" = "--gpu" ] && gpu=1
+nvidia_index=${TTE_NVIDIA_INDEX:-https://pypi.nvidia.com}
+if [ "$gpu" = 1 ]; then
+  if ! curl -sSf --max-time 10 -o /dev/null "$nvidia_index/" 2>/dev/null; then
+    echo "setup.sh --gpu: $nvidia_index (TensorRT's libraries) is not reachable from this machine;" \
+      "run it on a GPU runner with access to NVIDIA's package index" >&2
+    exit 2
+  fi
+  if [ ! -f "${TENSORRT_ROOT:-/nonexistent}/include/NvInfer.h" ]; then
+    echo "setup.sh --gpu: TENSORRT_ROOT='${TENSORRT_ROOT:-}' holds no TensorRT SDK" \
+      "(include/NvInfer.h); point it at the TensorRT 11.1 tarball's folder (the pip wheels ship" \
+      "no headers)" >&2
+    exit 2
+  fi
+fi
 py=${PYTHON:-$(command -v python3.11 || command -v python3)}
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
@@ -28,6 +50,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "transformers>=5.23,<6" pytest hypothesis "cmake>=3.28" ninja ruff
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
+fi
+
+if [ "$gpu" = 1 ]; then
+  # the GPU stack in place of the CPU one: torch-tensorrt (same Python files) + TensorRT 11.1
+  "$vpy" -m pip uninstall -y -q torch-tensorrt-rtx tensorrt-rtx 2>/dev/null || true
+  "$vpy" -m pip install -q --extra-index-url "$nvidia_index" --no-build-isolation -e ".[gpu]"
 fi
 
 if [ -f patches/upstream.toml ] && "$vpy" -c 'import torch_tensorrt_ext.patching' 2>/dev/null; then

@@ -63,3 +63,19 @@ def recorded_aliasing(trt_gm) -> Dict[str, Tuple[str, str, str]]:
 
 def getitem_users(node) -> Dict[int, torch.fx.Node]:
     return {u.args[1]: u for u in node.users if u.target is operator.getitem}
+
+
+def built_engine_kind() -> str:
+    """The TR03 engine kind of the engines this machine builds: `tensorrt_rtx` with
+    torch-tensorrt-rtx (CPU CI), `tensorrt` with torch-tensorrt (GPU runners)."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    return "tensorrt_rtx" if torch_tensorrt.ENABLED_FEATURES.tensorrt_rtx else "tensorrt"
+
+
+def save_rtx_pte(model, args, path, **save_options) -> None:
+    """`model` compiled with TensorRT-RTX engines (ahead of time) and saved as a `.pte` at `path`
+    through `torch_tensorrt.save`, as a model author does."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    trt = compile_rtx(model, args)
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args),
+                        **save_options)

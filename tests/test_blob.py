@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from torch_tensorrt_ext.contracts import blob as B
+from torch_tensorrt_ext.contracts import blob_validate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
@@ -322,7 +323,7 @@ def test_refuses_other_tte_version_and_unknown_engine_kind():
             "TR03 blob has tte_version 4; this reader understands version 3 only",
             "metadata.tte_version")
     refused(raw(md=kv_meta(engine_kind="onnx")),
-            "engine_kind 'onnx' is not one of ['reference', 'tensorrt']",
+            "engine_kind 'onnx' is not one of ['reference', 'tensorrt', 'tensorrt_rtx']",
             "metadata.engine_kind")
 
 
@@ -507,3 +508,19 @@ def test_blob_module_keeps_its_names_and_validation_lives_apart():
     for validate in (B.validate, V.validate):
         with pytest.raises(B.BlobError, match="binding name 'cache_in' appears twice"):
             validate(twice)
+
+
+def test_tensorrt_rtx_kind_and_weight_streaming_budget_round_trip():
+    meta = B.BlobMetadata(io_bindings=(B.IOBinding("x", "float32", (2,), True),
+                                       B.IOBinding("y", "float32", (2,), False)),
+                          engine_kind="tensorrt_rtx", weight_streaming_budget=1 << 20)
+    blob = B.parse(B.serialize(meta, b"engine"))
+    assert (blob.metadata.engine_kind, blob.metadata.weight_streaming_budget) == \
+        ("tensorrt_rtx", 1 << 20)
+    raw = dict(meta.to_json_dict(), weight_streaming_budget=-1)
+    with pytest.raises(B.BlobError) as e:
+        blob_validate.parse_metadata(B.MAGIC_TR03, json.dumps(raw).encode())
+    assert (e.value.check, str(e.value)) == (
+        "metadata.weight_streaming_budget",
+        "metadata: 'weight_streaming_budget' must be a non-negative integer (bytes of engine "
+        "weights kept on the device), got -1")

@@ -6,7 +6,7 @@ import pytest
 
 import json
 
-from rtx_env import torch_tensorrt_or_skip
+from rtx_env import built_engine_kind, torch_tensorrt_or_skip
 from test_reference_engines import reference_compiled
 from torch_tensorrt_ext import cli
 from upstream_matrix import compiled
@@ -46,7 +46,7 @@ def test_inspect_text_for_a_tensorrt_engine(tmp_path, capsys):
     assert cli.main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "method forward: 1 delegate(s), 1 mutable buffer(s)"
-    assert out[1].startswith("  delegate 0: TensorRTBackend TR03 tensorrt engine, ")
+    assert out[1].startswith(f"  delegate 0: TensorRTBackend TR03 {built_engine_kind()} engine, ")
     assert out[3].split() == ["k", "kv_alias", "float32", "[1,", "2,", "8,", "4]", "256", "cuda:0",
                               "yes", "0", "0", "delegate", "0:b_k"]
 

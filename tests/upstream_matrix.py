@@ -19,7 +19,7 @@ from torch.export.graph_signature import OutputKind
 
 import torch_tensorrt_ext as tte
 from e2e_models import MODELS
-from rtx_env import compile_rtx
+from rtx_env import built_engine_kind, compile_rtx
 
 from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 
@@ -74,7 +74,8 @@ def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward"
             (0, 0, "cuda:0", ""), (w.fqn, b)
         assert b.initial_value, f"{w.fqn} carries no initial value"
     trt = [d for d in info.delegates if d.backend == "TensorRTBackend"]
-    assert trt and all(d.magic == "TR03" and d.engine_kind == "tensorrt" and d.engine_bytes > 0
+    kind = built_engine_kind()
+    assert trt and all(d.magic == "TR03" and d.engine_kind == kind and d.engine_bytes > 0
                        for d in trt), trt
     aliased = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.aliased_io}}
     assert aliased == {w.fqn for w in plan.kv()}

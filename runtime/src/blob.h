@@ -41,7 +41,7 @@ constexpr size_t kTr03HeaderSize = 64;
 // size; python's ints do not overflow, so both readers refuse beyond this explicitly).
 constexpr uint64_t kMaxBindingBytes = (uint64_t(1) << 63) - 1;
 
-enum class EngineKind : uint8_t { TensorRT, Reference };
+enum class EngineKind : uint8_t { TensorRT, Reference, TensorRTRTX };
 
 struct Binding {
   std::string name;
@@ -88,6 +88,9 @@ struct BlobInfo {
   const uint8_t* engine = nullptr;
   uint64_t engine_size = 0;
   std::string engine_sha256;  // TR03: 64 lowercase hex digits, checked against `engine`
+  // TR03 "weight_streaming_budget": bytes of engine weights that may stay resident on the device
+  // (torch_tensorrt.save's weight_streaming_budget_per_engine); -1 when the blob sets none.
+  int64_t weight_streaming_budget = -1;
   // Not in the blob: the delegate's `target_device` compile spec ("cuda:0"), "" when it has none
   // (a host delegate). A reference engine runs "on the device" only for a device delegate.
   std::string target_device;

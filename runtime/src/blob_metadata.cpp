@@ -232,9 +232,12 @@ Error read_version_and_kind(Reader& r, const Json& md, BlobInfo& info) {
     info.engine_kind = EngineKind::Reference;
   } else if (kind == "tensorrt") {
     info.engine_kind = EngineKind::TensorRT;
+  } else if (kind == "tensorrt_rtx") {
+    info.engine_kind = EngineKind::TensorRTRTX;
   } else {
-    return r.refuse("metadata.engine_kind",
-                    "engine_kind '" + kind + "' is not one of 'reference', 'tensorrt'");
+    return r.refuse("metadata.engine_kind", "engine_kind '" + kind +
+                                                "' is not one of 'reference', 'tensorrt', "
+                                                "'tensorrt_rtx'");
   }
   return Error::Ok;
 }
@@ -258,6 +261,15 @@ Error read_extensions(Reader& r, const Json& md, BlobInfo& info) {
                           json_excerpt(*v));
     }
     info.engine_sha256 = digest;
+  }
+  if (const Json* v = r.get(md, "weight_streaming_budget", Kind::Int64, "metadata", false)) {
+    if (v->get<int64_t>() < 0) {
+      return r.refuse("metadata.weight_streaming_budget",
+                      "metadata: 'weight_streaming_budget' must be a non-negative integer (bytes "
+                      "of engine weights kept on the device), got " +
+                          json_excerpt(*v));
+    }
+    info.weight_streaming_budget = v->get<int64_t>();
   }
   return r.ok ? Error::Ok : Error::InvalidProgram;
 }

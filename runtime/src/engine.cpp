@@ -1,15 +1,42 @@
 // Engine factory: picks the implementation for a blob's engine_kind; see engine.h.
 #include "engine.h"
 #include "reference_engine.h"
-#ifdef TTE_HAVE_TENSORRT
 #include "tensorrt_engine.h"
-#endif
 
 #ifndef TTE_ENGINES
 #define TTE_ENGINES "reference"
 #endif
 
 namespace tte {
+namespace {
+
+// A TensorRT or TensorRT-RTX engine through the SDK this runtime was built with (one per build:
+// both define nvinfer1), or a refusal naming the engine's kind and how to build for it.
+Result<std::unique_ptr<Engine>> create_tensorrt(const BlobInfo& info, Reason& why) {
+  const bool rtx = info.engine_kind == EngineKind::TensorRTRTX;
+#if defined(TTE_HAVE_TENSORRT)
+#if defined(TTE_TENSORRT_SDK_RTX)
+  const bool built_for = rtx;
+#else
+  const bool built_for = !rtx;
+#endif
+  if (built_for) {
+    auto api = open_tensorrt_sdk(info, why);
+    if (!api.ok()) return api.error();
+    return create_tensorrt_engine_over(std::move(api.get()), info, why);
+  }
+#endif
+  return why.fail(
+      Error::NotSupported, "engine.not_compiled",
+      std::string(info.magic) + " blob holds a " + (rtx ? "TensorRT-RTX" : "TensorRT") +
+          " engine, but this runtime was built without " + (rtx ? "TensorRT-RTX" : "TensorRT") +
+          " (engines: " + compiled_engines() + "); rebuild with " +
+          (rtx ? "the TensorRT-RTX SDK (TENSORRT_RTX_ROOT=<its folder> scripts/build_runtime.sh)"
+               : "TensorRT found (TENSORRT_ROOT)") +
+          " or export with the reference engine");
+}
+
+}  // namespace
 
 const char* compiled_engines() { return TTE_ENGINES; }
 
@@ -17,17 +44,7 @@ Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, Reason& why)
   switch (info.engine_kind) {
     case EngineKind::Reference: return create_reference_engine(info, why);
     case EngineKind::TensorRT:
-#ifdef TTE_HAVE_TENSORRT
-      return create_tensorrt_engine(info, why);
-#else
-      return why.fail(Error::NotSupported, "engine.not_compiled",
-                      std::string(info.magic) +
-                          " blob holds a TensorRT engine, but this runtime was built without "
-                          "TensorRT (engines: " +
-                          compiled_engines() +
-                          "); rebuild with TensorRT found (TENSORRT_ROOT) or export with the "
-                          "reference engine");
-#endif
+    case EngineKind::TensorRTRTX: return create_tensorrt(info, why);
   }
   return why.fail(Error::NotSupported, "engine.unknown_kind", "unknown engine kind");
 }

@@ -1,22 +1,26 @@
-// The TensorRT engine: the payload is a serialized nvinfer1 engine (upstream's TR01/TR02, or
-// TR03 with engine_kind "tensorrt"). Compiled only when TensorRT is found (TTE_HAVE_TENSORRT).
+// The TensorRT engine: the payload is a serialized nvinfer1 engine (upstream's TR01/TR02, or TR03
+// with engine_kind "tensorrt" or "tensorrt_rtx"), run through a TrtApi (trt_api.h) — the SDK's
+// (nvinfer_api.cpp) in the product, a fake in the unit tests.
 //
-// Invariant: every binding's dtype and shape are fixed at init — a known binding's checked
-// against the engine (a mismatch refused naming the binding), an unknown TR01/TR02 binding
-// (dtype "" and shape []) taken from the engine (getTensorDataType / getTensorShape; refused if
-// dynamic) — and `bind_*` refuse a tensor of another byte size. Bindings are bound by name with
-// IExecutionContext::setTensorAddress to the addresses the runtime passes (device memory: the
-// caller's tensors are expected to be device-resident), `run` is one enqueueV3 on the engine's
-// own stream — a blocking stream, so ordered after work the caller queued on the legacy default
-// stream — `copy` a cudaMemcpyAsync on that stream, and `finish` the only stream
-// synchronisation of a call. Every entry point makes the blob's device current only for its own
-// duration: the caller's current device is restored before it returns.
+// Invariant: at init the engine's own answers are checked against the blob before anything is
+// bound: the I/O count; which input each output aliases, wherever the SDK can say (a disagreement
+// refuses the delegate naming the output, the engine's answer and the blob's); the weight
+// streaming budget the blob carries is set before the execution context exists; every binding's
+// dtype and shape are fixed — a known binding's checked against the engine (a mismatch refused
+// naming the binding), an unknown TR01/TR02 binding (dtype "" and shape []) taken from the engine
+// (refused if dynamic). At execute time `bind_*` refuse a tensor of another byte size or in host
+// memory (asked of the SDK only when a binding's address changed), `run` is one enqueue, `copy`
+// an asynchronous copy on the same stream, and `finish` the only wait of a call (none on a
+// caller's stream).
 #pragma once
 
 #include "engine.h"
+#include "trt_api.h"
 
 namespace tte {
 
-Result<std::unique_ptr<Engine>> create_tensorrt_engine(const BlobInfo& info, Reason& why);
+// The engine over `api` for `info` (its kind: info.engine_kind), or the refusal of init.
+Result<std::unique_ptr<Engine>> create_tensorrt_engine_over(std::unique_ptr<TrtApi> api,
+                                                            const BlobInfo& info, Reason& why);
 
 }  // namespace tte

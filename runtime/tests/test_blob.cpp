@@ -301,6 +301,23 @@ TEST(refuses_other_inconsistencies_like_python) {
           "TR01 blob carries aliased_io; upstream writes such blobs as TR02");
 }
 
+TEST(reads_the_tensorrt_rtx_kind_and_the_weight_streaming_budget) {
+  const std::string rtx = replace_all(kKvMeta, "\"reference\"", "\"tensorrt_rtx\"");
+  Parsed p = parse_meta(rtx);
+  REQUIRE(p.code == Error::Ok);
+  CHECK(p.info.engine_kind == tte::EngineKind::TensorRTRTX);
+  CHECK_EQ(p.info.weight_streaming_budget, int64_t{-1});  // none: TensorRT's own budget
+  const std::string budget = R"("engine_kind":"tensorrt_rtx","weight_streaming_budget":1048576,)";
+  p = parse_meta(replace_all(rtx, R"("engine_kind":"tensorrt_rtx",)", budget));
+  REQUIRE(p.code == Error::Ok);
+  CHECK_EQ(p.info.weight_streaming_budget, int64_t{1048576});
+  REFUSED(parse_meta(replace_all(rtx, R"("engine_kind":"tensorrt_rtx",)",
+                                 R"("engine_kind":"tensorrt_rtx","weight_streaming_budget":-1,)")),
+          InvalidProgram, "metadata.weight_streaming_budget",
+          "metadata: 'weight_streaming_budget' must be a non-negative integer (bytes of engine "
+          "weights kept on the device), got -1");
+}
+
 TEST(tr02_ignores_extension_keys_but_refuses_tte_version) {
   const std::string md = replace_all(kKvMeta, R"([{"output":"step_out","input":"step_in"}])", "[]");
   Parsed p = parse_meta(replace_all(md, R"("tte_version":3,)", ""), "TR02");

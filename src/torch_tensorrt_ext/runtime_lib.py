@@ -273,6 +273,11 @@ def version() -> str:
     return load().tte_runtime_version().decode("utf-8")
 
 
+def compiled_engines() -> str:
+    """The engine kinds this runtime was built with, e.g. "reference" or "reference,tensorrt"."""
+    return version().split("(engines: ", 1)[1].rstrip(")")
+
+
 def last_refusal() -> str:
     """The last TensorRTBackend refusal (init or execute) on this thread; "" when none since
     `clear_last_refusal()`."""

@@ -36,7 +36,7 @@ MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
 TTE_VERSION = 3
 # Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
 _RESERVED = b"\x01" + b"\x00" * 7
-ENGINE_KINDS = ("reference", "tensorrt")
+ENGINE_KINDS = ("reference", "tensorrt", "tensorrt_rtx")
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ class BlobMetadata:
     device_id: int = 0
     serialized_metadata: str = ""
     target_platform: str = ""
+    # TR03 "weight_streaming_budget": bytes of engine weights kept on the device
+    # (torch_tensorrt.save's weight_streaming_budget_per_engine); None: TensorRT's own budget
+    weight_streaming_budget: Optional[int] = None
     # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
     # writes the digest of the payload it is given; not part of the metadata's identity.
     engine_sha256: Optional[str] = field(default=None, compare=False, repr=False)
@@ -154,6 +157,8 @@ class BlobMetadata:
             "delegate_outputs": list(self.delegate_outputs),
             "buffers": [{"input": b.input, "fqn": b.fqn} for b in self.buffers],
             "copy_back": [{"output": c.output, "input": c.input} for c in self.copy_back],
+            **({} if self.weight_streaming_budget is None
+               else {"weight_streaming_budget": self.weight_streaming_budget}),
         }
 
 

@@ -343,7 +343,19 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
         copy_back=tuple(CopyBack(o, i) for o, i in
                         _entries(obj, "copy_back", ("output", "input"))),
         engine_sha256=_engine_digest(obj),
+        weight_streaming_budget=_weight_streaming_budget(obj),
         **common)
+
+
+def _weight_streaming_budget(obj: Dict[str, Any]) -> Optional[int]:
+    v = obj.get("weight_streaming_budget")
+    if v is None and "weight_streaming_budget" not in obj:
+        return None
+    if not _is_int64(v) or v < 0:
+        raise BlobError("metadata: 'weight_streaming_budget' must be a non-negative integer "
+                        f"(bytes of engine weights kept on the device), got {json.dumps(v)[:40]}",
+                        check="metadata.weight_streaming_budget")
+    return v
 
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")

@@ -368,7 +368,7 @@ TR01/TR02 blobs leave them empty: then they are "" and ()). Device:
         aliased_io=tuple(meta.aliased_io),
         input_buffers=tuple((b.input, b.fqn) for b in meta.buffers),
         output_buffers=tuple((o, fqn_of[writes[o]]) for o in outs),
-        device=f"cuda:{meta.device_id}" if meta.engine_kind == "tensorrt" else "cpu",
+        device=f"cuda:{meta.device_id}" if meta.engine_kind != "reference" else "cpu",
         kind=meta.engine_kind,
         input_shapes=tuple(b.shape for b in meta.inputs),
         output_shapes=tuple(b.shape for b in meta.outputs),

@@ -38,6 +38,7 @@ class DelegateInfo:
     copy_back: Tuple[Tuple[str, str], ...] = ()      # (output, input)
     delegate_inputs: Tuple[str, ...] = ()
     delegate_outputs: Tuple[str, ...] = ()
+    weight_streaming_budget: Optional[int] = None   # bytes of weights kept on the device
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) ->
         tuple((a.output, a.input) for a in m.aliased_io),
         tuple((b.input, b.fqn) for b in m.buffers),
         tuple((c.output, c.input) for c in m.copy_back),
-        tuple(m.delegate_inputs), tuple(m.delegate_outputs))
+        tuple(m.delegate_inputs), tuple(m.delegate_outputs), m.weight_streaming_budget)
 
 
 def _kernel_calls(plan: schema.ExecutionPlan):

@@ -2,8 +2,9 @@
 
 Invariant: every binding gets the dtype and shape the engine's own metadata records (refused,
 naming the engine, when it records none), aliased I/O and the outputs the delegate copies back
-(`copy_back`) are the engine's record, buffers are the partitioner's `tte_buffers` spec, and the
-blob is validated before it is written.
+(`copy_back`) are the engine's record, buffers are the partitioner's `tte_buffers` spec, the
+engine kind names the SDK that built it (`tensorrt` or `tensorrt_rtx`), the weight streaming
+budget is the save option's, and the blob is validated before it is written.
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ __all__ = ["preprocess", "engine_info_record", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
 BUFFERS_SPEC = "tte_buffers"
 DEVICE_SPEC = "target_device"
+# torch_tensorrt.save(weight_streaming_budget_per_engine=N): upstream's partitioner compile spec
+# (torch_tensorrt.executorch.partitioner.WEIGHT_STREAMING_BUDGET_COMPILE_SPEC_KEY), ASCII bytes
+WEIGHT_STREAMING_SPEC = "weight_streaming_budget"
+
+
+def _engine_kind() -> str:
+    """Which SDK built the engines of this process: torch-tensorrt-rtx builds TensorRT-RTX
+    engines (a distinct engine kind: its runtime library, its devices), torch-tensorrt TensorRT."""
+    from torch_tensorrt._features import ENABLED_FEATURES
+    return "tensorrt_rtx" if getattr(ENABLED_FEATURES, "tensorrt_rtx", False) else "tensorrt"
 
 
 def engine_info_record(ep: ExportedProgram, node: torch.fx.Node,
@@ -61,7 +72,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
     device = specs.get(DEVICE_SPEC, b"cuda:0").decode()
     text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
     meta = blobfmt.BlobMetadata(
-        io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind="tensorrt",
+        io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind=_engine_kind(),
         delegate_inputs=tuple(delegate_input_bindings(edge_program, call,
                                                       list(info.input_names))),
         delegate_outputs=tuple(delegate_output_bindings(edge_program, call,
@@ -72,5 +83,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
         device_id=(int(device.split(":")[1]) if ":" in device
                    else int(text[DEVICE_IDX].split("%")[0])),
         serialized_metadata=text[SERIALIZED_METADATA_IDX],
-        target_platform=text[TARGET_PLATFORM_IDX])
+        target_platform=text[TARGET_PLATFORM_IDX],
+        weight_streaming_budget=(int(specs[WEIGHT_STREAMING_SPEC].decode())
+                                 if WEIGHT_STREAMING_SPEC in specs else None))
     return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(engine)))
