@@ -3,9 +3,10 @@
 The emitter dereferences each constant's and each initialised buffer's storage pointer on the
 host. What runs here: a program already in host memory is handed on untouched, and a tensor with
 no value (the meta device — the emitter would dereference a null pointer) is refused naming it,
-through the lowering model authors reach. What cannot run here (no CUDA device, and the H200
-cannot take this Python stack): the CUDA branch, where each device tensor is replaced by its
-`Tensor.cpu()` copy before emission."""
+through the lowering model authors reach. The CUDA branch (each device tensor replaced by its
+`Tensor.cpu()` copy) cannot run here: `scripts/device_host_values.py` runs it on the GPU machine,
+with a model exported on CUDA, beside the emitter's own way of reading a value (which kills the
+process on a CUDA tensor)."""
 from __future__ import annotations
 
 import pytest
