@@ -3,7 +3,8 @@ made on this CPU machine — that machine has CUDA, cmake and Python but no Exec
 network (issue 22; `scripts/device_run.sh` runs there).
 
 * `sdk/`: the C++ side of the installed executorch wheel (headers, shared libraries, CMake
-  package; Python-version independent) and nlohmann-json's headers + CMake package;
+  package; Python-version independent), nlohmann-json's headers + CMake package and OpenSSL's
+  libcrypto (headers + library);
 * `payloads/`: the runtime's ctest fixtures (runtime/tests/gen_payloads.py, run here);
 * `cases/<name>/`: `.pte` files saved with reference engines and state on `cuda:0` — every
   end-to-end model (tests/e2e_models.py, which includes a Gated-DeltaNet-shaped one) and the demo
@@ -35,6 +36,13 @@ def _sdk() -> None:
     shutil.copytree("/usr/include/nlohmann", nl / "include" / "nlohmann", dirs_exist_ok=True)
     shutil.copytree("/usr/share/cmake/nlohmann_json", nl / "share" / "cmake" / "nlohmann_json",
                     dirs_exist_ok=True)
+    # OpenSSL's libcrypto (the blob digests): headers and the library the runtime links
+    ssl = OUT / "sdk" / "openssl"
+    shutil.copytree("/usr/include/openssl", ssl / "include" / "openssl", dirs_exist_ok=True)
+    shutil.copytree("/usr/include/x86_64-linux-gnu/openssl", ssl / "include" / "openssl",
+                    dirs_exist_ok=True)
+    (ssl / "lib").mkdir(parents=True, exist_ok=True)
+    shutil.copy2("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", ssl / "lib" / "libcrypto.so.3")
 
 
 def _payloads() -> None:

@@ -14,6 +14,8 @@ exec > >(tee "$log") 2>&1
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 nvcc --version | tail -1
 cmake -S . -B "$b" -DCMAKE_PREFIX_PATH="$sdk/executorch;$sdk/nlohmann" \
+  -DOPENSSL_INCLUDE_DIR="$sdk/openssl/include" \
+  -DOPENSSL_CRYPTO_LIBRARY="$sdk/openssl/lib/libcrypto.so.3" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTTE_CUDA=ON -DTTE_PYTHON=/bin/true >/dev/null || exit 1
 cmake --build "$b" -j 16 2>&1 | grep -E "error|warning|Built target tte_run" || true
 [ -x "$b/runtime/tte_run" ] || { echo "build failed"; exit 1; }

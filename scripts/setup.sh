@@ -65,15 +65,18 @@ fi
 
 # nlohmann/json (Debian's nlohmann-json3-dev, CMake package nlohmann_json) is the runtime's blob
 # metadata JSON reader: the runtime's CMake configure fails without it.
-if [ -f runtime/CMakeLists.txt ] && ! dpkg -s nlohmann-json3-dev >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    { apt-get update -qq && apt-get install -y -qq nlohmann-json3-dev; } ||
-      echo "setup: installing nlohmann-json3-dev failed; the C++ runtime will not configure" >&2
-  else
-    echo "setup: nlohmann-json3-dev is missing and only root can install it: run" \
-      "'apt-get install -y nlohmann-json3-dev' as root (the C++ runtime needs it)" >&2
+# OpenSSL's libcrypto (Debian's libssl-dev) computes its blob digests' SHA-256.
+for pkg in nlohmann-json3-dev libssl-dev; do
+  if [ -f runtime/CMakeLists.txt ] && ! dpkg -s "$pkg" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      { apt-get update -qq && apt-get install -y -qq "$pkg"; } ||
+        echo "setup: installing $pkg failed; the C++ runtime will not configure" >&2
+    else
+      echo "setup: $pkg is missing and only root can install it: run" \
+        "'apt-get install -y $pkg' as root (the C++ runtime needs it)" >&2
+    fi
   fi
-fi
+done
 
 if [ -f runtime/CMakeLists.txt ]; then
   bash scripts/build_runtime.sh

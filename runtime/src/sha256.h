@@ -1,8 +1,10 @@
-// SHA-256 (FIPS 180-4) for the blob's integrity digests (CONTRACTS.md §1, "Integrity").
+// SHA-256 (FIPS 180-4) for the blob's integrity digests (CONTRACTS.md §1, "Integrity"), computed
+// by OpenSSL's libcrypto.
 //
 // Invariant: `sha256` of a byte range equals python's hashlib.sha256 of the same bytes (checked
-// by the tests on the FIPS test vectors and on random data against Python). Nothing here
-// allocates, fails or throws; it reads [data, data+size) once.
+// by the tests on the FIPS test vectors and on random data against Python). It never throws and
+// reads [data, data+size) once; should OpenSSL fail (no memory for its context) it returns the
+// all-zero digest, which no recorded digest matches, so the blob is refused.
 #pragma once
 
 #include <array>
