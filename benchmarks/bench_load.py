@@ -4,7 +4,8 @@ Saves a stateful model whose weights make a reference engine of about --mb megab
 reference engines, through `torch_tensorrt.save`), then times, best of --repeat each:
 * reading the file (`Path.read_bytes`, page cache warm after the first pass);
 * hashing the engine payload with OpenSSL's SHA-256 (`hashlib`, what the runtime now links);
-* `tte.executorch.load` (the runtime: parse, the TR03 digests, the reference engine's init).
+* `tte.executorch.load` (the runtime: parse, the TR03 digests, the reference engine's init; the
+  Python side reads the header and the program flatbuffer only).
 Prints MB/s and load time / read time.
 
 Usage: python benchmarks/bench_load.py [--mb 256] [--repeat 3]

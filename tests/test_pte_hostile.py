@@ -208,3 +208,15 @@ def test_log_sink_without_pal_symbols_warns_and_reports_unrouted(monkeypatch):
                       "PAL table .* a .pte holding non-UTF-8 strings can abort this process$"):
         assert log_sink.route_logs_to_fd2() is False
     assert log_sink.routed() is False
+
+
+def test_the_loader_reads_the_program_flatbuffer_but_no_segment(tmp_path):
+    """`tte.executorch.load` hands ExecuTorch the path and reads, itself, only the header and
+    the program flatbuffer: the segments (engines, weights) are read once, by the runtime."""
+    from torch_tensorrt_ext.executorch.pte_check import read_pte_program
+    ep = torch.export.export(_Acc().eval(), (torch.randn(1, 4),))
+    save_pte(ep, str(tmp_path / "m.pte"))
+    data = (tmp_path / "m.pte").read_bytes()
+    program_size = int.from_bytes(data[16:24], "little")
+    assert 0 < program_size < len(data)
+    assert read_pte_program(tmp_path / "m.pte") == data[:program_size]

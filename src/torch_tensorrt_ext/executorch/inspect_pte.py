@@ -18,7 +18,7 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
 from ..contracts.dtypes import SCALAR_TYPES
-from .traffic import COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, program_copy_paths
+from .traffic import COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, plan_copy_paths
 
 def _dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
@@ -150,7 +150,7 @@ def inspect_pte(data: bytes) -> PteInfo:
     methods = []
     for plan in program.execution_plan:
         delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
-        copies = program_copy_paths(data, plan.name)
+        copies = plan_copy_paths(plan)
         buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable,
                                 _host_path(plan, i))
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))

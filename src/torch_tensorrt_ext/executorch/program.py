@@ -22,7 +22,7 @@ from ..contracts.dtypes import SCALAR_TYPES
 from ..errors import TteError
 from .. import runtime_lib
 from . import log_sink
-from .pte_check import PteError, read_pte
+from .pte_check import PteError, read_pte_program
 from .traffic import program_copy_paths
 
 _CODES: Dict[torch.dtype, int] = {getattr(torch, name): code
@@ -93,7 +93,7 @@ class Program:
         lib = runtime_lib.load()
         log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
         self.path = str(path)
-        self._bytes = read_pte(path)
+        self._program = read_pte_program(path)   # the flatbuffer only: no engine bytes twice
         code, why = ctypes.c_int(0), ctypes.create_string_buffer(4096)
         runtime_lib.clear_last_refusal()
         handle = lib.tte_program_open(self.path.encode(), ctypes.byref(code), why, len(why))
@@ -108,7 +108,7 @@ class Program:
         self.method_name = method
         self._calls = 0
         self._runtime_bytes: Dict[str, Dict[str, int]] = {}
-        self._static_paths = program_copy_paths(self._bytes, method)
+        self._static_paths = program_copy_paths(self._program, method)
         self._static = {f: sum(p.values()) for f, p in self._static_paths.items()}
 
     def _refuse_open(self, why: str):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir import schema
 
 from ..contracts.dtypes import SCALAR_TYPES
@@ -49,10 +48,23 @@ def program_copy_bytes(pte: bytes, method: str = "forward") -> Dict[str, int]:
     return {f: sum(paths.values()) for f, paths in program_copy_paths(pte, method).items()}
 
 
+def flatbuffer_program(pte: bytes) -> schema.Program:
+    """The `Program` of a `.pte` — or of its program flatbuffer alone (`pte_check.
+    read_pte_program`): segments (engines, weights) are not read."""
+    from executorch.exir._serialize._program import _flatbuffer_to_program, _get_extended_header
+    eh = _get_extended_header(pte)
+    size = eh.program_size if eh is not None and eh.is_valid() else len(pte)
+    return _flatbuffer_to_program(pte[:size])
+
+
 def program_copy_paths(pte: bytes, method: str = "forward") -> Dict[str, Dict[str, int]]:
     """FQN -> {"link": bytes, "host": bytes} the emitted program copies per call, by path."""
-    program = deserialize_pte_binary(pte).program
-    plan = next(p for p in program.execution_plan if p.name == method)
+    program = flatbuffer_program(pte)
+    return plan_copy_paths(next(p for p in program.execution_plan if p.name == method))
+
+
+def plan_copy_paths(plan: schema.ExecutionPlan) -> Dict[str, Dict[str, int]]:
+    """`program_copy_paths` of one parsed execution plan."""
     buffers = mutable_buffers(plan)
     loc = {fqn: _where(t) for fqn, (_, t) in buffers.items()}
     by_value = {i: fqn for fqn, (i, _) in buffers.items()}
