@@ -14,7 +14,7 @@
 #include "device_loader.h"
 #include "refusal.h"
 
-#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/data_loader/mmap_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
@@ -28,8 +28,8 @@
 
 #define TTE_EXPORT __attribute__((visibility("default")))
 
-using executorch::extension::FileDataLoader;
 using executorch::extension::MallocMemoryAllocator;
+using executorch::extension::MmapDataLoader;
 using executorch::extension::Module;
 using executorch::extension::TensorPtr;
 using executorch::runtime::EValue;
@@ -97,11 +97,13 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
     if (code) *code = say(e, text, why, why_size);
     return nullptr;
   };
-  auto file = FileDataLoader::from(path);
+  // Mapped, not read: a delegate's engine bytes are paged in once, where its digest is checked
+  // and its engine deserializes them (no second copy through a read buffer).
+  auto file = MmapDataLoader::from(path, MmapDataLoader::MlockConfig::NoMlock);
   if (!file.ok()) return fail(file.error(), "Failed to open the file");
   auto p = std::make_unique<tte_program>();
   p->loader = std::make_unique<tte::DeviceAwareLoader>(
-      std::make_unique<FileDataLoader>(std::move(file.get())));
+      std::make_unique<MmapDataLoader>(std::move(file.get())));
   auto program = Program::load(p->loader.get(), Program::Verification::InternalConsistency);
   if (!program.ok()) {
     return fail(program.error(), tte::format("Failed to load program, error: 0x:%x",
