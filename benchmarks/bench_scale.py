@@ -1,0 +1,119 @@
+"""Real model sizes through compile + save + load (issue 21): figures only, never a test gate.
+
+A transformers Llama (random init, nothing downloaded) exported as transformers documents for
+ExecuTorch (`TorchExportableModuleForDecoderOnlyLM`, static cache), then, per engine kind, in a
+child process of its own (so its peak resident memory is its own):
+`torch_tensorrt.compile` → `torch_tensorrt.save(output_format="executorch")` → (reference engines
+only: TensorRT-RTX engines cannot run here) `tte.executorch.load`. Prints per stage: time, peak
+RSS above the RSS with the model built (as a multiple of the weights' bytes), the `.pte` size,
+load time / time to read the file.
+
+Usage: python benchmarks/bench_scale.py [--size 150m|600m] [--dtype float32|bfloat16]
+                                         [--kind reference|tensorrt-rtx ...]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {  # ~150 M and ~600 M parameters, the issue's two sizes
+    "150m": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                 num_attention_heads=16, num_key_value_heads=4),
+    "600m": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=12,
+                 num_attention_heads=16, num_key_value_heads=4),
+}
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child(size: str, dtype: str, kind: str) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import transformers
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    import torch_tensorrt_ext as tte
+    from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
+    torch_tensorrt = torch_tensorrt_module()
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=32000, max_position_embeddings=256, head_dim=64,
+                                   **SIZES[size])
+    model = transformers.LlamaForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+    model.generation_config.cache_implementation = "static"
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    ids, pos = torch.tensor([[1]]), torch.tensor([0])
+    ep = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=64).export(
+        input_ids=ids, cache_position=pos)
+    base = _rss()
+    out = {"size": size, "dtype": dtype, "kind": kind, "weights": weights,
+           "params": sum(p.numel() for p in model.parameters())}
+    def ctx():
+        return tte.reference.engines() if kind == "reference" else contextlib.nullcontext()
+    t = time.perf_counter()
+    with ctx():
+        trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[ids, pos], min_block_size=1)
+    out["compile_s"] = time.perf_counter() - t
+    out["compile_peak_x"] = (_peak() - base) / weights
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.pte"
+        t = time.perf_counter()
+        with ctx():
+            torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=[ids, pos])
+        out["save_s"] = time.perf_counter() - t
+        out["peak_x"] = (_peak() - base) / weights
+        out["pte_bytes"] = path.stat().st_size
+        t = time.perf_counter()
+        path.read_bytes()
+        out["read_s"] = time.perf_counter() - t
+        if kind == "reference":
+            del trt, ep
+            t = time.perf_counter()
+            tte.executorch.load(str(path))
+            out["load_s"] = time.perf_counter() - t
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="150m", choices=sorted(SIZES))
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--kind", nargs="+", default=["reference", "tensorrt-rtx"])
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+    print(f"transformers Llama {args.size} {args.dtype}: compile + save + load, per engine kind")
+    for kind in args.kind:
+        done = subprocess.run([sys.executable, __file__, "--child", args.size, args.dtype, kind],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"  {kind}: failed: {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        mib = r["weights"] / 2**20
+        load = (f"load {r['load_s']:.2f} s = {r['load_s'] / r['read_s']:.1f} x reading it"
+                if "load_s" in r else "load: cannot run here")
+        print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | compile "
+              f"{r['compile_s']:.1f} s (peak {r['compile_peak_x']:.1f}x) | save {r['save_s']:.1f} s"
+              f" | peak RSS above the model {r['peak_x']:.1f}x the weights | .pte "
+              f"{r['pte_bytes'] / 2**20:.0f} MiB | {load}")
+
+
+if __name__ == "__main__":
+    main()
