@@ -16,8 +16,8 @@ dynamic and has the buffer's dtype and shape; and the call hands out another out
 reads (a delegate returning nothing is dropped). The decision is recorded once, in the engine's
 own record (its serialized metadata, `tensorrt_info.COPY_BACK_KEY`), and everything downstream
 reads it there: the declaration (on the buffer's placeholder, `export.engine_calls.aliased_plan`),
-the blob's `copy_back`, the runtime, `inspect`. Every other write keeps its write-back, and
-`kept_writes` says per buffer what forces it.
+the blob's `copy_back`, the runtime, `inspect`. Every other write keeps its write-back, and a
+warning at save says per buffer what forces it (`Handover.why`).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from ..export.declare import declare_mutations
 from ..export.engine_calls import aliased_plan
 from ..engines.tensorrt_info import COPY_BACK_KEY, SERIALIZED_METADATA_IDX
 
-__all__ = ["Handover", "hand_copy_backs_to_delegates", "handovers", "kept_writes"]
+__all__ = ["Handover", "hand_copy_backs_to_delegates", "handovers"]
 
 _PLACEHOLDER_OP = "tensorrt::no_op_placeholder_for_execute_engine"
 _log = logging.getLogger("torch_tensorrt_ext")
@@ -130,11 +130,6 @@ def handovers(ep: ExportedProgram) -> Tuple[Handover, ...]:
             continue                      # declared in place: its engine writes it already
         out.append(_decide(ep, s.target, value, buffer, user_values))
     return tuple(out)
-
-
-def kept_writes(ep: ExportedProgram) -> Dict[str, str]:
-    """FQN -> what keeps that buffer's write a program write-back (host memory in a `.pte`)."""
-    return {h.fqn: h.why for h in handovers(ep) if not h.handed}
 
 
 def _with_copy_back(encoded: str, pairs: List[Tuple[str, str]]) -> str:
