@@ -4,7 +4,8 @@ Invariant: `engine_calls(ep)` returns one `EngineCall` per engine-call node of t
 graph — this project's `tte::execute_engine`, torch-tensorrt's `tensorrt::execute_engine`, or its
 serialized form `tensorrt::no_op_placeholder_for_execute_engine` — keyed by engine name, with
 the binding names and the in-place outputs read from the engine's own record (its signature or
-its serialized engine info), never from the graph's shape. The TensorRT forms are read without
+its serialized engine info), never from the graph's shape; `aliased_plan(ep)` turns those records
+into the plan of the writes the engines perform themselves. The TensorRT forms are read without
 TensorRT and without a device.
 """
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Dict, FrozenSet, Mapping, Tuple
 import torch
 from torch.fx import Node
 
-from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
-    Signature, is_engine_call, is_reference_call)
 from torch.export.graph_signature import OutputKind
 
+from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
+    Signature, is_engine_call, is_reference_call)
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
 
 
@@ -78,7 +79,8 @@ def aliased_plan(ep: torch.export.ExportedProgram) -> MutationPlan:
     """One entry per buffer an engine of `ep` writes itself (Copier.ENGINE), read from the
     engines' own records — the one place they are read to decide a declaration: in place
     through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
-    `engine_copies`, reference engines). Buffers already declared are left to their
+    `engine_copies`: a reference engine's `copy_back`, or a TensorRT engine's `tte_copy_back`
+    record that `executorch.delegate_copies` wrote). Buffers already declared are left to their
     declaration; every other copy-back write reaches here declared on its value already."""
     buffers = ep.graph_signature.inputs_to_buffers
     writes = []
