@@ -16,42 +16,37 @@ from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-class StateReturned(torch.nn.Module):
-    """The new state is also the user's output."""
+class _State(torch.nn.Module):
+    """A state the engine steps: `state = state * 0.5 + x`; subclasses say who else sees it."""
 
     def __init__(self):
         super().__init__()
         self.register_buffer("state", torch.zeros(1, 8))
 
-    def forward(self, x):
+    def step(self, x):
         new = self.state * 0.5 + x
         self.state.copy_(new)
         return new
 
 
-class StateReadOnTheHost(torch.nn.Module):
-    """A PyTorch-run op (`torch_executed_ops`) reads the state beside the engine."""
+class StateHandedOver(_State):
+    def forward(self, x):
+        return self.step(x) * 2
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("state", torch.zeros(1, 8))
+
+class StateReturned(_State):
+    """The new state is also the user's output."""
+
+    def forward(self, x):
+        return self.step(x)
+
+
+class StateReadOnTheHost(_State):
+    """A PyTorch-run op (`torch_executed_ops`) reads the state beside the engine."""
 
     def forward(self, x):
         seen = torch.sin(self.state)
-        new = self.state * 0.5 + x
-        self.state.copy_(new)
-        return seen + new * 2
-
-
-class StateHandedOver(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("state", torch.zeros(1, 8))
-
-    def forward(self, x):
-        new = self.state * 0.5 + x
-        self.state.copy_(new)
-        return new * 2
+        return seen + self.step(x) * 2
 
 
 def _save(model, path, **settings):
