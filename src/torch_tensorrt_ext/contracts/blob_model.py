@@ -134,6 +134,14 @@ class BlobMetadata:
     def output_names(self) -> Tuple[str, ...]:
         return tuple(b.name for b in self.outputs)
 
+    def written_buffers(self) -> Dict[str, str]:
+        """Output binding -> FQN of the buffer it writes: an aliased output (in place) or a
+        copy-back the delegate makes, into an input binding that carries a named buffer."""
+        fqn_of = {b.input: b.fqn for b in self.buffers}
+        writes = {a.output: a.input for a in self.aliased_io}
+        writes.update({c.output: c.input for c in self.copy_back})
+        return {o: fqn_of[writes[o]] for o in self.output_names if writes.get(o) in fqn_of}
+
     def binding(self, name: str) -> IOBinding:
         for b in self.io_bindings:
             if b.name == name:

@@ -359,15 +359,11 @@ TR01/TR02 blobs leave them empty: then they are "" and ()). Device:
         meta = blobfmt.parse(data).metadata
     except blobfmt.BlobError as e:
         raise TensorRTInfoError(f"engine {name!r}: {e}") from None
-    fqn_of = {b.input: b.fqn for b in meta.buffers}
-    writes = {a.output: a.input for a in meta.aliased_io}
-    writes.update({c.output: c.input for c in meta.copy_back})
-    outs = [o for o in meta.output_names if writes.get(o) in fqn_of]
     return EngineInfo(
         name=name, input_names=meta.input_names, output_names=meta.output_names,
         aliased_io=tuple(meta.aliased_io),
         input_buffers=tuple((b.input, b.fqn) for b in meta.buffers),
-        output_buffers=tuple((o, fqn_of[writes[o]]) for o in outs),
+        output_buffers=tuple(meta.written_buffers().items()),
         device=f"cuda:{meta.device_id}" if meta.engine_kind != "reference" else "cpu",
         kind=meta.engine_kind,
         input_shapes=tuple(b.shape for b in meta.inputs),

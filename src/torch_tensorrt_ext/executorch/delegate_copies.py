@@ -70,8 +70,8 @@ def _describe(node: Node) -> str:
     return f"{node.target} ({node.name})" if node.op == "call_function" else node.name
 
 
-def _decide(ep: ExportedProgram, fqn: str, value: Node, buffer: Node,
-            user_values: set) -> Handover:
+def _decide(ep: ExportedProgram, fqn: str, value: Node, buffer: Node, user_values: set,
+            infos: Dict[Node, object]) -> Handover:
     from ..engines.tensorrt_info import engine_info_from_serialized
     from torch_tensorrt.executorch.backend import _get_engine_info_for_node
 
@@ -92,7 +92,10 @@ def _decide(ep: ExportedProgram, fqn: str, value: Node, buffer: Node,
     if others:
         return Handover(fqn, call, why="the buffer is also read by "
                         + ", ".join(_describe(u) for u in others))
-    info = engine_info_from_serialized(_get_engine_info_for_node(ep, call, metadata_only=True))
+    if call not in infos:   # each engine's record is decoded once per program
+        infos[call] = engine_info_from_serialized(
+            _get_engine_info_for_node(ep, call, metadata_only=True))
+    info = infos[call]
     out, inp = info.output_names[k], info.input_names[args.index(buffer)]
     if any(a.output == out for a in info.aliased_io):
         return Handover(fqn, call, why=f"output {out!r} is aliased")
@@ -121,14 +124,14 @@ def handovers(ep: ExportedProgram) -> Tuple[Handover, ...]:
     outputs = list(ep.graph.output_node().args[0])
     user_values = {outputs[i] for i, s in enumerate(sig.output_specs)
                    if s.kind == OutputKind.USER_OUTPUT}
-    out = []
+    out, infos = [], {}
     for i, s in enumerate(sig.output_specs):
         if s.kind != OutputKind.BUFFER_MUTATION or s.target not in placeholder:
             continue
         value, buffer = outputs[i], placeholder[s.target]
         if value is buffer:
             continue                      # declared in place: its engine writes it already
-        out.append(_decide(ep, s.target, value, buffer, user_values))
+        out.append(_decide(ep, s.target, value, buffer, user_values, infos))
     return tuple(out)
 
 

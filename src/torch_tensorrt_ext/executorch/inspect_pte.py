@@ -100,10 +100,9 @@ def _kernel_calls(plan: schema.ExecutionPlan):
                 yield plan.operators[ins.instr_args.op_index].name, list(ins.instr_args.args)
 
 
-def _host_path(plan: schema.ExecutionPlan, index: int) -> str:
-    """What keeps buffer value `index` on a host path: the host kernels touching it or the value
-    a host copy writes into it; else that copy (a write-back) alone."""
-    calls = list(_kernel_calls(plan))
+def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], index: int) -> str:
+    """What keeps buffer value `index` on a host path: the host kernels (`calls`, the plan's)
+    touching it or the value a host copy writes into it; else that copy (a write-back) alone."""
     copies = [(name, args) for name, args in calls
               if name in COPY_OPS and name not in LINK_OPS and index in args]
     if not copies:
@@ -151,8 +150,9 @@ def inspect_pte(data: bytes) -> PteInfo:
     for plan in program.execution_plan:
         delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
         copies = plan_copy_paths(plan)
+        calls = list(_kernel_calls(plan))
         buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable,
-                                _host_path(plan, i))
+                                _host_path(plan, calls, i))
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
     return PteInfo(tuple(methods))

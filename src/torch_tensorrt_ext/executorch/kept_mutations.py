@@ -81,9 +81,7 @@ def _blob_writes(ep, call) -> FrozenSet[str]:
     lowered = getattr(ep.graph_module, call.args[0].target, None)
     if getattr(lowered, "backend_id", None) != "TensorRTBackend":
         return frozenset()
-    meta = blobfmt.parse(lowered.processed_bytes).metadata
-    written = {a.input for a in meta.aliased_io} | {c.input for c in meta.copy_back}
-    return frozenset(b.fqn for b in meta.buffers if b.input in written)
+    return frozenset(blobfmt.parse(lowered.processed_bytes).metadata.written_buffers().values())
 
 
 def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
