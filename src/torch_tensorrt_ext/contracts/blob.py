@@ -106,10 +106,14 @@ def _check_engine_digest(recorded: Optional[str], engine: bytes) -> None:
 
 # --------------------------------------------------------------------------------------- writing
 
-def serialize(metadata: BlobMetadata, engine: bytes) -> bytes:
-    """Write a TR03 blob (validated first: an inconsistent plan never reaches a .pte)."""
+def serialize(metadata: BlobMetadata, engine) -> bytes:
+    """Write a TR03 blob (validated first: an inconsistent plan never reaches a .pte).
+
+    `engine` is any contiguous bytes-like object (bytes, or a memoryview of a tensor's bytes):
+    it is copied exactly once, into the blob — an engine the size of the weights is never held
+    twice on its way in."""
     validate(metadata)
-    engine = bytes(engine)
+    engine = memoryview(engine).cast("B")
     md_dict = metadata.to_json_dict()
     md_dict["engine_sha256"] = hashlib.sha256(engine).hexdigest()
     md = json.dumps(md_dict, separators=(",", ":")).encode("utf-8")
@@ -119,4 +123,4 @@ def serialize(metadata: BlobMetadata, engine: bytes) -> bytes:
     eng_off = (md_off + len(md) + ENGINE_ALIGNMENT - 1) // ENGINE_ALIGNMENT * ENGINE_ALIGNMENT
     header = struct.pack(HEADER_FORMAT, MAGIC_TR03, md_off, len(md), eng_off, len(engine),
                          _RESERVED) + hashlib.sha256(md).digest()
-    return header + md + b"\x00" * (eng_off - md_off - len(md)) + engine
+    return b"".join((header, md, b"\x00" * (eng_off - md_off - len(md)), engine))

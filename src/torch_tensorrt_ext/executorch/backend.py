@@ -7,6 +7,7 @@ files are interchangeable). Delegate I/O follows `delegate_io`'s invariant.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import List
 
@@ -17,12 +18,13 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import Signature, is_reference_call, is_tensorrt_call
 from . import tensorrt_blob
+from .tensorrt_blob import tensor_bytes
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
 BACKEND_ID = "TensorRTBackend"
 
 
-def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> bytes:
+def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> memoryview:
     sig = ep.graph_signature
     target = sig.inputs_to_lifted_tensor_constants.get(node.name)
     tensor = ep.constants.get(target) if target is not None else None
@@ -30,10 +32,26 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> bytes:
         tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
         raise blobfmt.BlobError(f"engine payload {node.name!r} is not a constant of the partition")
-    return tensor.contiguous().numpy().tobytes()
+    return tensor_bytes(tensor)
+
+
+def program_for_preprocess(edge_program: torch.export.ExportedProgram
+                           ) -> torch.export.ExportedProgram:
+    """ExecuTorch's isolated copy of a partition for `preprocess`: everything deep-copied (the
+    graph, its signature) except the tensors, which are shared. `preprocess` only reads them,
+    and ExecuTorch's default deep copy would hold a second copy of every engine payload and
+    weight (as large as the model) while the blob is written."""
+    shared = list(edge_program.state_dict.values()) + list(edge_program.constants.values())
+    memo = {id(t): t for t in shared if isinstance(t, torch.Tensor)}
+    return copy.deepcopy(edge_program, memo)
 
 
 class TensorRTBackend(BackendDetails):
+    @classmethod
+    def copy_exported_program_for_preprocess(cls, edge_program: torch.export.ExportedProgram,
+                                             compile_specs: List[CompileSpec]):
+        return program_for_preprocess(edge_program)
+
     @staticmethod
     def preprocess(edge_program: torch.export.ExportedProgram,
                    compile_specs: List[CompileSpec]) -> PreprocessResult:

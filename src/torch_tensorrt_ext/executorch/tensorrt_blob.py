@@ -21,13 +21,19 @@ from ..contracts.engine_call import is_engine_call
 from ..engines.tensorrt_info import engine_info_from_serialized
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
-__all__ = ["preprocess", "engine_info_record", "BUFFERS_SPEC", "DEVICE_SPEC"]
+__all__ = ["preprocess", "engine_info_record", "tensor_bytes", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
 BUFFERS_SPEC = "tte_buffers"
 DEVICE_SPEC = "target_device"
 # torch_tensorrt.save(weight_streaming_budget_per_engine=N): upstream's partitioner compile spec
 # (torch_tensorrt.executorch.partitioner.WEIGHT_STREAMING_BUDGET_COMPILE_SPEC_KEY), ASCII bytes
 WEIGHT_STREAMING_SPEC = "weight_streaming_budget"
+
+
+def tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    """The bytes of a host tensor, not copied (valid while the tensor lives): an engine or a
+    payload reaches its blob with one copy, the blob's own."""
+    return memoryview(tensor.detach().cpu().contiguous().view(torch.uint8).numpy()).cast("B")
 
 
 def _engine_kind() -> str:
@@ -65,7 +71,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
     raw = engine_info_record(edge_program, call, metadata_only=False)
     engine = raw[ENGINE_IDX]
     if isinstance(engine, torch.Tensor):
-        engine = bytes(memoryview(engine.cpu().contiguous().view(torch.uint8).numpy()))
+        engine = tensor_bytes(engine)
     info = engine_info_from_serialized(raw)
     specs = {s.key: s.value for s in compile_specs}
     pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
@@ -86,4 +92,4 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
         target_platform=text[TARGET_PLATFORM_IDX],
         weight_streaming_budget=(int(specs[WEIGHT_STREAMING_SPEC].decode())
                                  if WEIGHT_STREAMING_SPEC in specs else None))
-    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(engine)))
+    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, engine))
