@@ -5,11 +5,16 @@ ExecuTorch (`TorchExportableModuleForDecoderOnlyLM`, static cache), then, per en
 child process of its own (so its peak resident memory is its own):
 `torch_tensorrt.compile` → `torch_tensorrt.save(output_format="executorch")` → (reference engines
 only: TensorRT-RTX engines cannot run here) `tte.executorch.load`. Prints per stage: time, peak
-RSS above the RSS with the model built (as a multiple of the weights' bytes), the `.pte` size,
-load time / time to read the file.
+RSS above the RSS with the model built and exported (as a multiple of the weights' bytes; the
+peak is reset after the export, so the export's own peak is not counted), the `.pte` size, load
+time / time to read the file.
+
+With `--stages`, RSS is also sampled every 2 ms and attributed to the stages of the save (each
+wrapped by name, in the child only): RSS above the model when the stage starts, its peak and when
+it ends, as multiples of the weights — where the copies of the weights live.
 
 Usage: python benchmarks/bench_scale.py [--size 150m|600m] [--dtype float32|bfloat16]
-                                         [--kind reference|tensorrt-rtx ...]
+                                         [--kind reference|tensorrt-rtx ...] [--stages]
 """
 from __future__ import annotations
 
@@ -18,9 +23,11 @@ import contextlib
 import json
 import os
 import resource
+import importlib
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,10 +45,85 @@ def _rss() -> int:
 
 
 def _peak() -> int:
+    """Peak RSS since the last `_reset_peak()` (VmHWM; the process's lifetime peak if the kernel
+    cannot reset it)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def child(size: str, dtype: str, kind: str) -> dict:
+def _reset_peak() -> None:
+    """Forget the peak so far (the model's export), so `_peak()` measures compile + save."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+# the save's stages, outermost first: (module, attribute path, label)
+STAGES = [
+    ("torch_tensorrt", "save", "save (all)"),
+    ("torch_tensorrt_ext.seams.executorch", "prepare_programs", "prepare (host values, copy-backs)"),
+    ("executorch.exir.program._program", "_gen_edge_manager_for_partitioners", "to edge dialect"),
+    ("executorch.exir.program._program", "EdgeProgramManager.to_backend", "partition + preprocess"),
+    ("torch_tensorrt_ext.seams.executorch", "preprocess", "  preprocess (blob)"),
+    ("executorch.exir.program._program", "EdgeProgramManager.to_executorch", "to_executorch"),
+    ("executorch.exir.program._program", "ExecutorchProgramManager.write_to_file", "write file"),
+    ("executorch.exir.program._program", "serialize_for_executorch", "  serialize"),
+]
+
+
+class StageTrace:
+    """RSS sampled every 2 ms by a thread; each wrapped stage records RSS at entry, its peak and
+    RSS at exit (summed over calls: entry/exit of the first/last call, the peak of all)."""
+
+    def __init__(self, base: int):
+        self.base, self.open, self.rows, self.lock = base, {}, {}, threading.Lock()
+        self.stop = False
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self):
+        while not self.stop:
+            rss = _rss()
+            with self.lock:
+                for label in self.open:
+                    self.rows[label]["peak"] = max(self.rows[label]["peak"], rss)
+            time.sleep(0.002)
+
+    def wrap(self, module: str, path: str, label: str):
+        owner = importlib.import_module(module)
+        *outer, attr = path.split(".")
+        for name in outer:
+            owner = getattr(owner, name)
+        fn = getattr(owner, attr)
+
+        def traced(*a, **k):
+            rss = _rss()
+            with self.lock:
+                row = self.rows.setdefault(label, {"enter": rss, "peak": rss, "calls": 0})
+                row["calls"] += 1
+                self.open[label] = self.open.get(label, 0) + 1
+            try:
+                return fn(*a, **k)
+            finally:
+                rss = _rss()
+                with self.lock:
+                    row["peak"], row["exit"] = max(row["peak"], rss), rss
+                    self.open[label] -= 1
+                    if not self.open[label]:
+                        del self.open[label]
+        setattr(owner, attr, traced)
+
+    def report(self, weights: int) -> list:
+        x = lambda v: round((v - self.base) / weights, 2)  # noqa: E731
+        return [(label, r["calls"], x(r["enter"]), x(r["peak"]), x(r["exit"]))
+                for label, r in self.rows.items()]
+
+
+def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     import transformers
@@ -60,6 +142,7 @@ def child(size: str, dtype: str, kind: str) -> dict:
     ep = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=64).export(
         input_ids=ids, cache_position=pos)
     base = _rss()
+    _reset_peak()
     out = {"size": size, "dtype": dtype, "kind": kind, "weights": weights,
            "params": sum(p.numel() for p in model.parameters())}
     def ctx():
@@ -69,6 +152,9 @@ def child(size: str, dtype: str, kind: str) -> dict:
         trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[ids, pos], min_block_size=1)
     out["compile_s"] = time.perf_counter() - t
     out["compile_peak_x"] = (_peak() - base) / weights
+    trace = StageTrace(base) if stages else None   # the save's stages only (compile lowers too)
+    for module, path, label in (STAGES if stages else []):
+        trace.wrap(module, path, label)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.pte"
         t = time.perf_counter()
@@ -76,6 +162,8 @@ def child(size: str, dtype: str, kind: str) -> dict:
             torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=[ids, pos])
         out["save_s"] = time.perf_counter() - t
         out["peak_x"] = (_peak() - base) / weights
+        if trace:
+            out["stages"] = trace.report(weights)
         out["pte_bytes"] = path.stat().st_size
         t = time.perf_counter()
         path.read_bytes()
@@ -93,14 +181,17 @@ def main() -> None:
     ap.add_argument("--size", default="150m", choices=sorted(SIZES))
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--kind", nargs="+", default=["reference", "tensorrt-rtx"])
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--stages", action="store_true", help="RSS by stage of the save")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(*args.child)))
+        size, dtype, kind, stages = args.child
+        print(json.dumps(child(size, dtype, kind, stages == "1")))
         return
     print(f"transformers Llama {args.size} {args.dtype}: compile + save + load, per engine kind")
     for kind in args.kind:
-        done = subprocess.run([sys.executable, __file__, "--child", args.size, args.dtype, kind],
+        done = subprocess.run([sys.executable, __file__, "--child", args.size, args.dtype, kind,
+                               "1" if args.stages else "0"],
                               capture_output=True, text=True)
         if done.returncode != 0:
             print(f"  {kind}: failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -113,6 +204,9 @@ def main() -> None:
               f"{r['compile_s']:.1f} s (peak {r['compile_peak_x']:.1f}x) | save {r['save_s']:.1f} s"
               f" | peak RSS above the model {r['peak_x']:.1f}x the weights | .pte "
               f"{r['pte_bytes'] / 2**20:.0f} MiB | {load}")
+        for label, calls, enter, peak, leave in r.get("stages", []):
+            print(f"    {label:<36} x{calls:<2} RSS above the model, x the weights: start "
+                  f"{enter:5.2f}  peak {peak:5.2f}  end {leave:5.2f}")
 
 
 if __name__ == "__main__":

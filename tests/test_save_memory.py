@@ -18,6 +18,7 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.executorch import backend
 from torch_tensorrt_ext.executorch.tensorrt_blob import tensor_bytes
+from torch_tensorrt_ext.seams import executorch as seam
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -91,7 +92,8 @@ def test_a_reference_save_hands_preprocess_the_shared_copy(tmp_path, monkeypatch
     def spy_bytes(t):
         read.append(t)
         return real_bytes(t)
-    monkeypatch.setattr(backend, "program_for_preprocess", isolate)
+    monkeypatch.setattr(backend, "program_for_preprocess", isolate)      # our TensorRTBackend's
+    monkeypatch.setattr(seam, "program_for_preprocess", isolate)         # upstream's (patch 0004)
     monkeypatch.setattr(backend, "tensor_bytes", spy_bytes)
     x = torch.randn(1, 64)
     ep = torch.export.export(Stepper().eval(), (x,))

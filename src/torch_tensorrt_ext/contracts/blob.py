@@ -48,8 +48,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------- reading
 
 def parse(data: bytes) -> Blob:
-    """Parse and validate a TR01/TR02/TR03 blob; raise `BlobError` naming what is wrong."""
-    data = bytes(data)
+    """Parse and validate a TR01/TR02/TR03 blob; raise `BlobError` naming what is wrong. The
+    engine is a read-only view of `data`, not a copy (it can be as large as the model)."""
+    data = memoryview(data).cast("B")
     n = len(data)
     if n < HEADER_SIZE:
         raise BlobError(f"blob is {n} bytes, shorter than its {HEADER_SIZE}-byte header",
@@ -77,7 +78,7 @@ def parse(data: bytes) -> Blob:
     raw_md = data[md_off:md_off + md_size]
     if magic == MAGIC_TR03:
         _check_metadata_digest(data[HEADER_SIZE:TR03_HEADER_SIZE], raw_md)
-    meta = _parse_metadata(magic, raw_md)
+    meta = _parse_metadata(magic, bytes(raw_md))
     engine = data[eng_off:eng_off + eng_size]
     if magic == MAGIC_TR03:
         _check_engine_digest(meta.engine_sha256, engine)

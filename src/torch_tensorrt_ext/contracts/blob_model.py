@@ -174,4 +174,4 @@ class BlobMetadata:
 class Blob:
     magic: bytes
     metadata: BlobMetadata
-    engine: bytes = field(repr=False)
+    engine: memoryview = field(repr=False)   # a read-only view of the parsed bytes, not a copy

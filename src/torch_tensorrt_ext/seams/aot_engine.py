@@ -9,6 +9,7 @@ as usual.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, List, Sequence
 
 import torch
@@ -20,9 +21,13 @@ ENGINE_ATTR = "_tte_aot_engine_bytes"
 
 
 def _engine_tensor(module: torch.nn.Module) -> torch.Tensor:
+    """The engine's bytes as a uint8 tensor over the module's own `serialized_engine` (not a
+    copy: an engine is as large as its weights). Nothing writes an engine's bytes."""
     t = getattr(module, ENGINE_ATTR, None)
     if t is None:
-        t = torch.frombuffer(bytearray(module.serialized_engine), dtype=torch.uint8)
+        with warnings.catch_warnings():   # "non-writable buffer": it is only ever read
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.frombuffer(module.serialized_engine, dtype=torch.uint8)
         object.__setattr__(module, ENGINE_ATTR, t)  # a plain attribute: exported as a constant
     return t
 
