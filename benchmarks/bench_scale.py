@@ -66,7 +66,7 @@ def _reset_peak() -> None:
 # the save's stages, outermost first: (module, attribute path, label)
 STAGES = [
     ("torch_tensorrt", "save", "save (all)"),
-    ("torch_tensorrt_ext.seams.executorch", "prepare_programs", "prepare (host values, copy-backs)"),
+    ("torch_tensorrt_ext.seams.executorch", "prepare_programs", "prepare (host values)"),
     ("executorch.exir.program._program", "_gen_edge_manager_for_partitioners", "to edge dialect"),
     ("executorch.exir.program._program", "EdgeProgramManager.to_backend", "partition + preprocess"),
     ("torch_tensorrt_ext.seams.executorch", "preprocess", "  preprocess (blob)"),
