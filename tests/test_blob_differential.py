@@ -109,6 +109,25 @@ def hostile_cases():
         {"name": "step_out", "dtype": "int64", "shape": [1 << 59], "is_input": False}]))
     yield "dim beyond int64", make(kv_text_with(b"1").replace(b'"shape":[1]',
                                                                b'"shape":[9223372036854775808]'))
+    # max_shape (TR03): the bounds of a dynamic binding
+    dyn = dict(shape=[1, 2, -1, 4])
+    yield "max_shape valid", make(with_binding(1, **dyn, max_shape=[1, 2, 16, 4]))
+    yield "max_shape negative", make(with_binding(1, **dyn, max_shape=[1, 2, -1, 4]))
+    yield "max_shape not ints", make(with_binding(1, **dyn, max_shape=[1, 2, 1.5, 4]))
+    yield "max_shape not a list", make(with_binding(1, **dyn, max_shape=16))
+    yield "max_shape rank", make(with_binding(1, **dyn, max_shape=[2, 16, 4]))
+    yield "max_shape static dim", make(with_binding(1, **dyn, max_shape=[1, 3, 16, 4]))
+    yield "max_shape on static", make(with_binding(1, max_shape=[1, 2, 1, 4]))
+    yield "max_shape huge", make(with_binding(1, **dyn, max_shape=[1, 2, 1 << 62, 4]))
+    yield "max_shape 2**63", make(with_binding(1, **dyn, max_shape=[1, 2, 1 << 63, 4]))
+    tr02 = with_binding(1, **dyn, max_shape=[-5])
+    del tr02["tte_version"]
+    yield "max_shape in tr02 ignored", make(tr02, magic=b"TR02")
+    yield "aliased pair max differs", make(kv_meta(io_bindings=[
+        {**kv_meta()["io_bindings"][0], "shape": [1, 2, -1, 4], "max_shape": [1, 2, 8, 4]},
+        *kv_meta()["io_bindings"][1:4],
+        {**kv_meta()["io_bindings"][4], "shape": [1, 2, -1, 4], "max_shape": [1, 2, 9, 4]},
+        kv_meta()["io_bindings"][5]]))
     # integrity
     yield "engine digest uppercase", make(kv_meta(engine_sha256="A" * 64))
     yield "engine digest short", make(kv_meta(engine_sha256="a" * 63))
@@ -266,6 +285,19 @@ def test_hostile_cases_the_issue_names_are_refused():
     assert verdicts["int device_id -2**63"][0] is True
     assert verdicts["int unused 2**70"][0] is True  # an unread key is not typed
     assert verdicts["int 400 digits"][1] == "json.non_finite"
+    assert verdicts["max_shape valid"][0] is True
+    assert verdicts["max_shape in tr02 ignored"][0] is True   # an extension key, as upstream
+    for case, why in [("negative", "max_shape [1, 2, -1, 4] must hold integers >= 0"),
+                      ("rank", "rank 3, the binding's is 4"),
+                      ("static dim", "it differs from the binding's static dimensions"),
+                      ("on static", "the binding has no dynamic (-1) dimension"),
+                      ("huge", "it bounds the binding at more than 2**63-1 bytes")]:
+        ok, check, text = verdicts[f"max_shape {case}"]
+        assert (ok, check) == (False, "binding.max_shape") and text.endswith(why), (case, text)
+    assert verdicts["max_shape static dim"][2] == (
+        "binding 'tok' (float32 [1,2,-1,4] (max [1,3,16,4])) has max_shape [1,3,16,4]: it "
+        "differs from the binding's static dimensions")
+    assert verdicts["aliased pair max differs"][1] == "aliased.mismatch"
 
 
 def test_the_check_ids_are_the_documented_ones():

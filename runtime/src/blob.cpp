@@ -32,6 +32,16 @@ size_t Binding::nbytes() const {
                                                                    : n * dtype_size(dtype);
 }
 
+size_t Binding::max_nbytes() const {
+  if (is_static()) return nbytes();
+  if (!known || max_shape.size() != shape.size()) return 0;
+  uint64_t n = dtype_size(dtype);
+  for (int64_t s : max_shape) {
+    if (s < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n)) return SIZE_MAX;
+  }
+  return n > kMaxBindingBytes ? SIZE_MAX : static_cast<size_t>(n);
+}
+
 bool Binding::fits() const {
   if (!known) return true;
   uint64_t n = dtype_size(dtype);
@@ -52,7 +62,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 std::string Binding::describe() const {
   if (!known) return "unknown";
-  return std::string(dtype_name(dtype)) + " " + shape_text(shape);
+  const std::string bound = max_shape.empty() ? "" : " (max " + shape_text(max_shape) + ")";
+  return std::string(dtype_name(dtype)) + " " + shape_text(shape) + bound;
 }
 
 const Binding* BlobInfo::input(const std::string& name) const {

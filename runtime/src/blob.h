@@ -47,6 +47,9 @@ struct Binding {
   std::string name;
   DType dtype = DType::Float32;  // meaningless when !known
   std::vector<int64_t> shape;    // -1: dynamic dimension
+  // TR03 max_shape: each dim's upper bound (static dims as they are), the memory the delegate
+  // tensor is planned for; empty when the blob gives none.
+  std::vector<int64_t> max_shape;
   bool is_input = true;
   bool known = true;       // false: dtype "" and shape [] (TR01/TR02), the tensor's at execute
   size_t index = 0;        // position among the inputs (or among the outputs)
@@ -54,6 +57,9 @@ struct Binding {
   bool is_static() const;  // false when dynamic or unknown
   size_t numel() const;    // 0 when dynamic or unknown; SIZE_MAX when !fits()
   size_t nbytes() const;   // 0 when dynamic or unknown: then the delegate tensor's
+  // Bytes at max_shape (nbytes() when static; 0 when dynamic without one; SIZE_MAX past
+  // kMaxBindingBytes).
+  size_t max_nbytes() const;
   // Its static dimensions times its element size are at most kMaxBindingBytes (validate_blob
   // refuses a binding that does not fit, so numel/nbytes of a validated one never saturate).
   bool fits() const;

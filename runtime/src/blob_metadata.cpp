@@ -129,6 +129,21 @@ bool read_shape(Reader& r, const Json& shape, const std::string& where, Binding&
   return true;
 }
 
+// TR03's optional upper bounds of a dynamic binding: integers >= 0.
+bool read_max_shape(Reader& r, const Json& e, const std::string& where, Binding& b) {
+  const Json* bound = r.get(e, "max_shape", Kind::Array, where, false);
+  if (!r.ok) return false;
+  if (!bound) return true;
+  for (const Json& s : *bound) {
+    if (!is_int64(s) || s.get<int64_t>() < 0) {
+      return r.fail("binding.max_shape", where + ": max_shape " + json_excerpt(*bound, 200) +
+                                             " must hold integers >= 0");
+    }
+    b.max_shape.push_back(s.get<int64_t>());
+  }
+  return true;
+}
+
 // A known dtype's name; "" is upstream's "unknown" (decided once the shape is read).
 bool read_known_dtype(Reader& r, const std::string& dtype, const std::string& where, Binding& b) {
   if (dtype.empty() || dtype_from_name(dtype, b.dtype)) return true;
@@ -166,6 +181,7 @@ bool read_binding(Reader& r, const Json& e, size_t i, int blob_format, Binding& 
   const Json* is_input = r.get(e, "is_input", Kind::Bool, where, true);
   if (!is_input) return false;
   b.is_input = is_input->get<bool>();
+  if (blob_format == 3 && !read_max_shape(r, e, where, b)) return false;
   b.position = i;
   return true;
 }

@@ -46,8 +46,35 @@ class Validator {
         return why_.reject("binding.too_large", "binding '" + b->name + "' (" + b->describe() +
                                                     ") is larger than 2**63-1 bytes");
       }
+      if (!b->max_shape.empty() && !bounded(*b)) return false;
     }
     return true;
+  }
+
+  // A max_shape bounds a dynamic binding: its rank, its static dims as they are, and at most
+  // 2**63-1 bytes in all (the memory planned for it). python: blob_validate._check_max_shape.
+  bool bounded(const Binding& b) {
+    std::string why;
+    bool dynamic = false;
+    for (int64_t s : b.shape) dynamic = dynamic || s < 0;
+    if (!dynamic) {
+      why = "the binding has no dynamic (-1) dimension";
+    } else if (b.max_shape.size() != b.shape.size()) {
+      why = format("rank %zu, the binding's is %zu", b.max_shape.size(), b.shape.size());
+    } else {
+      for (size_t k = 0; why.empty() && k < b.shape.size(); ++k) {
+        if (b.shape[k] >= 0 && b.max_shape[k] != b.shape[k]) {
+          why = "it differs from the binding's static dimensions";
+        }
+      }
+      if (why.empty() && b.max_nbytes() == SIZE_MAX) {
+        why = "it bounds the binding at more than 2**63-1 bytes";
+      }
+    }
+    if (why.empty()) return true;
+    return why_.reject("binding.max_shape", "binding '" + b.name + "' (" + b.describe() +
+                                                ") has max_shape " + shape_text(b.max_shape) +
+                                                ": " + why);
   }
 
   // The binding `name` of the wanted direction, or nullptr with the refusal recorded.
@@ -67,7 +94,10 @@ class Validator {
   }
 
   bool same_type(const Binding& out, const Binding& in, const char* what, const char* check) {
-    if (out.known == in.known && out.dtype == in.dtype && out.shape == in.shape) return true;
+    if (out.known == in.known && out.dtype == in.dtype && out.shape == in.shape &&
+        out.max_shape == in.max_shape) {
+      return true;
+    }
     return why_.reject(check, std::string(what) + " pair '" + out.name + "' -> '" + in.name +
                                   "' differs: output is " + out.describe() + ", input is " +
                                   in.describe());

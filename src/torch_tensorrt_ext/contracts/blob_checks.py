@@ -51,6 +51,7 @@ CHECKS: Dict[str, str] = {
     "binding.unknown_size": "the byte size of a binding the blob leaves unknown was asked for",
     "binding.duplicate": "two bindings share a name",
     "binding.too_large": "a binding holds more than 2**63-1 bytes",
+    "binding.max_shape": "a max_shape that does not bound its binding's shape",
     "ref.missing": "a name refers to no binding",
     "ref.direction": "a name refers to a binding of the other direction",
     "aliased.mismatch": "an aliased pair differs in dtype or shape",

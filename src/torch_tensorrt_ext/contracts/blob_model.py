@@ -48,6 +48,9 @@ class IOBinding:
     dtype: str
     shape: Tuple[int, ...]
     is_input: bool
+    # a binding with dynamic (-1) dims: each dim's upper bound (its static dims as they are), the
+    # memory its delegate tensor is planned for; () when the blob gives none (TR03 "max_shape")
+    max_shape: Tuple[int, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -151,8 +154,10 @@ class BlobMetadata:
     def to_json_dict(self) -> Dict[str, Any]:
         """TR03 metadata: upstream's keys first, in upstream's order, then the extensions."""
         return {
-            "io_bindings": [{"name": b.name, "dtype": b.dtype, "shape": list(b.shape),
-                             "is_input": b.is_input} for b in self.io_bindings],
+            "io_bindings": [dict({"name": b.name, "dtype": b.dtype, "shape": list(b.shape),
+                                  "is_input": b.is_input},
+                                 **({"max_shape": list(b.max_shape)} if b.max_shape else {}))
+                            for b in self.io_bindings],
             "aliased_io": [{"output": a.output, "input": a.input, "kind": a.kind}
                            for a in self.aliased_io],
             "hardware_compatible": self.hardware_compatible,

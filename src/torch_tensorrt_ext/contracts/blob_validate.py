@@ -36,11 +36,35 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 
 def _shape_str(b: IOBinding) -> str:
-    return f"{b.dtype} {_shape_text(b.shape)}" if b.known else "unknown"
+    if not b.known:
+        return "unknown"
+    bound = f" (max {_shape_text(b.max_shape)})" if b.max_shape else ""
+    return f"{b.dtype} {_shape_text(b.shape)}{bound}"
 
 
 _UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the "
                     "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
+
+
+def _check_max_shape(b: IOBinding) -> None:
+    """A max_shape bounds a dynamic binding: its rank, its static dims as they are, and at most
+    2**63-1 bytes in all (the memory planned for it)."""
+    why = None
+    if not any(s < 0 for s in b.shape):
+        why = "the binding has no dynamic (-1) dimension"
+    elif len(b.max_shape) != len(b.shape):
+        why = f"rank {len(b.max_shape)}, the binding's is {len(b.shape)}"
+    elif any(s >= 0 and m != s for s, m in zip(b.shape, b.max_shape)):
+        why = "it differs from the binding's static dimensions"
+    else:
+        n = DTYPES[b.dtype]
+        for m in b.max_shape:
+            n *= m
+        if n > MAX_BINDING_BYTES:
+            why = "it bounds the binding at more than 2**63-1 bytes"
+    if why:
+        raise BlobError(f"binding '{b.name}' ({_shape_str(b)}) has max_shape "
+                        f"{_shape_text(b.max_shape)}: {why}", check="binding.max_shape")
 
 
 def _fits(b: IOBinding) -> bool:
@@ -94,6 +118,8 @@ class _Validator:
             if not _fits(b):
                 raise BlobError(f"binding '{b.name}' ({_shape_str(b)}) is larger than 2**63-1 "
                                 f"bytes", check="binding.too_large")
+            if b.max_shape:
+                _check_max_shape(b)
 
     def need(self, name: str, want_input: bool, where: str) -> IOBinding:
         b = self.by_name.get(name)
@@ -110,7 +136,7 @@ class _Validator:
     @staticmethod
     def same_type(out: IOBinding, inp: IOBinding, what: str, check: str) -> None:
         if out.known != inp.known or out.dtype != inp.dtype or \
-                tuple(out.shape) != tuple(inp.shape):
+                tuple(out.shape) != tuple(inp.shape) or out.max_shape != inp.max_shape:
             raise BlobError(f"{what} pair '{out.name}' -> '{inp.name}' differs: output is "
                             f"{_shape_str(out)}, input is {_shape_str(inp)}", check=check)
 
@@ -285,7 +311,18 @@ def _binding(e: Any, i: int, magic: bytes) -> IOBinding:
     shape = _shape(e, where)
     _unknown(dtype, shape, magic, where)
     is_input = _expect(e, "is_input", bool, where, required=True)
-    return IOBinding(name, dtype, shape, is_input)
+    max_shape = _max_shape(e, where) if magic == MAGIC_TR03 else ()
+    return IOBinding(name, dtype, shape, is_input, max_shape)
+
+
+def _max_shape(e: Dict[str, Any], where: str) -> Tuple[int, ...]:
+    """TR03's optional upper bounds of a dynamic binding: integers >= 0."""
+    bound = _expect(e, "max_shape", list, where, default=[])
+    for s in bound:
+        if not _is_int64(s) or s < 0:
+            raise BlobError(f"{where}: max_shape {json.dumps(bound)} must hold integers >= 0",
+                            check="binding.max_shape")
+    return tuple(bound)
 
 
 def _bindings(obj: Dict[str, Any], magic: bytes) -> Tuple[IOBinding, ...]:
