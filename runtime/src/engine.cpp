@@ -1,6 +1,7 @@
 // Engine factory: picks the implementation for a blob's engine_kind; see engine.h.
 #include "engine.h"
 #include "reference_engine.h"
+#include "refusal.h"
 #include "tensorrt_engine.h"
 
 #ifndef TTE_ENGINES
@@ -39,6 +40,14 @@ Result<std::unique_ptr<Engine>> create_tensorrt(const BlobInfo& info, Reason& wh
 }  // namespace
 
 const char* compiled_engines() { return TTE_ENGINES; }
+
+Error Engine::set_input_shape(size_t binding, const int32_t*, size_t) {
+  refuse("execute.dynamic_shape",
+         "TensorRTBackend: the %s engine runs static shapes only, and input binding %zu has a "
+         "dynamic dimension",
+         kind(), binding);
+  return Error::NotSupported;
+}
 
 Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, Reason& why) {
   switch (info.engine_kind) {

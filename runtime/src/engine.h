@@ -32,6 +32,14 @@ class Engine {
   // Init time: memory the engine can write an output to and `copy` can read (host or device).
   virtual Result<void*> allocate_scratch(size_t nbytes, Reason& why) = 0;
   // Execute time (no allocation); a refusal is recorded with tte::refuse (refusal.h).
+  // Before `bind_input` of an input binding with a dynamic dimension: its shape in this call (its
+  // delegate tensor's, already checked against the binding's rank, static dims and max_shape).
+  // An engine that runs static shapes only refuses it.
+  ET_NODISCARD virtual Error set_input_shape(size_t binding, const int32_t* sizes, size_t rank);
+  // Output binding `binding`'s shape in this call (`rank` sizes into `sizes`), once the engine
+  // knows it: after the dynamic inputs' set_input_shape for an engine that infers shapes
+  // (TensorRT), after `run` for one that learns them running (reference). False until then.
+  virtual bool output_shape(size_t binding, int32_t* sizes, size_t rank) const { return false; }
   ET_NODISCARD virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;
   ET_NODISCARD virtual Error bind_output(size_t binding, void* data, size_t nbytes) = 0;
   ET_NODISCARD virtual Error run() = 0;

@@ -6,6 +6,7 @@
 
 #include <executorch/runtime/core/exec_aten/util/dim_order_util.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -72,6 +73,34 @@ bool check_tensor(const EValue* v, const Binding& b, const char* role, size_t ar
     refuse("execute.shape",
            "TensorRTBackend: delegate %s %zu (binding '%s') has shape %s, the binding is %s", role,
            arg, name, dims_text(t.sizes(), buf, sizeof buf), b.describe().c_str());
+    return false;
+  }
+  return true;
+}
+
+constexpr size_t kMaxRank = 16;  // ExecuTorch's tensors have at most 16 dimensions
+
+struct ShapeText {
+  char text[160];
+};
+ShapeText shape_of(const Tensor& t) {
+  ShapeText s;
+  dims_text(t.sizes(), s.text, sizeof s.text);
+  return s;
+}
+
+// A dynamic input's tensor fits the binding's max_shape (when the blob gives one): the engine
+// was built, and the program planned, for no larger.
+bool within_bounds(const Tensor& t, const Binding& b, size_t arg) {
+  if (b.max_shape.empty()) return true;
+  const auto sizes = t.sizes();
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] <= b.max_shape[k]) continue;
+    char bound[160];
+    refuse("execute.shape_bounds",
+           "TensorRTBackend: delegate input %zu (binding '%s') has shape %s, beyond the binding's "
+           "max_shape %s (dimension %zu); the engine was built for no larger",
+           arg, b.name.c_str(), shape_of(t).text, dims_text(b.max_shape, bound, sizeof bound), k);
     return false;
   }
   return true;
@@ -178,6 +207,18 @@ Error DelegateExecutor::allocate_call_state(Reason& why) {
   input_nbytes_.assign(info_.inputs.size(), 0);
   delegate_out_addr_.assign(info_.delegate_outputs.size(), nullptr);
   delegate_out_nbytes_.assign(info_.delegate_outputs.size(), 0);
+  delegate_out_tensor_.assign(info_.delegate_outputs.size(), nullptr);
+  input_dynamic_.assign(info_.inputs.size(), 0);
+  // A dynamic binding with a max_shape is shaped per call; one without (TR02) stays sized by its
+  // tensor alone, as before max_shape existed.
+  for (const Binding& b : info_.inputs) {
+    input_dynamic_[b.index] = b.known && !b.is_static() && !b.max_shape.empty();
+  }
+  output_resized_.assign(plan_.delegate_output.size(), 0);
+  for (size_t j = 0; j < plan_.delegate_output.size(); ++j) {
+    const Binding& b = info_.outputs[plan_.delegate_output[j]];
+    output_resized_[j] = b.known && !b.is_static() && !b.max_shape.empty();
+  }
   return Error::Ok;
 }
 
@@ -202,6 +243,16 @@ Error DelegateExecutor::bind_inputs(Span<EValue*> args) {
     const Binding& b = info_.inputs[plan_.arg_input[i]];
     if (!check_tensor(args[i], b, "input", i)) return Error::InvalidArgument;
     const Tensor& t = args[i]->toTensor();
+    if (input_dynamic_[b.index]) {
+      if (!within_bounds(t, b, i)) return Error::InvalidArgument;
+      const Error e = engine_->set_input_shape(b.index, t.sizes().data(), t.sizes().size());
+      if (e != Error::Ok) {
+        refuse_for_engine("execute.engine_shape",
+                          "TensorRTBackend: %s engine refused input binding '%s' shape %s",
+                          engine_->kind(), b.name.c_str(), shape_of(t).text);
+        return e;
+      }
+    }
     input_addr_[b.index] = t.mutable_data_ptr();
     input_nbytes_[b.index] = t.nbytes();
     const Error e = engine_->bind_input(b.index, input_addr_[b.index], t.nbytes());
@@ -215,13 +266,62 @@ Error DelegateExecutor::bind_inputs(Span<EValue*> args) {
   return Error::Ok;
 }
 
+// A delegate output with a max_shape is bound at its bound (the memory planned for it) — or at
+// the shape the engine already gives it (TensorRT) — and resized to the engine's shape after the
+// run (resize_outputs_after_run).
 Error DelegateExecutor::bind_delegate_outputs(Span<EValue*> args) {
   const size_t n_in = plan_.arg_input.size();
   for (size_t j = 0; j < plan_.delegate_output.size(); ++j) {
-    const Binding& b = info_.outputs[plan_.delegate_output[j]];
+    const size_t o = plan_.delegate_output[j];
+    const Binding& b = info_.outputs[o];
     if (!check_tensor(args[n_in + j], b, "output", j)) return Error::InvalidArgument;
-    delegate_out_addr_[j] = args[n_in + j]->toTensor().mutable_data_ptr();
-    delegate_out_nbytes_[j] = args[n_in + j]->toTensor().nbytes();
+    Tensor t = args[n_in + j]->toTensor();
+    delegate_out_tensor_[j] = t.unsafeGetTensorImpl();
+    if (output_resized_[j]) {
+      int32_t sizes[kMaxRank];
+      const size_t rank = b.shape.size();
+      if (!engine_->output_shape(o, sizes, rank)) {
+        for (size_t k = 0; k < rank; ++k) sizes[k] = static_cast<int32_t>(b.max_shape[k]);
+      }
+      if (Error e = resize_delegate_output(j, sizes, rank); e != Error::Ok) return e;
+    }
+    delegate_out_addr_[j] = t.mutable_data_ptr();
+    delegate_out_nbytes_[j] = t.nbytes();
+  }
+  return Error::Ok;
+}
+
+Error DelegateExecutor::resize_delegate_output(size_t j, const int32_t* sizes, size_t rank) {
+  Tensor t(delegate_out_tensor_[j]);
+  const Error e = executorch::runtime::resize_tensor(
+      t, executorch::aten::ArrayRef<executorch::aten::SizesType>(sizes, rank));
+  if (e == Error::Ok) return Error::Ok;
+  const Binding& b = info_.outputs[plan_.delegate_output[j]];
+  char want[160], bound[160];
+  refuse("execute.output_resize",
+         "TensorRTBackend: delegate output %zu (binding '%s', max_shape %s) cannot take shape %s: "
+         "the program planned less memory for it (the .pte and its blob disagree; re-export it)",
+         j, b.name.c_str(), dims_text(b.max_shape, bound, sizeof bound),
+         dims_text(executorch::runtime::Span<const int32_t>(const_cast<int32_t*>(sizes), rank),
+                   want, sizeof want));
+  return e;
+}
+
+Error DelegateExecutor::resize_outputs_after_run() {
+  for (size_t j = 0; j < plan_.delegate_output.size(); ++j) {
+    if (!output_resized_[j]) continue;
+    const size_t o = plan_.delegate_output[j];
+    int32_t sizes[kMaxRank];
+    const size_t rank = info_.outputs[o].shape.size();
+    if (!engine_->output_shape(o, sizes, rank)) {
+      refuse("execute.output_shape",
+             "TensorRTBackend: the %s engine did not say the shape of dynamic output binding "
+             "'%s' after its run",
+             engine_->kind(), info_.outputs[o].name.c_str());
+      return Error::Internal;
+    }
+    if (Error e = resize_delegate_output(j, sizes, rank); e != Error::Ok) return e;
+    delegate_out_nbytes_[j] = Tensor(delegate_out_tensor_[j]).nbytes();
   }
   return Error::Ok;
 }
@@ -292,7 +392,8 @@ Error DelegateExecutor::forward() {
     finish_keeping_refusal(*engine_);  // what it enqueued before failing must not outlive the call
     return e;
   }
-  e = copy_outputs();
+  e = resize_outputs_after_run();
+  if (e == Error::Ok) e = copy_outputs();
   if (e != Error::Ok) {
     finish_keeping_refusal(*engine_);  // the run (and earlier copies) may still be writing
     return e;

@@ -79,6 +79,12 @@ class DelegateExecutor {
   std::vector<size_t> input_nbytes_;         // per input binding
   std::vector<void*> delegate_out_addr_;     // per delegate output
   std::vector<size_t> delegate_out_nbytes_;  // per delegate output
+  // Dynamic shapes (bindings with a -1 dimension and a max_shape), made at init:
+  std::vector<uint8_t> input_dynamic_;   // per input binding: its shape handed to the engine
+  std::vector<uint8_t> output_resized_;  // per delegate output: bound at its max, resized per call
+  std::vector<executorch::aten::TensorImpl*> delegate_out_tensor_;  // this call's, per output
+  ET_NODISCARD Error resize_delegate_output(size_t j, const int32_t* sizes, size_t rank);
+  ET_NODISCARD Error resize_outputs_after_run();
 };
 
 // Init time, after the engine was created: every binding the blob leaves unknown (TR01/TR02 dtype

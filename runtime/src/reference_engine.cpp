@@ -9,6 +9,7 @@
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/core/memory_allocator.h>
 #include <executorch/runtime/executor/memory_manager.h>
@@ -111,20 +112,26 @@ struct InputView {
   std::vector<TensorImpl::StridesType> strides;
   std::optional<TensorImpl> impl;
 
+  // A dynamic binding's header starts at its max_shape and is resized per call (set_input_shape)
+  // within it; a static one never changes.
   explicit InputView(const Binding& b) {
     const size_t rank = b.shape.size();
+    const bool dynamic = !b.is_static();
+    const std::vector<int64_t>& shape = dynamic ? b.max_shape : b.shape;
     sizes.resize(rank);
     dim_order.resize(rank);
     strides.resize(rank);
     int64_t stride = 1;
     for (size_t k = rank; k-- > 0;) {
-      sizes[k] = static_cast<TensorImpl::SizesType>(b.shape[k]);
+      sizes[k] = static_cast<TensorImpl::SizesType>(shape[k]);
       dim_order[k] = static_cast<TensorImpl::DimOrderType>(k);
       strides[k] = static_cast<TensorImpl::StridesType>(stride);
-      stride *= b.shape[k];
+      stride *= shape[k];
     }
     impl.emplace(dtype_scalar_type(b.dtype), static_cast<ssize_t>(rank), sizes.data(), nullptr,
-                 dim_order.data(), strides.data());
+                 dim_order.data(), strides.data(),
+                 dynamic ? executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
+                         : executorch::runtime::TensorShapeDynamism::STATIC);
   }
 };
 
@@ -137,8 +144,16 @@ std::string sizes_text(Span<const int32_t> s) {
   return t + "]";
 }
 
-// The payload's declared tensor for a binding must match it exactly and must not be planned.
+// The payload's declared tensor for a binding must match it exactly — a dynamic dimension
+// declared at the binding's max_shape (the payload plans for it) — and must not be planned.
 bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, Reason& why) {
+  if (!b.is_static() && b.max_shape.size() != b.shape.size()) {
+    return why.reject("payload.dynamic_unbounded",
+                      format("reference binding '%s' (%s) has a dynamic dimension and no "
+                             "max_shape; a reference engine plans its memory for the largest "
+                             "shape (re-export the .pte)",
+                             b.name.c_str(), b.describe().c_str()));
+  }
   if (ti.scalar_type() != dtype_scalar_type(b.dtype)) {
     return why.reject("payload.dtype",
                       format("reference payload %s %zu ('%s') has scalar type %s, the binding "
@@ -148,7 +163,9 @@ bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, R
   }
   auto sizes = ti.sizes();
   bool same = sizes.size() == b.shape.size();
-  for (size_t k = 0; same && k < sizes.size(); ++k) same = sizes[k] == b.shape[k];
+  for (size_t k = 0; same && k < sizes.size(); ++k) {
+    same = sizes[k] == (b.shape[k] < 0 ? b.max_shape[k] : b.shape[k]);
+  }
   if (!same) {
     return why.reject(
         "payload.shape",
@@ -237,8 +254,31 @@ class ReferenceEngine final : public Engine {
     return static_cast<void*>(scratch_.back().get());
   }
 
+  Error set_input_shape(size_t binding, const int32_t* sizes, size_t rank) override {
+    ran_ = false;
+    Tensor t(&*inputs_[binding].impl);
+    const Error e = executorch::runtime::resize_tensor(
+        t, executorch::aten::ArrayRef<executorch::aten::SizesType>(sizes, rank));
+    if (e != Error::Ok) {
+      refuse("execute.shape_bounds",
+             "TensorRTBackend: reference engine input %zu cannot take this call's shape: it is "
+             "larger than the binding's max_shape",
+             binding);
+    }
+    return e;
+  }
+
+  bool output_shape(size_t binding, int32_t* sizes, size_t rank) const override {
+    if (!ran_ || binding >= method_->outputs_size()) return false;
+    const EValue& v = method_->get_output(binding);
+    if (!v.isTensor() || v.toTensor().dim() != static_cast<ssize_t>(rank)) return false;
+    for (size_t k = 0; k < rank; ++k) sizes[k] = v.toTensor().size(k);
+    return true;
+  }
+
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
     if (aborted_) return refuse_after_abort();
+    ran_ = false;
     in_device_[binding] = nullptr;
     if (device_ != nullptr && device_->owns(data)) {  // device mode: read it into host staging
       Error e = stage_in(binding, data, nbytes);
@@ -304,6 +344,7 @@ class ReferenceEngine final : public Engine {
   Error run() override {
     if (aborted_) return refuse_after_abort();
     Error e = contained([&] { return method_->execute(); }, aborted_);
+    ran_ = e == Error::Ok && !aborted_;
     for (size_t o = 0; e == Error::Ok && o < repeats_.size(); ++o) {
       if (repeats_[o] < 0) continue;
       const HostOut& from = out_host_[static_cast<size_t>(repeats_[o])];
@@ -476,14 +517,14 @@ class ReferenceEngine final : public Engine {
       return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
                       "cannot allocate the reference engine's staging counter");
     }
-    for (const Binding& b : info.inputs) {
-      in_nbytes_.push_back(b.nbytes());
-      in_stage_.push_back(aligned_bytes(b.nbytes(), 64));
+    for (const Binding& b : info.inputs) {  // a dynamic binding: staged at its max_shape
+      in_nbytes_.push_back(b.max_nbytes());
+      in_stage_.push_back(aligned_bytes(b.max_nbytes(), 64));
       if (!in_stage_.back()) return staging_failed(b, why);
     }
     for (const Binding& b : info.outputs) {
-      out_nbytes_.push_back(b.nbytes());
-      out_stage_.push_back(aligned_bytes(b.nbytes(), 64));
+      out_nbytes_.push_back(b.max_nbytes());
+      out_stage_.push_back(aligned_bytes(b.max_nbytes(), 64));
       if (!out_stage_.back()) return staging_failed(b, why);
     }
     return Error::Ok;
@@ -491,8 +532,8 @@ class ReferenceEngine final : public Engine {
 
   static Error staging_failed(const Binding& b, Reason& why) {
     return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
-                    format("cannot allocate %zu bytes of host staging for binding '%s'", b.nbytes(),
-                           b.name.c_str()));
+                    format("cannot allocate %zu bytes of host staging for binding '%s'",
+                           b.max_nbytes(), b.name.c_str()));
   }
 
   Error stage_in(size_t binding, void* data, size_t nbytes) {
@@ -536,6 +577,7 @@ class ReferenceEngine final : public Engine {
   std::vector<void*> device_scratch_;
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable
+  bool ran_ = false;      // the method ran since the last binding: output shapes are this call's
   Bytes payload_copy_;
   std::optional<BufferDataLoader> loader_;
   std::optional<Program> program_;

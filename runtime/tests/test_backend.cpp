@@ -131,10 +131,29 @@ struct FakeEngine final : tte::Engine {
     scratch.emplace_back(n);
     return static_cast<void*>(scratch.back().data());
   }
+  // Dynamic shapes: the shapes set per call, the bytes each output was bound with, and the
+  // output shape it reports after its run (every dynamic dimension = input 0's).
+  std::vector<std::vector<int32_t>> input_shapes;
+  std::vector<size_t> output_nbytes;
+  bool ran = false;
+  Error set_input_shape(size_t, const int32_t* sizes, size_t rank) override {
+    input_shapes.emplace_back(sizes, sizes + rank);
+    ran = false;
+    return Error::Ok;
+  }
+  bool output_shape(size_t, int32_t* sizes, size_t rank) const override {
+    if (!ran || input_shapes.empty() || input_shapes.back().size() != rank) return false;
+    std::copy(input_shapes.back().begin(), input_shapes.back().end(), sizes);
+    return true;
+  }
   Error bind_input(size_t, void*, size_t) override { return Error::Ok; }
-  Error bind_output(size_t, void*, size_t) override { return Error::Ok; }
+  Error bind_output(size_t, void*, size_t n) override {
+    output_nbytes.push_back(n);
+    return Error::Ok;
+  }
   Error run() override {
     ++runs;
+    ran = run_result == Error::Ok;
     return run_result;
   }
   Error copy(void*, const void*, size_t n) override {
@@ -635,6 +654,49 @@ TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
                        "blob leaves their dynamic dimensions to the tensors"));
   values[1] = EValue(*ta);
   CHECK(d->executor.check_aliases(Span<EValue*>(args.data(), 2)) == Error::Ok);
+}
+
+TEST(dynamic_bindings_are_shaped_per_call_within_their_max_shape) {
+  tte_test::BlobFields f;
+  f.metadata = R"({"io_bindings":[
+    {"name":"x","dtype":"float32","shape":[1,-1,8],"is_input":true,"max_shape":[1,16,8]},
+    {"name":"y","dtype":"float32","shape":[1,-1,8],"is_input":false,"max_shape":[1,16,8]}],
+    "aliased_io":[],"tte_version":3,"engine_kind":"reference","delegate_inputs":["x"],
+    "delegate_outputs":["y"]})";
+  auto d = fake_delegate(tte_test::build(f));
+  REQUIRE(d != nullptr);
+  std::vector<float> x(17 * 8), y(16 * 8);
+  auto tx = make_tensor_ptr({1, 4, 8}, x.data(), ScalarType::Float);
+  // the program plans the delegate output at its bound; its sizes are the last call's
+  auto ty = make_tensor_ptr({1, 16, 8}, y.data(), ScalarType::Float);  // DYNAMIC_BOUND
+  std::vector<EValue> values = {EValue(*tx), EValue(*ty)};
+  std::vector<EValue*> args = pointers(values);
+  REQUIRE(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::Ok);
+  CHECK(d->engine->input_shapes.back() == std::vector<int32_t>({1, 4, 8}));
+  CHECK_EQ(d->engine->output_nbytes.back(), size_t(16 * 8 * 4));  // bound at its max_shape
+  REQUIRE(d->executor.forward() == Error::Ok);
+  CHECK_EQ(ty->size(1), 4);  // resized to the engine's shape for this call
+
+  // A longer call: bound at the max again (not at the last call's 4 rows), then resized.
+  auto tx9 = make_tensor_ptr({1, 9, 8}, x.data(), ScalarType::Float);
+  values[0] = EValue(*tx9);
+  REQUIRE(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::Ok);
+  CHECK_EQ(d->engine->output_nbytes.back(), size_t(16 * 8 * 4));
+  REQUIRE(d->executor.forward() == Error::Ok);
+  CHECK_EQ(ty->size(1), 9);
+
+  // Beyond the bound: refused before the engine sees it, naming the binding and the bound.
+  auto tx17 = make_tensor_ptr({1, 17, 8}, x.data(), ScalarType::Float);
+  values[0] = EValue(*tx17);
+  const size_t shapes_before = d->engine->input_shapes.size();
+  tte_test::clear_logs();
+  CHECK(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::InvalidArgument);
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.shape_bounds"));
+  CHECK_EQ(std::string(tte_runtime_last_refusal()),
+           std::string("TensorRTBackend: delegate input 0 (binding 'x') has shape [1,17,8], "
+                       "beyond the binding's max_shape [1,16,8] (dimension 1); the engine was "
+                       "built for no larger"));
+  CHECK_EQ(d->engine->input_shapes.size(), shapes_before);
 }
 
 TEST(unknown_bindings_take_the_engines_types_at_init) {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from typing import Sequence, Tuple
 
 from torch.fx import Node
 
@@ -50,14 +51,30 @@ def is_engine_call(node: Node) -> bool:
 
 @dataclass(frozen=True)
 class Signature:
-    """The `signature` argument of a `tte::execute_engine` call: engine name + blob metadata."""
+    """The `signature` argument of a `tte::execute_engine` call: engine name + blob metadata,
+    and for each output binding with dynamic (-1) dimensions which input dimension each is
+    (`output_dims`: binding -> ((dim, input index, input dim), ...)), so a fake kernel shapes
+    the outputs from the inputs alone."""
 
     name: str
     metadata: blob.BlobMetadata
+    output_dims: Tuple[Tuple[str, Tuple[Tuple[int, int, int], ...]], ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"name": self.name, "metadata": self.metadata.to_json_dict()},
-                          separators=(",", ":"), sort_keys=False)
+        obj = {"name": self.name, "metadata": self.metadata.to_json_dict()}
+        if self.output_dims:
+            obj["output_dims"] = {n: [list(d) for d in dims] for n, dims in self.output_dims}
+        return json.dumps(obj, separators=(",", ":"), sort_keys=False)
+
+    def output_shape(self, b: blob.IOBinding, input_shapes: Sequence[Sequence]) -> list:
+        """Output binding `b`'s shape for inputs of `input_shapes` (sizes may be symbolic)."""
+        shape = list(b.shape)
+        for k, i, d in dict(self.output_dims).get(b.name, ()):
+            shape[k] = input_shapes[i][d]
+        if any(isinstance(s, int) and s < 0 for s in shape):
+            raise ValueError(f"engine {self.name!r}: output {b.name!r} has shape {list(b.shape)} "
+                             "and its signature does not say which input dimensions size it")
+        return shape
 
     @staticmethod
     @functools.lru_cache(maxsize=256)
@@ -66,4 +83,6 @@ class Signature:
         raw = json.dumps(obj["metadata"]).encode()
         meta = blob_validate.parse_metadata(blob.MAGIC_TR03, raw)
         blob_validate.validate(meta)
-        return Signature(obj["name"], meta)
+        dims = tuple((n, tuple(tuple(int(x) for x in d) for d in lst))
+                     for n, lst in obj.get("output_dims", {}).items())
+        return Signature(obj["name"], meta, dims)

@@ -23,8 +23,10 @@ _lib.define(SCHEMA)
 
 
 def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
-    meta = Signature.parse(signature).metadata
-    return [engine.new_empty(b.shape, dtype=TORCH_DTYPES[b.dtype]) for b in meta.outputs]
+    sig = Signature.parse(signature)
+    shapes = [t.shape for t in inputs]
+    return [engine.new_empty(sig.output_shape(b, shapes), dtype=TORCH_DTYPES[b.dtype])
+            for b in sig.metadata.outputs]
 
 
 @functools.lru_cache(maxsize=64)

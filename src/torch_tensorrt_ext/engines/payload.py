@@ -23,15 +23,6 @@ from .edge_replay import replayed_edge
 from .lifted_program import lifted_program
 
 
-def _require_static(gm: GraphModule) -> None:
-    for n in gm.graph.nodes:
-        val = n.meta.get("val") if n.op == "placeholder" else None
-        if isinstance(val, torch.Tensor) and not all(isinstance(s, int) for s in val.shape):
-            raise NotImplementedError(
-                f"engine input {n.name!r} has dynamic shape {list(val.shape)}; the reference "
-                "engine builds static-shape payloads")
-
-
 def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
     """Rewrite the named KV writes (slice_scatter / index_copy) into tte::kv_cache_update."""
     graph = gm.graph
@@ -137,19 +128,21 @@ def dense_inputs(gm: GraphModule) -> None:
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*dense)
 
 
-def to_executorch_program(gm: GraphModule) -> bytes:
+def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     """Lower a partition GraphModule to ExecuTorch program bytes (inputs/outputs unplanned):
-    where the partition allows, taken as a program without retracing (`lifted_program`) and
-    each distinct operator call lowered once and replayed (`edge_replay`); else exported and
-    lowered through ExecuTorch's whole `to_edge`."""
+    where the partition is static and allows it, taken as a program without retracing
+    (`lifted_program`) and each distinct operator call lowered once and replayed
+    (`edge_replay`); else exported (with `dynamic_shapes`: `Dim`s bounded as the partition's
+    symbols, so ExecuTorch plans every intermediate for the largest shape) and lowered through
+    ExecuTorch's whole `to_edge`."""
     from executorch.exir import to_edge
 
-    _require_static(gm)
     dense_inputs(gm)
     config = edge_config()
-    lifted = lifted_program(gm)
+    lifted = lifted_program(gm) if dynamic_shapes is None else None
     edge = replayed_edge(lifted, config) if lifted is not None else None
     if edge is None:
-        ep = torch.export.export(gm, example_args(gm), strict=False)
+        ep = torch.export.export(gm, example_args(gm), dynamic_shapes=dynamic_shapes,
+                                 strict=False)
         edge = to_edge(ep, compile_config=config)
     return program_bytes(edge)

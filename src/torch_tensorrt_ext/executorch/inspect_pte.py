@@ -39,6 +39,7 @@ class DelegateInfo:
     delegate_inputs: Tuple[str, ...] = ()
     delegate_outputs: Tuple[str, ...] = ()
     weight_streaming_budget: Optional[int] = None   # bytes of weights kept on the device
+    max_shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()  # (binding, max_shape): dynamic ones
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) ->
         tuple((a.output, a.input) for a in m.aliased_io),
         tuple((b.input, b.fqn) for b in m.buffers),
         tuple((c.output, c.input) for c in m.copy_back),
-        tuple(m.delegate_inputs), tuple(m.delegate_outputs), m.weight_streaming_budget)
+        tuple(m.delegate_inputs), tuple(m.delegate_outputs), m.weight_streaming_budget,
+        tuple((b.name, tuple(b.max_shape)) for b in m.io_bindings if b.max_shape))
 
 
 def _kernel_calls(plan: schema.ExecutionPlan):

@@ -5,7 +5,9 @@ runner uses. Every method is loaded at open; `Program.run(*args)` executes one c
 and mutable buffers persist across calls in the program's own memory, exactly as in an
 ExecuTorch app: in device memory where the program placed its state and a device is in force
 (`runtime_lib.use_device`; initial values put there through the device), in host memory
-otherwise. `state()` / `load_state()` / `reset()` read, write and re-initialise the buffers by
+otherwise. A call whose tensor input does not fit the method (another rank, other static
+sizes, beyond a dynamic input's bounds) is refused before it runs (`method_inputs`).
+`state()` / `load_state()` / `reset()` read, write and re-initialise the buffers by
 FQN without reloading. `state_traffic()` reports, per buffer FQN, the bytes of state moved per
 call: the delegate runtime's own copies (measured by its counters) plus every copy op the
 emitted program runs on that buffer. Outputs are fresh host tensors.
@@ -23,7 +25,8 @@ from ..errors import TteError
 from .. import runtime_lib
 from . import log_sink
 from .pte_check import PteError, read_pte_program
-from .traffic import program_copy_paths
+from .method_inputs import check_call, specs_by_method
+from .traffic import flatbuffer_program, plan_copy_paths
 
 _CODES: Dict[torch.dtype, int] = {getattr(torch, name): code
                                   for code, (name, _) in SCALAR_TYPES.items()}
@@ -108,7 +111,10 @@ class Program:
         self.method_name = method
         self._calls = 0
         self._runtime_bytes: Dict[str, Dict[str, int]] = {}
-        self._static_paths = program_copy_paths(self._program, method)
+        program = flatbuffer_program(self._program)
+        self._inputs = specs_by_method(program)
+        self._static_paths = plan_copy_paths(
+            next(p for p in program.execution_plan if p.name == method))
         self._static = {f: sum(p.values()) for f, p in self._static_paths.items()}
 
     def _refuse_open(self, why: str):
@@ -144,6 +150,7 @@ class Program:
             args = tuple(args[0])
         name = method or self.method_name
         key = self._check(name)
+        check_call(name, self._inputs.get(name, ()), args)
         lib = runtime_lib.load()
         keep: List[torch.Tensor] = []
         values = (runtime_lib.TteValue * max(len(args), 1))(*[_value(a, keep) for a in args])

@@ -18,6 +18,7 @@ from torch.export import ExportedProgram
 
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import is_engine_call
+from ..engines.dynamic_dims import max_shape
 from ..engines.tensorrt_info import engine_info_from_serialized
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
@@ -50,15 +51,27 @@ def engine_info_record(ep: ExportedProgram, node: torch.fx.Node,
     return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
 
 
-def _bindings(info) -> tuple:
-    """Every binding with the dtype and shape the engine's metadata records (TR03 needs both)."""
+def _bindings(info, call: torch.fx.Node) -> tuple:
+    """Every binding with the dtype and shape the engine's metadata records (TR03 needs both),
+    a dynamic one bounded by its value's upper bounds in the program (`max_shape`: the memory
+    ExecuTorch plans for it; the runtime checks the engine's profile holds it)."""
     if len(info.input_dtypes) != len(info.input_names) or \
             len(info.output_dtypes) != len(info.output_names):
         raise blobfmt.BlobError(f"engine {info.name!r}: its metadata records no binding types "
                                 "(no inout_symexprs); recompile it with torch-tensorrt 2.14.0")
-    ins = [blobfmt.IOBinding(n, info.input_dtypes[i], tuple(info.input_shapes[i]), True)
+    in_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+               for a in call.args[0]]
+    out_vals = list(call.meta.get("val") or ())
+
+    def binding(name, dtype, shape, is_input, val):
+        shape = tuple(shape)
+        bound = max_shape(val, shape, name) if isinstance(val, torch.Tensor) else ()
+        return blobfmt.IOBinding(name, dtype, shape, is_input, bound)
+    ins = [binding(n, info.input_dtypes[i], info.input_shapes[i], True,
+                   in_vals[i] if i < len(in_vals) else None)
            for i, n in enumerate(info.input_names)]
-    outs = [blobfmt.IOBinding(n, info.output_dtypes[i], tuple(info.output_shapes[i]), False)
+    outs = [binding(n, info.output_dtypes[i], info.output_shapes[i], False,
+                    out_vals[i] if i < len(out_vals) else None)
             for i, n in enumerate(info.output_names)]
     return tuple(ins + outs)
 
@@ -78,7 +91,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) 
     device = specs.get(DEVICE_SPEC, b"cuda:0").decode()
     text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
     meta = blobfmt.BlobMetadata(
-        io_bindings=_bindings(info), aliased_io=info.aliased_io, engine_kind=_engine_kind(),
+        io_bindings=_bindings(info, call), aliased_io=info.aliased_io, engine_kind=_engine_kind(),
         delegate_inputs=tuple(delegate_input_bindings(edge_program, call,
                                                       list(info.input_names))),
         delegate_outputs=tuple(delegate_output_bindings(edge_program, call,

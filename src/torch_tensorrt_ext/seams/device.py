@@ -43,6 +43,15 @@ def target_capability() -> Tuple[int, int]:
     return major, minor
 
 
+def example_device(device: torch.device) -> torch.device:
+    """Where example inputs to trace with go: `device`, or host memory for a CUDA device on a
+    machine without one (an ahead-of-time build or a reference-engine compile traces on the
+    host; nothing runs on a device there)."""
+    if device.type == "cuda" and not has_cuda():
+        return torch.device("cpu")
+    return device
+
+
 def current_device() -> int:
     return torch.cuda.current_device() if has_cuda() else 0
 

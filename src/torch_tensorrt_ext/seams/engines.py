@@ -23,6 +23,7 @@ from ..contracts.dtypes import dtype_name
 from ..contracts.engine_call import Signature
 from ..engines.execute_op import OP as EXECUTE_ENGINE
 from ..contracts.engine import AliasedIO
+from ..engines.dynamic_dims import PartitionDims, partition_dims
 from ..engines.payload import (scalar_inputs_as_tensors, to_executorch_program,
                                use_kv_update_layers)
 from ..contracts import blob as blobfmt
@@ -57,9 +58,10 @@ class ReferenceEngineModule(torch.nn.Module):
     caller that reads one (binding names, `aliased_io`, forward's return convention)."""
 
     def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
-                 scalars: Tuple[Tuple[int, torch.dtype], ...] = ()):
+                 scalars: Tuple[Tuple[int, torch.dtype], ...] = (), output_dims=()):
         super().__init__()
         self.name = name
+        self.output_dims = tuple(output_dims)   # Signature.output_dims: dynamic outputs' sizes
         self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
         self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
@@ -71,7 +73,7 @@ class ReferenceEngineModule(torch.nn.Module):
 
     @property
     def signature(self) -> str:
-        return Signature(self.name, self._meta).to_json()
+        return Signature(self.name, self._meta, self.output_dims).to_json()
 
     def bind_buffers(self, pairs: Sequence[Tuple[str, str]]) -> None:
         """Name the caller-owned buffers its inputs carry (input binding -> FQN)."""
@@ -128,10 +130,21 @@ def _executorch_ops(sub: GraphModule) -> None:
             n.target = _EXECUTORCH_EQUIVALENT[n.target]
 
 
-def _binding(node: Node, name: str, is_input: bool) -> blobfmt.IOBinding:
-    val = node.meta["val"]
-    return blobfmt.IOBinding(name, dtype_name(val.dtype), tuple(int(s) for s in val.shape),
-                             is_input)
+def _bindings(phs: List[Node], outs: List[Node], out_names: List[str], dims: PartitionDims):
+    """Every binding (dynamic dims -1, bounded by max_shape) and which input dimension sizes
+    each dynamic output dimension."""
+    bindings, sources = [], []
+    for p in phs:
+        shape, bound = dims.input_shapes(p.meta["val"], p.name)
+        bindings.append(blobfmt.IOBinding(p.name, dtype_name(p.meta["val"].dtype), shape, True,
+                                          bound))
+    for o, name in zip(outs, out_names):
+        shape, bound, src = dims.output_shapes(o.meta["val"], name)
+        bindings.append(blobfmt.IOBinding(name, dtype_name(o.meta["val"].dtype), shape, False,
+                                          bound))
+        if src:
+            sources.append((name, tuple((d.dim, d.input, d.input_dim) for d in src)))
+    return tuple(bindings), tuple(sources)
 
 
 def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None, name: str = "",
@@ -152,12 +165,13 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     out_node.args = (tuple(outs),)
     out_names = [f"output{i}" for i in range(len(outs))]
     aliased = tuple(AliasedIO(out_names[outs.index(n)], n.args[0].name) for n in kv)
-    bindings = tuple(_binding(p, p.name, True) for p in phs) + \
-        tuple(_binding(o, out_names[i], False) for i, o in enumerate(outs))
+    dims = partition_dims(phs)
+    bindings, output_dims = _bindings(phs, outs, out_names, dims)
     _executorch_ops(sub)
     use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
-    payload = to_executorch_program(sub)
+    payload = to_executorch_program(sub, dims.export_spec(sub))
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
                                 engine_kind="reference")
     blobfmt.validate(meta)
-    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph, scalars)
+    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph, scalars,
+                                 output_dims)
