@@ -33,9 +33,9 @@ def _partitions(monkeypatch, model, args) -> list:
     """The partition GraphModules the reference compiler lowers for `model`, as it gets them."""
     seen, real = [], seam.to_executorch_program
 
-    def record(gm):
+    def record(gm, *rest):
         seen.append(copy.deepcopy(gm))
-        return real(gm)
+        return real(gm, *rest)
 
     monkeypatch.setattr(seam, "to_executorch_program", record)
     reference.compile(model, args)

@@ -39,7 +39,7 @@ class Engine {
   // Output binding `binding`'s shape in this call (`rank` sizes into `sizes`), once the engine
   // knows it: after the dynamic inputs' set_input_shape for an engine that infers shapes
   // (TensorRT), after `run` for one that learns them running (reference). False until then.
-  virtual bool output_shape(size_t binding, int32_t* sizes, size_t rank) const { return false; }
+  virtual bool output_shape(size_t binding, int32_t* sizes, size_t rank) { return false; }
   ET_NODISCARD virtual Error bind_input(size_t binding, void* data, size_t nbytes) = 0;
   ET_NODISCARD virtual Error bind_output(size_t binding, void* data, size_t nbytes) = 0;
   ET_NODISCARD virtual Error run() = 0;

@@ -195,6 +195,17 @@ class NvInferApi final : public TrtApi {
     return context_ != nullptr;
   }
 
+  int32_t profile_count() const override { return engine_->getNbOptimizationProfiles(); }
+  bool profile_bounds(const char* name, int32_t profile, TrtDims& min,
+                      TrtDims& max) const override {
+    min = from_nv(engine_->getProfileShape(name, profile, nvinfer1::OptProfileSelector::kMIN));
+    max = from_nv(engine_->getProfileShape(name, profile, nvinfer1::OptProfileSelector::kMAX));
+    return min.nb >= 0 && max.nb == min.nb;
+  }
+  bool set_profile(int32_t profile) override {
+    DeviceScope scope(device_);
+    return scope.ok() && context_->setOptimizationProfileAsync(profile, stream());
+  }
   bool set_input_shape(const char* name, const TrtDims& dims) override {
     return context_->setInputShape(name, to_nv(dims));
   }

@@ -268,7 +268,7 @@ class ReferenceEngine final : public Engine {
     return e;
   }
 
-  bool output_shape(size_t binding, int32_t* sizes, size_t rank) const override {
+  bool output_shape(size_t binding, int32_t* sizes, size_t rank) override {
     if (!ran_ || binding >= method_->outputs_size()) return false;
     const EValue& v = method_->get_output(binding);
     if (!v.isTensor() || v.toTensor().dim() != static_cast<ssize_t>(rank)) return false;

@@ -7,6 +7,7 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,10 +38,37 @@ bool is_static(const TrtDims& d) {
 struct IoTensor {
   std::string name;
   DType dtype = DType::Float32;
-  TrtDims dims{};
-  size_t nbytes = 0;
-  std::string text;  // "float32 [1,2,8,4]" for execute-time messages (built at init)
+  TrtDims dims{};     // a dynamic binding: this call's (at init: its max_shape's)
+  size_t nbytes = 0;  // of `dims`
+  std::string text;   // "float32 [1,2,8,4]" for execute-time messages (built at init)
+  bool dynamic = false;
 };
+
+bool same_dims(const TrtDims& a, const TrtDims& b) {
+  if (a.nb != b.nb) return false;
+  for (int32_t k = 0; k < a.nb; ++k) {
+    if (a.d[k] != b.d[k]) return false;
+  }
+  return true;
+}
+
+bool within(const TrtDims& d, const TrtDims& lo, const TrtDims& hi) {
+  if (d.nb != lo.nb || d.nb != hi.nb) return false;
+  for (int32_t k = 0; k < d.nb; ++k) {
+    if (d.d[k] < lo.d[k] || d.d[k] > hi.d[k]) return false;
+  }
+  return true;
+}
+
+// "[1,-1,8]" into `buf` (no allocation: execute-time messages).
+const char* dims_c(const TrtDims& d, char* buf, size_t n) {
+  size_t at = std::snprintf(buf, n, "[");
+  for (int32_t k = 0; k < d.nb && at < n; ++k) {
+    at += std::snprintf(buf + at, n - at, k ? ",%lld" : "%lld", static_cast<long long>(d.d[k]));
+  }
+  if (at < n) std::snprintf(buf + at, n - at, "]");
+  return buf;
+}
 
 const char* kind_name(EngineKind k) {
   return k == EngineKind::TensorRTRTX ? "tensorrt_rtx" : "tensorrt";
@@ -68,6 +96,7 @@ class TensorRTEngine final : public Engine {
           format("%s could not create an execution context (%s)", api_->sdk(), api_->last_error()));
     }
     if (e == Error::Ok) e = resolve_inputs(info, why);
+    if (e == Error::Ok) e = load_profiles(why);
     if (e == Error::Ok) e = resolve_outputs(info, why);
     checked_in_.assign(inputs_.size(), nullptr);
     checked_out_.assign(outputs_.size(), nullptr);
@@ -95,6 +124,31 @@ class TensorRTEngine final : public Engine {
     return p.get();
   }
 
+  // This call's shape of a dynamic input (applied with the others before the outputs are read,
+  // bound or run: apply_shapes).
+  Error set_input_shape(size_t binding, const int32_t* sizes, size_t rank) override {
+    IoTensor& t = inputs_[binding];
+    if (!t.dynamic || rank != static_cast<size_t>(t.dims.nb)) return Engine::set_input_shape(
+        binding, sizes, rank);
+    TrtDims d;
+    d.nb = t.dims.nb;
+    for (size_t k = 0; k < rank; ++k) d.d[k] = sizes[k];
+    if (!same_dims(d, t.dims)) {
+      t.dims = d;
+      t.nbytes = byte_size(t);
+      dirty_ = true;
+    }
+    return Error::Ok;
+  }
+
+  bool output_shape(size_t binding, int32_t* sizes, size_t rank) override {
+    if (binding >= outputs_.size() || apply_shapes() != Error::Ok) return false;
+    const TrtDims& d = outputs_[binding].dims;
+    if (rank != static_cast<size_t>(d.nb)) return false;
+    for (size_t k = 0; k < rank; ++k) sizes[k] = static_cast<int32_t>(d.d[k]);
+    return true;
+  }
+
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
     const IoTensor& t = inputs_[binding];
     if (!sized(t, "input", nbytes) || !device_checked(checked_in_[binding], t, "input", data)) {
@@ -104,6 +158,7 @@ class TensorRTEngine final : public Engine {
   }
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
+    if (Error e = apply_shapes(); e != Error::Ok) return e;
     const IoTensor& t = outputs_[binding];
     if (!sized(t, "output", nbytes) || !device_checked(checked_out_[binding], t, "output", data)) {
       return Error::InvalidArgument;
@@ -112,6 +167,7 @@ class TensorRTEngine final : public Engine {
   }
 
   Error run() override {
+    if (Error e = apply_shapes(); e != Error::Ok) return e;
     if (api_->enqueue()) return Error::Ok;
     refuse("execute.enqueue", "TensorRTBackend: %s refused to enqueue the engine (%s)", api_->sdk(),
            api_->last_error());
@@ -133,6 +189,133 @@ class TensorRTEngine final : public Engine {
   }
 
  private:
+  static size_t byte_size(const IoTensor& t) {
+    size_t n = dtype_size(t.dtype);
+    for (int32_t k = 0; k < t.dims.nb; ++k) n *= static_cast<size_t>(t.dims.d[k]);
+    return n;
+  }
+
+  // Dynamic inputs: the engine's optimization profiles, each input's bounds in each. The blob's
+  // max_shape must fit one profile (the program hands the engine shapes up to it); the context
+  // starts at the max_shapes, so every output has a static shape at init.
+  Error load_profiles(Reason& why) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (inputs_[i].dynamic) dynamic_.push_back(i);
+    }
+    if (dynamic_.empty()) return Error::Ok;
+    const int32_t n = api_->profile_count();
+    for (int32_t p = 0; p < n; ++p) {
+      std::vector<Bounds> bounds;
+      for (size_t i : dynamic_) {
+        Bounds b;
+        if (!api_->profile_bounds(inputs_[i].name.c_str(), p, b.min, b.max)) {
+          return why.fail(Error::InvalidProgram, "tensorrt.profile",
+                          format("%s gives no bounds for input '%s' in optimization profile %d",
+                                 api_->sdk(), inputs_[i].name.c_str(), p));
+        }
+        bounds.push_back(b);
+      }
+      profiles_.push_back(std::move(bounds));
+    }
+    if (select_profile() < 0) {
+      const IoTensor& t = inputs_[dynamic_[0]];
+      std::string have;
+      for (size_t p = 0; p < profiles_.size(); ++p) {
+        have += format("%sprofile %zu: %s to %s", p ? "; " : "", p,
+                       dims_text(profiles_[p][0].min).c_str(),
+                       dims_text(profiles_[p][0].max).c_str());
+      }
+      return why.fail(Error::InvalidProgram, "tensorrt.profile",
+                      "the blob bounds input binding '" + t.name + "' at " + dims_text(t.dims) +
+                          " (max_shape), which no optimization profile of the " + api_->sdk() +
+                          " engine holds (" + (have.empty() ? "it has none" : have) +
+                          "); rebuild the engine for the exported bounds");
+    }
+    dirty_ = true;
+    if (apply_shapes() != Error::Ok) {
+      return why.fail(Error::InvalidProgram, "tensorrt.shape",
+                      std::string("setting the max_shape of every dynamic input failed: ") +
+                          last_refusal());
+    }
+    return Error::Ok;
+  }
+
+  // The first profile holding every dynamic input's current shape, or -1.
+  int32_t select_profile() const {
+    for (size_t p = 0; p < profiles_.size(); ++p) {
+      bool fits = true;
+      for (size_t k = 0; fits && k < dynamic_.size(); ++k) {
+        fits = within(inputs_[dynamic_[k]].dims, profiles_[p][k].min, profiles_[p][k].max);
+      }
+      if (fits) return static_cast<int32_t>(p);
+    }
+    return -1;
+  }
+
+  // This call's input shapes, once they changed: the profile holding them, each set on the
+  // context, every output's shape read back. A shape no profile holds is refused naming the
+  // binding, its shape and each profile's bounds; nothing is set then. No allocation.
+  Error apply_shapes() {
+    if (!dirty_) return Error::Ok;
+    const int32_t p = select_profile();
+    if (p < 0) return refuse_profile();
+    if (p != profile_) {
+      if (!api_->set_profile(p)) {
+        refuse("execute.shape_profile", "TensorRTBackend: %s refused optimization profile %d (%s)",
+               api_->sdk(), p, api_->last_error());
+        return Error::InvalidArgument;
+      }
+      profile_ = p;
+    }
+    for (size_t i : dynamic_) {
+      const IoTensor& t = inputs_[i];
+      if (!api_->set_input_shape(t.name.c_str(), t.dims)) {
+        char buf[96];
+        refuse("execute.shape_profile", "TensorRTBackend: %s refused shape %s for input '%s'",
+               api_->sdk(), dims_c(t.dims, buf, sizeof buf), t.name.c_str());
+        return Error::InvalidArgument;
+      }
+    }
+    for (IoTensor& t : outputs_) {
+      if (!t.dynamic) continue;
+      const TrtDims got = api_->context_shape(t.name.c_str());
+      if (!is_static(got) || got.nb != t.dims.nb) {
+        char buf[96];
+        refuse("execute.output_shape",
+               "TensorRTBackend: %s gives output '%s' the shape %s for this call's inputs",
+               api_->sdk(), t.name.c_str(), dims_c(got, buf, sizeof buf));
+        return Error::Internal;
+      }
+      t.dims = got;
+      t.nbytes = byte_size(t);
+    }
+    dirty_ = false;
+    return Error::Ok;
+  }
+
+  Error refuse_profile() const {
+    for (size_t k = 0; k < dynamic_.size(); ++k) {
+      const IoTensor& t = inputs_[dynamic_[k]];
+      bool held = false;
+      for (const auto& bounds : profiles_) held = held || within(t.dims, bounds[k].min, bounds[k].max);
+      if (held && dynamic_.size() > 1) continue;  // another input is the one out of bounds
+      char shape[96], lo[96], hi[96], more[96] = "";
+      if (profiles_.size() > 1) std::snprintf(more, sizeof more, " (and %zu more profiles)",
+                                              profiles_.size() - 1);
+      refuse("execute.shape_profile",
+             "TensorRTBackend: TensorRT input '%s' has shape %s in this call, outside the "
+             "engine's optimization profiles: profile 0 takes %s to %s%s",
+             t.name.c_str(), dims_c(t.dims, shape, sizeof shape),
+             dims_c(profiles_.empty() ? t.dims : profiles_[0][k].min, lo, sizeof lo),
+             dims_c(profiles_.empty() ? t.dims : profiles_[0][k].max, hi, sizeof hi), more);
+      return Error::InvalidArgument;
+    }
+    refuse("execute.shape_profile",
+           "TensorRTBackend: this call's input shapes fit no single optimization profile of the "
+           "engine together");
+    return Error::InvalidArgument;
+  }
+
   // Each output the engine aliases must be one the blob aliases to the same input, and each the
   // blob aliases one the engine does: the runtime binds an aliased output to its input's memory
   // (the caller's cache) and nothing else writes it, so a wrong record is a write lost or landed
@@ -202,7 +385,7 @@ class TensorRTEngine final : public Engine {
       Error e = resolve_type(b, TrtIo::Input, t, why);
       if (e == Error::Ok) e = resolve_input_shape(b, api_->engine_shape(b.name.c_str()), t, why);
       if (e != Error::Ok) return e;
-      if (!api_->set_input_shape(b.name.c_str(), t.dims)) {
+      if (!t.dynamic && !api_->set_input_shape(b.name.c_str(), t.dims)) {
         return why.fail(Error::InvalidProgram, "tensorrt.shape",
                         std::string(api_->sdk()) + " refused shape " + dims_text(t.dims) +
                             " for input binding '" + b.name + "'");
@@ -218,7 +401,8 @@ class TensorRTEngine final : public Engine {
     for (const Binding& b : info.outputs) {
       IoTensor t;
       if (Error e = resolve_type(b, TrtIo::Output, t, why); e != Error::Ok) return e;
-      const TrtDims got = api_->context_shape(b.name.c_str());
+      const TrtDims got = api_->context_shape(b.name.c_str());  // inputs at their max_shape
+      t.dynamic = b.known && !b.is_static();
       if (!is_static(got)) {
         return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
                         "TensorRT output '" + b.name + "' has the data-dependent shape " +
@@ -307,22 +491,27 @@ class TensorRTEngine final : public Engine {
       finish_tensor(t);
       return Error::Ok;
     }
-    if (!b.is_static()) {
+    t.dynamic = !b.is_static();
+    if (t.dynamic && b.max_shape.size() != b.shape.size()) {
       return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
                       "input binding '" + b.name + "' has a dynamic shape " + b.describe() +
-                          "; this runtime binds static shapes only");
+                          " and no max_shape; re-export the .pte with this torch-tensorrt-ext "
+                          "(it records the bounds the program was planned for)");
     }
+    // a dynamic dimension of the binding must be one of the engine's, a static one its size
     bool same = engine_dims.nb == static_cast<int32_t>(b.shape.size()) && b.shape.size() <= 8;
     for (int32_t k = 0; same && k < engine_dims.nb; ++k) {
-      same = engine_dims.d[k] < 0 || engine_dims.d[k] == b.shape[k];
+      same = b.shape[k] < 0 ? engine_dims.d[k] < 0
+                            : (engine_dims.d[k] < 0 || engine_dims.d[k] == b.shape[k]);
     }
     if (!same) {
       return why.fail(Error::InvalidProgram, "tensorrt.shape",
                       "TensorRT input '" + b.name + "' has shape " + dims_text(engine_dims) +
                           ", the binding says " + b.describe());
     }
-    t.dims.nb = static_cast<int32_t>(b.shape.size());
-    for (size_t k = 0; k < b.shape.size(); ++k) t.dims.d[k] = b.shape[k];
+    const std::vector<int64_t>& start = t.dynamic ? b.max_shape : b.shape;
+    t.dims.nb = static_cast<int32_t>(start.size());
+    for (size_t k = 0; k < start.size(); ++k) t.dims.d[k] = start[k];
     finish_tensor(t);
     return Error::Ok;
   }
@@ -344,8 +533,15 @@ class TensorRTEngine final : public Engine {
     return false;
   }
 
+  struct Bounds {
+    TrtDims min, max;
+  };
   std::unique_ptr<TrtApi> api_;
   EngineKind kind_;
+  std::vector<size_t> dynamic_;                // input bindings with a dynamic dimension
+  std::vector<std::vector<Bounds>> profiles_;  // per profile, per dynamic_ entry
+  int32_t profile_ = 0;                        // the context's
+  bool dirty_ = false;                         // a dynamic input's shape changed: apply_shapes
   std::vector<const void*> checked_in_, checked_out_;  // last address verified per binding
   std::vector<IoTensor> inputs_, outputs_;
 };

@@ -51,7 +51,15 @@ class TrtApi {
   ET_NODISCARD virtual bool set_weight_streaming_budget(int64_t bytes) = 0;
   ET_NODISCARD virtual bool create_context() = 0;
 
+  // Optimization profiles (an engine built for dynamic shapes has at least one): input `name`'s
+  // bounds in profile `profile` (false when it has none there).
+  virtual int32_t profile_count() const = 0;
+  virtual bool profile_bounds(const char* name, int32_t profile, TrtDims& min,
+                              TrtDims& max) const = 0;
+
   // The execution context.
+  // The profile the context runs with (on the engine's stream); profile 0 until set.
+  ET_NODISCARD virtual bool set_profile(int32_t profile) = 0;
   ET_NODISCARD virtual bool set_input_shape(const char* name, const TrtDims& dims) = 0;
   virtual TrtDims context_shape(const char* name) const = 0;
   ET_NODISCARD virtual bool set_address(const char* name, void* data) = 0;

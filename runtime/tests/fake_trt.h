@@ -2,7 +2,8 @@
 // TensorRT can run: tensors are declared by name; "device memory" is what `allocate` handed out
 // (or `adopt` registered), and nothing else is; `enqueue` computes each output as its source
 // input + 1 (float32), through the input's own address when the output aliases it — as an
-// IKVCacheUpdateLayer writes the cache in place.
+// IKVCacheUpdateLayer writes the cache in place. A dynamic (-1) input takes the shapes its
+// optimization profiles hold (FakeTrtState::profiles); an output's -1 dims are its source's.
 //
 // Invariant: the fake answers exactly what it was declared with and records what the engine
 // asked of it (the weight streaming budget and whether a context existed then, addresses bound),
@@ -40,6 +41,11 @@ inline tte::TrtDims dims(std::initializer_list<int64_t> d) {
 }
 
 struct FakeTrtState {  // outlives the engine that owns the FakeTrt
+  // Optimization profiles: per profile, input name -> (min, max). The context's profile and every
+  // set_profile call (a test asserts which profile each call ran with).
+  std::vector<std::map<std::string, std::pair<tte::TrtDims, tte::TrtDims>>> profiles;
+  int32_t profile = 0;
+  std::vector<int32_t> profiles_set;
   bool alias_known = true;
   int64_t streamable = 0;
   bool accept_budget = true;
@@ -86,16 +92,57 @@ class FakeTrt final : public tte::TrtApi {
     return true;
   }
   bool create_context() override { return state_.context = true; }
+  int32_t profile_count() const override {
+    return static_cast<int32_t>(state_.profiles.size());
+  }
+  bool profile_bounds(const char* name, int32_t profile, tte::TrtDims& min,
+                      tte::TrtDims& max) const override {
+    if (profile < 0 || profile >= profile_count()) return false;
+    const auto& p = state_.profiles[static_cast<size_t>(profile)];
+    const auto it = p.find(name);
+    if (it == p.end()) return false;
+    min = it->second.first;
+    max = it->second.second;
+    return true;
+  }
+  bool set_profile(int32_t profile) override {
+    if (profile < 0 || profile >= profile_count()) return false;
+    state_.profile = profile;
+    state_.profiles_set.push_back(profile);
+    return true;
+  }
+  // As TensorRT: the rank and static dims must match, a dynamic one lie in the context's profile.
   bool set_input_shape(const char* name, const tte::TrtDims& d) override {
     FakeTensor* t = find(name);
     if (!t || d.nb != t->dims.nb) return false;
+    bool dynamic = false;
     for (int32_t k = 0; k < d.nb; ++k) {
       if (t->dims.d[k] >= 0 && t->dims.d[k] != d.d[k]) return false;
+      dynamic = dynamic || t->dims.d[k] < 0;
     }
-    t->dims = d;
+    if (dynamic) {
+      tte::TrtDims lo, hi;
+      if (!profile_bounds(name, state_.profile, lo, hi)) return false;
+      for (int32_t k = 0; k < d.nb; ++k) {
+        if (d.d[k] < lo.d[k] || d.d[k] > hi.d[k]) return false;
+      }
+    }
+    context_[name] = d;
     return true;
   }
-  tte::TrtDims context_shape(const char* name) const override { return engine_shape(name); }
+  // An input's shape as set; an output's dynamic dims are its source input's (same positions).
+  tte::TrtDims context_shape(const char* name) const override {
+    const FakeTensor* t = find(name);
+    if (t == nullptr) return tte::TrtDims{};
+    const auto set = context_.find(t->io == tte::TrtIo::Input ? t->name : t->from);
+    if (set == context_.end()) return t->dims;
+    if (t->io == tte::TrtIo::Input) return set->second;
+    tte::TrtDims d = t->dims;
+    for (int32_t k = 0; k < d.nb && k < set->second.nb; ++k) {
+      if (d.d[k] < 0) d.d[k] = set->second.d[k];
+    }
+    return d;
+  }
   bool set_address(const char* name, void* data) override {
     state_.addresses[name] = data;
     return true;
@@ -106,8 +153,9 @@ class FakeTrt final : public tte::TrtApi {
       if (t.io != tte::TrtIo::Output || t.from.empty()) continue;
       const float* in = static_cast<const float*>(state_.addresses[t.from]);
       float* out = static_cast<float*>(state_.addresses[t.alias.empty() ? t.name : t.alias]);
+      const tte::TrtDims d = context_shape(t.name.c_str());
       size_t n = 1;
-      for (int32_t k = 0; k < t.dims.nb; ++k) n *= static_cast<size_t>(t.dims.d[k]);
+      for (int32_t k = 0; k < d.nb; ++k) n *= static_cast<size_t>(d.d[k]);
       for (size_t i = 0; i < n; ++i) out[i] = in[i] + 1.0f;
     }
     return true;
@@ -136,6 +184,7 @@ class FakeTrt final : public tte::TrtApi {
   const FakeTensor* find(const char* name) const { return const_cast<FakeTrt*>(this)->find(name); }
 
   std::vector<FakeTensor> tensors_;
+  std::map<std::string, tte::TrtDims> context_;  // input shapes set on the context
   FakeTrtState& state_;
   std::vector<void*> owned_;
   std::set<const void*> device_;

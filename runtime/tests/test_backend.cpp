@@ -141,7 +141,7 @@ struct FakeEngine final : tte::Engine {
     ran = false;
     return Error::Ok;
   }
-  bool output_shape(size_t, int32_t* sizes, size_t rank) const override {
+  bool output_shape(size_t, int32_t* sizes, size_t rank) override {
     if (!ran || input_shapes.empty() || input_shapes.back().size() != rank) return false;
     std::copy(input_shapes.back().begin(), input_shapes.back().end(), sizes);
     return true;

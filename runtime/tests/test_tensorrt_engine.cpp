@@ -8,6 +8,7 @@
 #include "refusal.h"
 #include "tensorrt_engine.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -212,6 +213,97 @@ TEST(types_shapes_and_counts_are_checked_against_the_engine) {
   info.inputs[0].shape = {-1};
   b = build(info, kv_tensors(), s4);
   CHECK_EQ(std::string(b.why.check), std::string("tensorrt.dynamic_shape"));
+}
+
+namespace {
+
+// A prefill: x [T,4] -> y = x + 1 [T,4], T bounded by the blob at 8.
+BlobInfo prefill_blob() {
+  BlobInfo info;
+  std::memcpy(info.magic, "TR03", 4);
+  info.format = 3;
+  info.inputs = {binding("x", {-1, 4}, true, 0)};
+  info.outputs = {binding("y", {-1, 4}, false, 0)};
+  info.inputs[0].max_shape = {8, 4};
+  info.outputs[0].max_shape = {8, 4};
+  return info;
+}
+
+std::vector<FakeTensor> prefill_tensors() {
+  return {{"x", TrtIo::Input, 0, dims({-1, 4})}, {"y", TrtIo::Output, 0, dims({-1, 4}), "x"}};
+}
+
+void add_profile(FakeTrtState& s, int64_t lo, int64_t hi) {
+  s.profiles.push_back({{"x", {dims({lo, 4}), dims({hi, 4})}}});
+}
+
+// One call of `t` rows: shape set, output shape read back, bound, run; y must be x + 1.
+Error call(Built& b, float* x, float* y, int32_t t) {
+  const int32_t shape[2] = {t, 4};
+  if (Error e = b.engine->set_input_shape(0, shape, 2); e != Error::Ok) return e;
+  int32_t out[2] = {0, 0};
+  if (!b.engine->output_shape(0, out, 2)) return Error::InvalidArgument;
+  if (out[0] != t || out[1] != 4) return Error::Internal;
+  const size_t n = static_cast<size_t>(t) * 4 * sizeof(float);
+  if (Error e = b.engine->bind_input(0, x, n); e != Error::Ok) return e;
+  if (Error e = b.engine->bind_output(0, y, n); e != Error::Ok) return e;
+  if (Error e = b.engine->run(); e != Error::Ok) return e;
+  return b.engine->finish();
+}
+
+}  // namespace
+
+TEST(a_dynamic_input_is_shaped_per_call_and_its_output_read_back) {
+  FakeTrtState state;
+  add_profile(state, 1, 8);
+  Built b = build(prefill_blob(), prefill_tensors(), state);
+  REQUIRE(b.engine != nullptr);
+  float* x = static_cast<float*>(b.engine->allocate_scratch(8 * 4 * 4, b.why).get());
+  float* y = static_cast<float*>(b.engine->allocate_scratch(8 * 4 * 4, b.why).get());
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i);
+  for (int32_t t : {3, 8, 1}) {
+    for (int i = 0; i < 32; ++i) y[i] = -1.0f;
+    REQUIRE(call(b, x, y, t) == Error::Ok);
+    CHECK_EQ(y[t * 4 - 1], static_cast<float>(t * 4));  // the last row written: x + 1
+    CHECK_EQ(y[t * 4 < 32 ? t * 4 : 31], t * 4 < 32 ? -1.0f : 32.0f);  // and nothing past it
+  }
+  CHECK_EQ(state.enqueues, 3);
+  CHECK(state.profiles_set.empty());  // one profile: never switched
+
+  // Beyond the profile: refused at binding, before anything runs, naming shape and bounds.
+  tte::clear_refusal();
+  CHECK(call(b, x, y, 9) != Error::Ok);
+  CHECK_EQ(std::string(tte::last_check()), std::string("execute.shape_profile"));
+  CHECK_EQ(std::string(tte::last_refusal()),
+           std::string("TensorRTBackend: TensorRT input 'x' has shape [9,4] in this call, "
+                       "outside the engine's optimization profiles: profile 0 takes [1,4] to "
+                       "[8,4]"));
+  CHECK_EQ(state.enqueues, 3);
+}
+
+TEST(the_profile_holding_the_calls_shapes_is_selected) {
+  FakeTrtState state;
+  add_profile(state, 1, 4);
+  add_profile(state, 5, 8);
+  Built b = build(prefill_blob(), prefill_tensors(), state);
+  REQUIRE(b.engine != nullptr);
+  float* x = static_cast<float*>(b.engine->allocate_scratch(8 * 4 * 4, b.why).get());
+  float* y = static_cast<float*>(b.engine->allocate_scratch(8 * 4 * 4, b.why).get());
+  for (int32_t t : {3, 4, 7, 2}) REQUIRE(call(b, x, y, t) == Error::Ok);
+  // init starts at the max_shape (profile 1), then 3 -> 0, 4 stays, 7 -> 1, 2 -> 0
+  CHECK(state.profiles_set == std::vector<int32_t>({1, 0, 1, 0}));
+}
+
+TEST(a_max_shape_no_profile_holds_is_refused_at_init) {
+  FakeTrtState state;
+  add_profile(state, 2, 6);
+  Built b = build(prefill_blob(), prefill_tensors(), state);
+  CHECK(b.engine == nullptr);
+  CHECK_EQ(std::string(b.why.check), std::string("tensorrt.profile"));
+  CHECK_EQ(b.why.text,
+           std::string("the blob bounds input binding 'x' at [8,4] (max_shape), which no "
+                       "optimization profile of the FakeRT 1.0 engine holds (profile 0: [2,4] to "
+                       "[6,4]); rebuild the engine for the exported bounds"));
 }
 
 TEST(a_runtime_without_the_sdk_refuses_each_kind_naming_it) {
