@@ -96,6 +96,15 @@ class PartitionDims:
             sources.append(OutputDim(k, i, d))
         return shape, bound, tuple(sources)
 
+    def input_dim_of(self, val, name: str) -> Tuple[int, int]:
+        """(input, dim) whose size a symbolic-int result `val` is (refused when none is)."""
+        expr = _expr(val)
+        if expr is None or expr not in self.first:
+            raise NotImplementedError(
+                f"engine {name} is the integer {val}, which is no engine input's dimension; a "
+                "reference engine returns tensors and its inputs' sizes only")
+        return self.first[expr]
+
     def _shapes(self, val: torch.Tensor, name: str):
         shape, bound, dynamic = [], [], False
         for k, s in enumerate(val.shape):

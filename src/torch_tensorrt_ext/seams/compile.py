@@ -235,10 +235,12 @@ class StatefulCompile:
 
     def finish(self, trt_gm: GraphModule, rebuild: Optional[Build] = None) -> GraphModule:
         """Reconcile with the built engines (rebuilding once if asked), then module form."""
+        _sizes_read_from_inputs(trt_gm)   # first: an engine's results are then its bindings
         infos = engine_infos(trt_gm, self.lifted)
         final = reconcile(self.plan, infos)
         if final.rebuilds and rebuild is not None:
             trt_gm = rebuild(self._excluding(final))
+            _sizes_read_from_inputs(trt_gm)
             infos = engine_infos(trt_gm, self.lifted)
             final = reconcile(self.plan, infos)
         final = dataclasses.replace(final, rebuilds=())
@@ -390,6 +392,50 @@ def _engine_results_as_returned(gm: GraphModule) -> None:
             if kept == 1 and isinstance(val, (list, tuple)) and len(val) > 1:
                 call.meta["val"] = [val[0]]   # a single-result call, as torch-tensorrt keeps one
     if changed:
+        gm.recompile()
+
+
+def _sizes_read_from_inputs(gm: GraphModule) -> None:
+    """A reference engine's results that are its inputs' sizes (a partition handing a dynamic
+    length on, `size_outputs`) are read in the graph itself — `aten.sym_size.int` of the
+    argument — and the engine returns only its tensors, so every exporter sees an engine call
+    that returns tensors (as a TensorRT engine's bindings are)."""
+    from .engines import ReferenceEngineModule
+    changed = False
+    for name, module in _engine_modules(gm).items():
+        if not isinstance(module, ReferenceEngineModule) or not module.size_outputs:
+            continue
+        sizes = {pos: (i, d) for pos, i, d in module.size_outputs}
+        n = module.n_graph_outputs
+        tensor_index = {}
+        for pos in range(n):
+            if pos not in sizes:
+                tensor_index[pos] = len(tensor_index)
+        for call in (c for c in gm.graph.nodes if c.op == "call_module" and c.target == name):
+            users = list(call.users)
+            if any(u.target is not operator.getitem for u in users):
+                raise PlanError(f"engine {name!r}: its results are read other than by index; "
+                                "please report this with the program")
+            for use in users:
+                k = use.args[1]
+                if k in sizes:
+                    i, d = sizes[k]
+                    with gm.graph.inserting_before(use):
+                        size = gm.graph.call_function(torch.ops.aten.sym_size.int,
+                                                      (call.args[i], d))
+                    size.meta.update(use.meta)
+                    use.replace_all_uses_with(size)
+                    gm.graph.erase_node(use)
+                else:
+                    use.args = (call, tensor_index[k])
+            val = call.meta.get("val")
+            if isinstance(val, (list, tuple)):
+                call.meta["val"] = [v for k, v in enumerate(val) if k not in sizes]
+        module.n_graph_outputs = len(tensor_index)
+        module.size_outputs = ()
+        changed = True
+    if changed:
+        gm.graph.lint()
         gm.recompile()
 
 

@@ -58,10 +58,14 @@ class ReferenceEngineModule(torch.nn.Module):
     caller that reads one (binding names, `aliased_io`, forward's return convention)."""
 
     def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
-                 scalars: Tuple[Tuple[int, torch.dtype], ...] = (), output_dims=()):
+                 scalars: Tuple[Tuple[int, torch.dtype], ...] = (), output_dims=(),
+                 size_outputs: Tuple[Tuple[int, int, int], ...] = ()):
         super().__init__()
         self.name = name
         self.output_dims = tuple(output_dims)   # Signature.output_dims: dynamic outputs' sizes
+        # (result position, input, dim): a result that is an input's size (a partition handing a
+        # sequence length on), returned from the inputs' shapes, never a binding of the payload
+        self.size_outputs = tuple(size_outputs)
         self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
         self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
@@ -102,7 +106,9 @@ class ReferenceEngineModule(torch.nn.Module):
 
     def forward(self, *inputs):
         outs = EXECUTE_ENGINE(self.tensor_inputs(inputs), self.payload, self.signature)
-        outs = outs[:self.n_graph_outputs]
+        outs = list(outs[:self.n_graph_outputs - len(self.size_outputs)])
+        for pos, i, d in self.size_outputs:     # ascending positions
+            outs.insert(pos, inputs[i].shape[d])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -159,13 +165,17 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     single = not isinstance(out_node.args[0], (tuple, list))
     outs: List[Node] = [out_node.args[0]] if single else list(out_node.args[0])
     n_graph = len(outs)
+    dims = partition_dims(phs)
+    size_outputs = tuple((k, *dims.input_dim_of(o.meta.get("val"), f"result {k}"))
+                         for k, o in enumerate(outs)
+                         if not isinstance(o.meta.get("val"), torch.Tensor))
+    outs = [o for o in outs if isinstance(o.meta.get("val"), torch.Tensor)]
     order = {n: i for i, n in enumerate(graph.nodes)}
     kv = [n for n in graph.nodes if _aliasable(n, index, order)]
     outs += [n for n in kv if n not in outs]      # aliased outputs TensorRT would append
     out_node.args = (tuple(outs),)
     out_names = [f"output{i}" for i in range(len(outs))]
     aliased = tuple(AliasedIO(out_names[outs.index(n)], n.args[0].name) for n in kv)
-    dims = partition_dims(phs)
     bindings, output_dims = _bindings(phs, outs, out_names, dims)
     _executorch_ops(sub)
     use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
@@ -174,4 +184,4 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
                                 engine_kind="reference")
     blobfmt.validate(meta)
     return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph, scalars,
-                                 output_dims)
+                                 output_dims, size_outputs)
