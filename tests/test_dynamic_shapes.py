@@ -115,3 +115,99 @@ def test_tensorrt_rtx_ahead_of_time_with_input_specs(tmp_path):
     bounded = {(d.index, n): s for d in info.delegates for n, s in d.max_shapes}
     assert dynamic and set(dynamic) == set(bounded)
     assert set(bounded.values()) == {(1, MAX_T, 8)}
+
+
+# --- real clients: transformers decoders with a dynamic prompt length ---------------------------
+
+def _hf_prefill(name, max_t=8):
+    from test_hf_transformers import MAX_CACHE, _model, _tokens
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+    ex = TorchExportableModuleForDecoderOnlyLM(_model(name), batch_size=1,
+                                               max_cache_len=MAX_CACHE)
+    t = torch.export.Dim("T", min=1, max=max_t)
+    return ex, ex.export(input_ids=_tokens(0, 4), cache_position=torch.arange(4),
+                         dynamic_shapes={"input_ids": {1: t}, "cache_position": {0: t}},
+                         strict=False)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3"])
+def test_transformers_prompt_lengths_and_decode_in_one_dynamic_method(tmp_path, name):
+    """One method, any length up to its bound: prompts of 5 and 3 tokens then single-token
+    decodes, each call equal to transformers' eager module, the caches carried between calls."""
+    from test_hf_transformers import _eager, _model, _tokens
+    _, ep = _hf_prefill(name)
+    path = tte.reference.export(ep, str(tmp_path / f"{name}.pte"))
+    prog = load(path)
+    eager = _eager(_model(name))
+    at = 0
+    for t in (5, 1, 1, 3, 1):
+        ids, pos = _tokens(at, t), torch.arange(at, at + t)
+        at += t
+        with torch.no_grad():
+            want = eager(input_ids=ids, cache_position=pos)
+        got = prog.run(ids, pos)[0]
+        assert tuple(got.shape) == (1, t, 64)
+        torch.testing.assert_close(got, want, msg=lambda m: f"{name} T={t} at {at - t}: {m}")
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3"])
+def test_transformers_dynamic_prefill_and_decode_share_their_caches(tmp_path, name):
+    """Two methods of one `.pte`: prefill (dynamic length) and decode (one token) on the same
+    caches in the same memory: decode after a prefill of 5, and after `reset()` a prefill of 2,
+    equals eager; decode's caches move 0 bytes (aliased), the counters their 8 bytes."""
+    from test_hf_transformers import _eager, _model, _tokens
+    ex, prefill = _hf_prefill(name)
+    decode = ex.export(input_ids=_tokens(0), cache_position=torch.tensor([0]))
+    path = tte.reference.export({"prefill": (prefill, None), "decode": (decode, None)},
+                                str(tmp_path / f"{name}.pte"), share_mutable_buffers=True)
+    prog = load(path, method="decode")
+    for prompt in (5, 2):
+        prog.reset()
+        eager = _eager(_model(name))
+        ids, pos = _tokens(0, prompt), torch.arange(prompt)
+        with torch.no_grad():
+            want = eager(input_ids=ids, cache_position=pos)
+        torch.testing.assert_close(prog.run(ids, pos, method="prefill")[0], want)
+        for s in range(prompt, prompt + 3):
+            ids, pos = _tokens(s), torch.tensor([s])
+            with torch.no_grad():
+                want = eager(input_ids=ids, cache_position=pos)
+            torch.testing.assert_close(prog.run(ids, pos)[0], want,
+                                       msg=lambda m: f"{name} decode at {s}: {m}")
+    traffic = prog.state_traffic()
+    caches = {f: b for f, b in traffic.items() if "cumulative_length" not in f}
+    assert caches and set(caches.values()) == {0}, traffic
+    assert {b for f, b in traffic.items() if "cumulative_length" in f} == {8}
+
+
+def test_the_toy_prefill_and_decode_methods_share_the_cache(tmp_path):
+    """`torch_tensorrt.executorch.export({...})` of a dynamic prefill and a one-token decode
+    compiled separately: decode continues from the cache prefill wrote."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    import torch_tensorrt.executorch  # noqa: F401
+    torch.manual_seed(0)
+    model = PrefillCache().eval()
+    eager = copy.deepcopy(model)
+    with tte.reference.engines():
+        pre = torch_tensorrt.compile(_export(model), ir="dynamo",
+                                     arg_inputs=list(prefill_args(4)), min_block_size=1)
+        dec = torch_tensorrt.compile(torch.export.export(model, prefill_args(1)), ir="dynamo",
+                                     arg_inputs=list(prefill_args(1)), min_block_size=1)
+        programs = {
+            "prefill": torch_tensorrt.dynamo.export(pre, arg_inputs=list(prefill_args(4)),
+                                                    dynamic_shapes=prefill_dims()),
+            "decode": torch_tensorrt.dynamo.export(dec, arg_inputs=list(prefill_args(1)))}
+        et = torch_tensorrt.executorch.export(programs).to_executorch()
+    path = tmp_path / "pd.pte"
+    path.write_bytes(et.buffer)
+    prog = load(path, method="decode")
+    x, pos = prefill_args(5)
+    with torch.no_grad():
+        want = eager(x, pos)
+    torch.testing.assert_close(prog.run(x, pos, method="prefill")[0], want)
+    for at in range(5, 9):
+        x, pos = prefill_args(1, at)
+        with torch.no_grad():
+            want = eager(x, pos)
+        torch.testing.assert_close(prog.run(x, pos)[0], want)
+        torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)

@@ -146,10 +146,16 @@ def compile(model: Model, example_args: Optional[Sequence[object]] = None, *,  #
 
 
 def _declared(compiled: CompiledModule, args) -> torch.export.ExportedProgram:
-    """The ExportedProgram `torch_tensorrt.save` lowers, every mutation declared."""
+    """The ExportedProgram `torch_tensorrt.save` lowers, every mutation declared — retraced
+    with the compiled module's own dynamic dimensions (bounded as it was compiled), so a
+    dynamic-length program stays one."""
+    from .engines.dynamic_dims import partition_dims
     from .seams.declare import declare_program
     torch_tensorrt = _torch_tensorrt()
-    return declare_program(torch_tensorrt.dynamo.export(compiled.gm, arg_inputs=list(args)))
+    inputs = [n for n in compiled.gm.graph.nodes if n.op == "placeholder"]
+    spec = partition_dims(inputs).export_spec(compiled.gm)
+    return declare_program(torch_tensorrt.dynamo.export(compiled.gm, arg_inputs=list(args),
+                                                        dynamic_shapes=spec))
 
 
 def export_program(model: Model, example_args: Optional[Sequence[object]] = None, *,
