@@ -184,7 +184,7 @@ def test_the_toy_prefill_and_decode_methods_share_the_cache(tmp_path):
     """`torch_tensorrt.executorch.export({...})` of a dynamic prefill and a one-token decode
     compiled separately: decode continues from the cache prefill wrote."""
     torch_tensorrt = torch_tensorrt_or_skip()
-    import torch_tensorrt.executorch  # noqa: F401
+    import torch_tensorrt.executorch  # noqa: F401, F811
     torch.manual_seed(0)
     model = PrefillCache().eval()
     eager = copy.deepcopy(model)
@@ -211,3 +211,24 @@ def test_the_toy_prefill_and_decode_methods_share_the_cache(tmp_path):
             want = eager(x, pos)
         torch.testing.assert_close(prog.run(x, pos)[0], want)
         torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
+
+
+def test_executorch_llama_with_dynamic_shape_is_refused_saying_why():
+    """ExecuTorch's own llama with `enable_dynamic_shape=True` slices its rope tables at
+    `input_pos[0].item()`: a size read from a tensor's value, which a reference engine cannot
+    plan memory for. Refused at compile, naming why and what works instead (not run to a
+    crash or a wrong result)."""
+    from executorch.examples.models.llama import llama_transformer, model_args
+    from hybrid_models import Decoder
+    args = model_args.ModelArgs(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, vocab_size=128,
+                                max_seq_len=16, max_context_len=16, use_kv_cache=True,
+                                enable_dynamic_shape=True, hidden_dim=128)
+    torch.manual_seed(0)
+    model = Decoder(llama_transformer.construct_transformer(args)).eval()
+    t = torch.export.Dim("T", max=8)
+    ep = torch.export.export(model, (torch.randint(0, 128, (1, 4)), torch.tensor([0])),
+                             dynamic_shapes=({1: t}, {0: 1}), strict=False)
+    with pytest.raises(NotImplementedError, match=r"a reference engine cannot plan this "
+                       r"dynamic-shape partition: its shapes depend on a value read from a "
+                       r"tensor .* export that model with enable_dynamic_shape=False"):
+        tte.reference.compile(ep)

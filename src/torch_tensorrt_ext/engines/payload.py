@@ -121,11 +121,33 @@ def dense_inputs(gm: GraphModule) -> None:
     tensors = [v for v in vals if isinstance(v, torch.Tensor)]
     if all(v.is_contiguous() for v in tensors):
         return
-    mode = tensors[0].fake_mode
+    from torch._guards import detect_fake_mode
+    mode = detect_fake_mode(tensors)   # a scalar input bound as 0-d is a plain meta tensor
     with mode:
         dense = [torch.empty(tuple(v.shape), dtype=v.dtype, device=v.device)
                  if isinstance(v, torch.Tensor) else v for v in vals]
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*dense)
+
+
+def _exported_edge(gm: GraphModule, dynamic_shapes, config):
+    """The partition exported (its dynamic dims as `dynamic_shapes` says) and taken to edge."""
+    from executorch.exir import to_edge
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    try:
+        ep = torch.export.export(gm, example_args(gm), dynamic_shapes=dynamic_shapes,
+                                 strict=False)
+        return to_edge(ep, compile_config=config)
+    except GuardOnDataDependentSymNode as e:
+        if dynamic_shapes is None:
+            raise
+        first = str(e).splitlines()[0]
+        raise NotImplementedError(
+            f"a reference engine cannot plan this dynamic-shape partition: its shapes depend "
+            f"on a value read from a tensor ({first}) — a start position's `item()` slicing a "
+            "table, as ExecuTorch's llama does with enable_dynamic_shape=True. Reference engines "
+            "do not take such partitions yet: export that model with enable_dynamic_shape=False "
+            "(a static prefill and decode), or pass positions as a tensor the model indexes "
+            "with (as transformers' decoders do)") from None
 
 
 def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
@@ -135,14 +157,11 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     (`edge_replay`); else exported (with `dynamic_shapes`: `Dim`s bounded as the partition's
     symbols, so ExecuTorch plans every intermediate for the largest shape) and lowered through
     ExecuTorch's whole `to_edge`."""
-    from executorch.exir import to_edge
 
     dense_inputs(gm)
     config = edge_config()
     lifted = lifted_program(gm) if dynamic_shapes is None else None
     edge = replayed_edge(lifted, config) if lifted is not None else None
     if edge is None:
-        ep = torch.export.export(gm, example_args(gm), dynamic_shapes=dynamic_shapes,
-                                 strict=False)
-        edge = to_edge(ep, compile_config=config)
+        edge = _exported_edge(gm, dynamic_shapes, config)
     return program_bytes(edge)
