@@ -28,8 +28,8 @@ def prefill_dims():
     return {"x": {1: t}, "pos": {0: t}}
 
 
-def prefill_args(t: int, start: int = 0, width: int = 8):
-    return torch.randn(1, t, width), torch.arange(start, start + t)
+def prefill_args(t: int, start: int = 0, width: int = 8, generator=None):
+    return torch.randn(1, t, width, generator=generator), torch.arange(start, start + t)
 
 
 def prefill_input_specs(torch_tensorrt, width: int = 8):

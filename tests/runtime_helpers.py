@@ -226,11 +226,14 @@ def blob_in_pte(pte: bytes) -> slice:
     return slice(at, at + eng_off + eng_size)
 
 
-def write_steps(io_dir, args_of, steps: int) -> None:
-    """The inputs of `steps` calls as `tte_run` reads them: io_dir/in.<step>.<i>.bin, raw."""
+def write_steps(io_dir, args_of, steps: int, shapes: bool = False) -> None:
+    """The inputs of `steps` calls as `tte_run` reads them: io_dir/in.<step>.<i>.bin, raw (and
+    with `shapes`, each input's shape in in.<step>.<i>.shape: a dynamic program's)."""
     for s in range(steps):
         for i, a in enumerate(args_of(s)):
             (io_dir / f"in.{s}.{i}.bin").write_bytes(a.contiguous().numpy().tobytes())
+            if shapes:
+                (io_dir / f"in.{s}.{i}.shape").write_text(",".join(map(str, a.shape)))
 
 
 def read_output(io_dir, step: int, j: int, like: torch.Tensor) -> torch.Tensor:
@@ -261,14 +264,35 @@ def _random_state(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+# the dynamic-length case: a prompt length per step (their sum fits the 16-position cache)
+PREFILL_LENGTHS = (4, 1, 3, 1, 2, 1, 2, 1)
+
+
+def _prefill_args(step: int):
+    from dynamic_models import prefill_args
+    start = sum(PREFILL_LENGTHS[:step % len(PREFILL_LENGTHS)])
+    return prefill_args(PREFILL_LENGTHS[step % len(PREFILL_LENGTHS)], start,
+                        generator=torch.Generator().manual_seed(step))
+
+
 def runner_cases() -> Dict[str, tuple]:
-    """name -> (model factory, args_of(step)): every end-to-end model and the demo decoder."""
+    """name -> (model factory, args_of(step)): every end-to-end model, the demo decoder and a
+    prefill whose length changes every step (`dynamic_runner_cases`)."""
+    from dynamic_models import PrefillCache
     from e2e_models import MODELS
     from torch_tensorrt_ext.demo.models import Decoder
     cases = {name: (factory, args_of) for name, (factory, args_of, _) in MODELS.items()}
     cases["demo_decoder"] = (lambda: Decoder(layers=2).eval(), lambda s: (
         torch.randn(1, 1, 16, generator=torch.Generator().manual_seed(s)), torch.tensor([s])))
+    cases["prefill_dynamic"] = (lambda: PrefillCache().eval(), _prefill_args)
     return cases
+
+
+def dynamic_runner_cases() -> Dict[str, dict]:
+    """name -> the `dynamic_shapes` its program is exported with (its inputs' shapes per step
+    go to `tte_run` as in.<s>.<i>.shape)."""
+    from dynamic_models import prefill_dims
+    return {"prefill_dynamic": prefill_dims()}
 
 
 def save_on_device(io_dir, name: str, steps: int):
@@ -280,10 +304,13 @@ def save_on_device(io_dir, name: str, steps: int):
     factory, args_of = runner_cases()[name]
     model = _random_state(factory().eval())
     eager = copy.deepcopy(model)
-    ep, compiled = reference.export_program(copy.deepcopy(model), args_of(0))
+    dims = dynamic_runner_cases().get(name)
+    program = copy.deepcopy(model) if dims is None else torch.export.export(
+        copy.deepcopy(model), args_of(0), dynamic_shapes=dims)
+    ep, compiled = reference.export_program(program, args_of(0))
     data = bytes(lower.to_executorch(ep, device="cuda:0").buffer)
     (io_dir / "m.pte").write_bytes(data)
-    write_steps(io_dir, args_of, steps)
+    write_steps(io_dir, args_of, steps, shapes=dims is not None)
     return eager, compiled.plan, data
 
 

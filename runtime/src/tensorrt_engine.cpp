@@ -128,8 +128,8 @@ class TensorRTEngine final : public Engine {
   // bound or run: apply_shapes).
   Error set_input_shape(size_t binding, const int32_t* sizes, size_t rank) override {
     IoTensor& t = inputs_[binding];
-    if (!t.dynamic || rank != static_cast<size_t>(t.dims.nb)) return Engine::set_input_shape(
-        binding, sizes, rank);
+    if (!t.dynamic || rank != static_cast<size_t>(t.dims.nb))
+      return Engine::set_input_shape(binding, sizes, rank);
     TrtDims d;
     d.nb = t.dims.nb;
     for (size_t k = 0; k < rank; ++k) d.d[k] = sizes[k];
@@ -221,9 +221,9 @@ class TensorRTEngine final : public Engine {
       const IoTensor& t = inputs_[dynamic_[0]];
       std::string have;
       for (size_t p = 0; p < profiles_.size(); ++p) {
-        have += format("%sprofile %zu: %s to %s", p ? "; " : "", p,
-                       dims_text(profiles_[p][0].min).c_str(),
-                       dims_text(profiles_[p][0].max).c_str());
+        have +=
+            format("%sprofile %zu: %s to %s", p ? "; " : "", p,
+                   dims_text(profiles_[p][0].min).c_str(), dims_text(profiles_[p][0].max).c_str());
       }
       return why.fail(Error::InvalidProgram, "tensorrt.profile",
                       "the blob bounds input binding '" + t.name + "' at " + dims_text(t.dims) +
@@ -233,9 +233,9 @@ class TensorRTEngine final : public Engine {
     }
     dirty_ = true;
     if (apply_shapes() != Error::Ok) {
-      return why.fail(Error::InvalidProgram, "tensorrt.shape",
-                      std::string("setting the max_shape of every dynamic input failed: ") +
-                          last_refusal());
+      return why.fail(
+          Error::InvalidProgram, "tensorrt.shape",
+          std::string("setting the max_shape of every dynamic input failed: ") + last_refusal());
     }
     return Error::Ok;
   }
@@ -297,11 +297,12 @@ class TensorRTEngine final : public Engine {
     for (size_t k = 0; k < dynamic_.size(); ++k) {
       const IoTensor& t = inputs_[dynamic_[k]];
       bool held = false;
-      for (const auto& bounds : profiles_) held = held || within(t.dims, bounds[k].min, bounds[k].max);
+      for (const auto& bounds : profiles_)
+        held = held || within(t.dims, bounds[k].min, bounds[k].max);
       if (held && dynamic_.size() > 1) continue;  // another input is the one out of bounds
       char shape[96], lo[96], hi[96], more[96] = "";
-      if (profiles_.size() > 1) std::snprintf(more, sizeof more, " (and %zu more profiles)",
-                                              profiles_.size() - 1);
+      if (profiles_.size() > 1)
+        std::snprintf(more, sizeof more, " (and %zu more profiles)", profiles_.size() - 1);
       refuse("execute.shape_profile",
              "TensorRTBackend: TensorRT input '%s' has shape %s in this call, outside the "
              "engine's optimization profiles: profile 0 takes %s to %s%s",

@@ -92,9 +92,7 @@ class FakeTrt final : public tte::TrtApi {
     return true;
   }
   bool create_context() override { return state_.context = true; }
-  int32_t profile_count() const override {
-    return static_cast<int32_t>(state_.profiles.size());
-  }
+  int32_t profile_count() const override { return static_cast<int32_t>(state_.profiles.size()); }
   bool profile_bounds(const char* name, int32_t profile, tte::TrtDims& min,
                       tte::TrtDims& max) const override {
     if (profile < 0 || profile >= profile_count()) return false;

@@ -4,7 +4,8 @@
 //           [--device auto|cuda|emulated|none] [--stream] [--reset]
 //
 // Step s reads tensor input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and
-// shape) and writes tensor output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an
+// shape — or, for a dynamic input, the shape in DIR/in.<s>.<i>.shape, "1,5,8") and writes
+// tensor output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an
 // app. `--stream` runs every copy and enqueue on a caller-created non-blocking CUDA stream
 // (tte::use_stream), as an application that pipelines its own GPU work would. `--reset` then
 // resets the program's state (tte_program_reset: every buffer back to its initial value, no
@@ -65,6 +66,27 @@ std::string file_of(const std::string& io, const char* kind, long s, size_t k) {
   return io + "/" + kind + "." + std::to_string(s) + "." + std::to_string(k) + ".bin";
 }
 
+// A dynamic input's shape in step s: DIR/in.<s>.<i>.shape ("1,5,8"), when it exists; the tensor
+// then takes that shape (same rank, as many bytes as the file holds). "" or an error text.
+std::string read_shape(const std::string& io, long s, size_t i, tte_value& v, size_t nbytes) {
+  const std::string path = io + "/in." + std::to_string(s) + "." + std::to_string(i) + ".shape";
+  std::ifstream f(path);
+  if (!f) return "";
+  size_t numel = 1, old = 1;
+  for (int32_t k = 0; k < v.ndim; ++k) old *= static_cast<size_t>(v.sizes[k]);
+  int32_t rank = 0;
+  for (std::string dim; std::getline(f, dim, ',');) {
+    if (rank == v.ndim)
+      return path + ": more dimensions than the input's " + std::to_string(v.ndim);
+    v.sizes[rank] = std::strtoll(dim.c_str(), nullptr, 10);
+    numel *= static_cast<size_t>(v.sizes[rank++]);
+  }
+  if (rank != v.ndim)
+    return path + ": rank " + std::to_string(rank) + ", the input's is " + std::to_string(v.ndim);
+  v.nbytes = old ? v.nbytes / old * numel : nbytes;
+  return "";
+}
+
 // Runs steps [0, steps) and returns every step's tensor outputs (host bytes), or an error text.
 std::string run_steps(tte_program* p, const std::string& method, const std::string& io, long steps,
                       std::vector<std::vector<std::vector<uint8_t>>>& outs) {
@@ -79,6 +101,7 @@ std::string run_steps(tte_program* p, const std::string& method, const std::stri
       }
       const std::string path = file_of(io, "in", s, i);
       if (!read_file(path, data[i])) return "cannot read " + path;
+      if (std::string e = read_shape(io, s, i, inputs[i], data[i].size()); !e.empty()) return e;
       if (data[i].size() != inputs[i].nbytes) {
         return path + " has " + std::to_string(data[i].size()) + " bytes; input " +
                std::to_string(i) + " takes " + std::to_string(inputs[i].nbytes);
