@@ -8,11 +8,13 @@ import copy
 
 import pytest
 import torch
+import torch._inductor
 
 import torch_tensorrt_ext as tte
 from dynamic_models import (MAX_T, PrefillCache, prefill_args, prefill_dims,
                             prefill_input_specs)
 from rtx_env import compile_rtx, torch_tensorrt_or_skip
+from upstream_matrix import CELLS, declared, expected_declarations
 from torch_tensorrt_ext.executorch import load
 from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.method_inputs import InputShapeError
@@ -232,3 +234,53 @@ def test_executorch_llama_with_dynamic_shape_is_refused_saying_why():
                        r"dynamic-shape partition: its shapes depend on a value read from a "
                        r"tensor .* export that model with enable_dynamic_shape=False"):
         tte.reference.compile(ep)
+
+
+# --- every save path of the matrix, TensorRT-RTX engines built ahead of time --------------------
+
+@pytest.fixture(scope="module")
+def rtx_prefill():
+    torch_tensorrt = torch_tensorrt_or_skip()
+    specs = prefill_input_specs(torch_tensorrt)
+    model = PrefillCache().eval()
+    return model, specs, compile_rtx(_export(copy.deepcopy(model)), specs)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[c.id for c in CELLS])
+def test_every_save_path_keeps_the_length_dynamic_and_declares_each_write(
+        tmp_path, monkeypatch, rtx_prefill, cell):
+    """The save matrix (`upstream_matrix.CELLS`) with a dynamic length: the module saved with
+    its `torch_tensorrt.Input` specs, an ExportedProgram of it with `dynamic_shapes`. Every
+    artifact declares each write once by FQN; programs keep the length symbolic; `.pte` files
+    pass the matrix's checks and bound every dynamic engine binding."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model, specs, trt = rtx_prefill
+    captured = []
+    if cell.fmt == "aot_inductor":
+        monkeypatch.setattr(torch._inductor, "aoti_compile_and_package",
+                            lambda ep, **kw: captured.append(ep))
+    path = tmp_path / ("m." + {"executorch": "pte", "aot_inductor": "pt2"}.get(cell.fmt, "ep"))
+    if cell.source == "ep":
+        source = torch_tensorrt.dynamo.export(trt, arg_inputs=list(prefill_args(4)),
+                                              dynamic_shapes=prefill_dims())
+        torch_tensorrt.save(source, str(path), output_format=cell.fmt)
+    else:
+        torch_tensorrt.save(trt, str(path), output_format=cell.fmt, arg_inputs=specs,
+                            retrace=cell.retrace, use_legacy_exporter=cell.legacy)
+    if cell.fmt == "executorch":
+        info = inspect_pte(path.read_bytes()).method("forward")
+        # the T-position write is PyTorch's (no TensorRT-RTX converter takes a dynamic
+        # index_copy), so the cache is the program's copy-back, on the host, saying why
+        assert [(b.fqn, b.kind, b.initial_value, b.program_copy_bytes) for b in info.buffers] \
+            == [("k_cache", "copy_back", True, 512)]
+        assert info.buffers[0].host_path == \
+            "host kernels touch it or its new value: aten::index_put"
+        assert {w.fqn: w.kind.name for w in trt.mutation_plan} == {"k_cache": "COPY_BACK"}
+        dynamic = {(d.index, b[0]) for d in info.delegates for b in d.bindings if -1 in b[2]}
+        assert dynamic and dynamic == {(d.index, n) for d in info.delegates
+                                       for n, _ in d.max_shapes}
+        return
+    ep = captured[0] if cell.fmt == "aot_inductor" else torch.export.load(str(path))
+    assert declared(ep) == expected_declarations(trt.mutation_plan)
+    x = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert isinstance(x.meta["val"].shape[1], torch.SymInt)
