@@ -13,8 +13,11 @@ With `--stages`, RSS is also sampled every 2 ms and attributed to the stages of 
 wrapped by name, in the child only): RSS above the model when the stage starts, its peak and when
 it ends, as multiples of the weights — where the copies of the weights live.
 
+`--kind stock` runs stock torch-tensorrt 2.14.0 (plus its ahead-of-time patch, without which it
+cannot import here) beside ours, through the same calls; where it fails, the failure is printed.
+
 Usage: python benchmarks/bench_scale.py [--size 150m|600m] [--dtype float32|bfloat16]
-                                         [--kind reference|tensorrt-rtx ...] [--stages]
+                                         [--kind reference|tensorrt-rtx|stock ...] [--stages]
 """
 from __future__ import annotations
 
@@ -52,6 +55,20 @@ def _peak() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _first_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+
+
+def _stock_overlay(dst: Path) -> str:
+    """A site directory whose torch_tensorrt is stock 2.14.0 plus the series' first patch only
+    (engines built ahead of time without a GPU: stock cannot even import here) — the upstream
+    peer suite's baseline (scripts/upstream_peer.py)."""
+    import sysconfig
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from upstream_peer import _overlay
+    return str(_overlay(Path(sysconfig.get_paths()["purelib"]), dst / "pristine"))
 
 
 def _best_of(n: int, fn) -> float:
@@ -158,8 +175,13 @@ def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
     def ctx():
         return tte.reference.engines() if kind == "reference" else contextlib.nullcontext()
     t = time.perf_counter()
-    with ctx():
-        trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[ids, pos], min_block_size=1)
+    try:
+        with ctx():
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[ids, pos],
+                                         min_block_size=1)
+    except Exception as e:  # noqa: BLE001  (stock 2.14.0: reported, not raised)
+        out["compile_error"] = _first_line(e)
+        return out
     out["compile_s"] = time.perf_counter() - t
     out["compile_peak_x"] = (_peak() - base) / weights
     trace = StageTrace(base) if stages else None   # the save's stages only (compile lowers too)
@@ -168,8 +190,13 @@ def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.pte"
         t = time.perf_counter()
-        with ctx():
-            torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=[ids, pos])
+        try:
+            with ctx():
+                torch_tensorrt.save(trt, str(path), output_format="executorch",
+                                    arg_inputs=[ids, pos])
+        except Exception as e:  # noqa: BLE001  (stock 2.14.0: reported, not raised)
+            out["save_error"] = _first_line(e)
+            return out
         out["save_s"] = time.perf_counter() - t
         out["peak_x"] = (_peak() - base) / weights
         if trace:
@@ -186,7 +213,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="150m", choices=sorted(SIZES))
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("--kind", nargs="+", default=["reference", "tensorrt-rtx"])
+    ap.add_argument("--kind", nargs="+", default=["reference", "tensorrt-rtx", "stock"])
     ap.add_argument("--stages", action="store_true", help="RSS by stage of the save")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -195,15 +222,25 @@ def main() -> None:
         print(json.dumps(child(size, dtype, kind, stages == "1")))
         return
     print(f"transformers Llama {args.size} {args.dtype}: compile + save + load, per engine kind")
+    scratch = tempfile.TemporaryDirectory(prefix="tte-bench-")
     for kind in args.kind:
+        env = dict(os.environ)
+        if kind == "stock":   # TensorRT-RTX engines through stock 2.14.0 (+ its AOT patch)
+            env["PYTHONPATH"] = _stock_overlay(Path(scratch.name))
         done = subprocess.run([sys.executable, __file__, "--child", args.size, args.dtype, kind,
                                "1" if args.stages else "0"],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=env)
         if done.returncode != 0:
             print(f"  {kind}: failed: {done.stderr.strip().splitlines()[-1:]}")
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
         mib = r["weights"] / 2**20
+        if "compile_error" in r or "save_error" in r:
+            got = (f"compile fails: {r['compile_error']}" if "compile_error" in r else
+                   f"compile {r['compile_s']:.1f} s (peak {r['compile_peak_x']:.1f}x) | save "
+                   f"fails: {r['save_error']}")
+            print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | {got}")
+            continue
         load = (f"load {r['load_s']:.2f} s = {r['load_s'] / r['read_s']:.1f} x reading it"
                 if "load_s" in r else "load: cannot run here")
         print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | compile "

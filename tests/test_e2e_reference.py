@@ -11,6 +11,7 @@ from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.executorch import lower
 from torch_tensorrt_ext.executorch.program import load
+from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 from e2e_models import MODELS
 
 STEPS = 8
@@ -136,3 +137,28 @@ def test_state_written_without_readers_is_really_written(tmp_path, name, kw):
         prog.run(*args)
         state = torch.cat([b.reshape(-1) for b in eager.buffers()])
         torch.testing.assert_close(prog.run(torch.zeros(1), method="read")[0], state)
+
+
+def test_sharing_state_across_methods_changes_no_config_but_its_own():
+    """Host state shared by two methods (the planner's share_mutable_buffers, set for them)
+    leaves every other save alone: neither the default ExecutorchBackendConfig's planner —
+    one instance every default config shares — nor a config the caller passed is changed (a
+    later save with device state once failed: "Cannot share mutable buffers if all other
+    tensors are not on the default mem_id of 1")."""
+    from executorch.exir import ExecutorchBackendConfig
+    from torch_tensorrt_ext.executorch.config import backend_config
+    factory, args_of, _ = MODELS["kv_write_only"]
+    model = factory().eval()
+    methods = {"forward": (model, args_of(0)), "read": (_Reader(model), (torch.zeros(1),))}
+    programs = reference.export_methods(methods)
+    import torch_tensorrt.executorch  # noqa: F401
+    edge = torch_tensorrt_module().executorch.export(programs)
+    mine = ExecutorchBackendConfig()
+    planner = mine.memory_planning_pass
+    for given in (None, mine):
+        config = backend_config(edge, given)
+        assert config.memory_planning_pass.share_mutable_buffers is True   # shared: host state
+        assert config is not mine and config.memory_planning_pass is not planner
+    assert ExecutorchBackendConfig().memory_planning_pass.share_mutable_buffers is False
+    assert mine.memory_planning_pass is planner and planner.share_mutable_buffers is False
+    assert not getattr(mine, "_tte_state", False) and mine.passes == []

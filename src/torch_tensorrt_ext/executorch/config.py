@@ -9,6 +9,8 @@ it on every `to_executorch`.
 """
 from __future__ import annotations
 
+import copy
+
 from typing import Dict, List, Set
 
 from executorch.exir.pass_base import ExportPass
@@ -53,9 +55,13 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
     Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
-    config = config if config is not None else ExecutorchBackendConfig()
     if getattr(config, "_tte_state", False):
         return config
+    # a copy, and a copy of its planner: the caller's config is not changed, and a default
+    # config's planner is one instance shared by every default ExecutorchBackendConfig (a
+    # dataclass default), so setting share_mutable_buffers on it would reach every later save
+    config = copy.copy(config) if config is not None else ExecutorchBackendConfig()
+    config.memory_planning_pass = copy.copy(config.memory_planning_pass)
     names: Set[str] = set()
     on_device: Set[str] = set()
     for method in edge_manager.methods:
