@@ -1,4 +1,6 @@
-"""The dynamic dimensions of a reference engine's partition (a prefill's sequence length).
+"""The dynamic dimensions of an engine's bindings (a prefill's sequence length): the reference
+engine's partition at compile, and `max_shape` of any engine's binding from its value in the
+program (a TensorRT engine's blob, at save).
 
 Invariant: a partition is built with dynamic dimensions only where each is one backed symbol
 with a finite upper bound: an input binding's dynamic dimension is `-1` in its shape and its
@@ -11,7 +13,7 @@ data-dependent) is refused at compile, naming the binding and the expression.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 from torch.fx import GraphModule, Node
@@ -156,8 +158,3 @@ def partition_dims(inputs: Sequence[Node]) -> PartitionDims:
             if expr is not None:
                 dims.first.setdefault(expr, (i, k))
     return dims
-
-
-def output_dims_json(sources: Dict[str, Tuple[OutputDim, ...]]) -> Dict[str, List[List[int]]]:
-    return {name: [[o.dim, o.input, o.input_dim] for o in dims]
-            for name, dims in sources.items() if dims}
