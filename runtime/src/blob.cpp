@@ -32,6 +32,10 @@ size_t Binding::nbytes() const {
                                                                    : n * dtype_size(dtype);
 }
 
+bool Binding::bounded_dynamic() const {
+  return known && !is_static() && max_shape.size() == shape.size();
+}
+
 size_t Binding::max_nbytes() const {
   if (is_static()) return nbytes();
   if (!known || max_shape.size() != shape.size()) return 0;

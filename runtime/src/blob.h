@@ -60,6 +60,8 @@ struct Binding {
   // Bytes at max_shape (nbytes() when static; 0 when dynamic without one; SIZE_MAX past
   // kMaxBindingBytes).
   size_t max_nbytes() const;
+  // Dynamic and bounded by a max_shape: shaped per call (the one test every reader asks).
+  bool bounded_dynamic() const;
   // Its static dimensions times its element size are at most kMaxBindingBytes (validate_blob
   // refuses a binding that does not fit, so numel/nbytes of a validated one never saturate).
   bool fits() const;

@@ -212,12 +212,12 @@ Error DelegateExecutor::allocate_call_state(Reason& why) {
   // A dynamic binding with a max_shape is shaped per call; one without (TR02) stays sized by its
   // tensor alone, as before max_shape existed.
   for (const Binding& b : info_.inputs) {
-    input_dynamic_[b.index] = b.known && !b.is_static() && !b.max_shape.empty();
+    input_dynamic_[b.index] = b.bounded_dynamic();
   }
   output_resized_.assign(plan_.delegate_output.size(), 0);
   for (size_t j = 0; j < plan_.delegate_output.size(); ++j) {
     const Binding& b = info_.outputs[plan_.delegate_output[j]];
-    output_resized_[j] = b.known && !b.is_static() && !b.max_shape.empty();
+    output_resized_[j] = b.bounded_dynamic();
   }
   return Error::Ok;
 }

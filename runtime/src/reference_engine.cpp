@@ -147,7 +147,7 @@ std::string sizes_text(Span<const int32_t> s) {
 // The payload's declared tensor for a binding must match it exactly — a dynamic dimension
 // declared at the binding's max_shape (the payload plans for it) — and must not be planned.
 bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, Reason& why) {
-  if (!b.is_static() && b.max_shape.size() != b.shape.size()) {
+  if (!b.is_static() && !b.bounded_dynamic()) {
     return why.reject("payload.dynamic_unbounded",
                       format("reference binding '%s' (%s) has a dynamic dimension and no "
                              "max_shape; a reference engine plans its memory for the largest "

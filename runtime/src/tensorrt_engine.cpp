@@ -493,7 +493,7 @@ class TensorRTEngine final : public Engine {
       return Error::Ok;
     }
     t.dynamic = !b.is_static();
-    if (t.dynamic && b.max_shape.size() != b.shape.size()) {
+    if (t.dynamic && !b.bounded_dynamic()) {
       return why.fail(Error::NotSupported, "tensorrt.dynamic_shape",
                       "input binding '" + b.name + "' has a dynamic shape " + b.describe() +
                           " and no max_shape; re-export the .pte with this torch-tensorrt-ext "
