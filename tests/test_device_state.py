@@ -37,7 +37,7 @@ def test_without_the_pass_executorch_stages_every_buffer(declared, monkeypatch):
     writes land in the copies: save's check refuses that program, naming the first buffer; with
     the check off too, the staging is measured (each buffer's size, every call)."""
     model, ep, compiled = declared
-    monkeypatch.setattr(device_state, "StateOnDevicePass", lambda names, then: then)
+    monkeypatch.setattr(device_state, "StateOnDevicePass", lambda names, then, resident: then)
     with pytest.raises(PlanError) as e:
         lower.to_executorch(ep, device="cuda:0")
     assert str(e.value) == (

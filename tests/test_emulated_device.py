@@ -18,15 +18,13 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-SUITES = ["test_e2e_reference.py", "test_hybrid_state.py", "test_program_state.py"]
+SUITES = ["test_e2e_reference.py", "test_hybrid_state.py", "test_program_state.py",
+          "test_dynamic_shapes.py", "test_shared_state.py"]
 # What the child deselects, and why (each asserts a host-placement fact):
 HOST_ONLY = {
     # traffic figure of a buffer the program also returns: 4 B host-placed, 8 B (H2D + D2H)
     # device-placed; the host figure is what the test pins
     "returns_its_state": "host traffic figure",
-    # two methods sharing a buffer: ExecuTorch 1.5.1 cannot share mutable buffers that live in
-    # device memory (MemoryPlanningPass refuses at save: "Cannot share mutable buffers ...")
-    "written_without_readers": "ExecuTorch cannot share device buffers across methods",
     # the refusal text names the host-to-device staging in device placement
     "refuses_a_pte_that_lost_a_write": "host refusal text",
 }

@@ -5,7 +5,8 @@
 // (device_loader.h), every method at open (loading a method writes its buffers' initial values,
 // which must not wipe state another method advanced). Host-only programs share one set of arenas
 // across methods (so a buffer written by one method is read by the others, as in eager); a
-// program with device arenas cannot share them in ExecuTorch 1.5.1 and each method keeps its own.
+// program with device arenas shares the state arenas it records (shared_arenas.h: one allocation
+// per arena, checked after each method loads), which ExecuTorch 1.5.1's Module cannot.
 // Nothing here throws across the C boundary.
 #include <tte/c_api.h>
 
@@ -13,6 +14,7 @@
 #include "device.h"
 #include "device_loader.h"
 #include "refusal.h"
+#include "shared_arenas.h"
 
 #include <executorch/extension/data_loader/mmap_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -39,6 +41,7 @@ using executorch::runtime::Program;
 struct tte_program {
   std::unique_ptr<tte::DeviceAwareLoader> loader;
   std::shared_ptr<Program> program;
+  std::unique_ptr<tte::SharedArenas> shared;  // before `module`: its methods use these arenas
   std::unique_ptr<Module> module;
   std::vector<std::string> methods;
   std::map<std::string, std::vector<EValue>> outputs;       // the last run's, per method
@@ -143,14 +146,27 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
   }
   // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
   // does; without one it logs "No temp allocator provided" once per call and falls back).
-  p->module =
-      std::make_unique<Module>(p->program, nullptr, std::make_unique<MallocMemoryAllocator>(),
-                               nullptr, nullptr, /*share_memory_arenas=*/!device_arenas);
+  tte::Reason reason;
+  const Error shared = tte::SharedArenas::open(*p->program, p->shared, reason);
+  if (shared != Error::Ok) return fail(shared, reason.text);
+  p->module = std::make_unique<Module>(
+      p->program, nullptr, std::make_unique<MallocMemoryAllocator>(), nullptr, nullptr,
+      /*share_memory_arenas=*/!device_arenas && p->shared == nullptr);
   for (const std::string& m : p->methods) {
-    const Error e = p->module->load_method(m);
+    executorch::runtime::HierarchicalAllocator* planned = nullptr;
+    if (p->shared != nullptr) {
+      auto memory = p->shared->memory_for(*p->program, m, reason);
+      if (!memory.ok()) return fail(memory.error(), reason.text);
+      planned = memory.get();
+    }
+    const Error e = p->module->load_method(m, planned);
     if (e != Error::Ok) {
       return fail(e, tte::format("Failed to load method %s, error: 0x%x", m.c_str(),
                                  static_cast<unsigned>(e)));
+    }
+    if (p->shared != nullptr) {
+      const Error placed = p->shared->check(*method_of(p.get(), m.c_str()), m, reason);
+      if (placed != Error::Ok) return fail(placed, reason.text);
     }
   }
   if (code) *code = 0;

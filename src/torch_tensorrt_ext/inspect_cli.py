@@ -46,6 +46,10 @@ def _text(info) -> str:
             for b in m.buffers:
                 if b.host_path:
                     lines.append(f"  {b.fqn}: copied by the program: {b.host_path}")
+    for a in info.shared:
+        lines.append(f"state shared by every method: {a.nbytes} bytes on {a.device}, one "
+                     "allocation: " + ", ".join(f"{f}@{o}" for f, o in a.buffers)
+                     + " (planned buffer " + ", ".join(f"{m}:{i}" for m, i in a.methods) + ")")
     return "\n".join(lines)
 
 

@@ -3,20 +3,20 @@
 Invariant: `backend_config` returns the caller's config (or the default) plus exactly what state
 needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
 emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
-shared by every method where ExecuTorch can share it (a warning naming the buffers where it
-cannot); applying it to a config it produced changes nothing. `stateful_edge`'s manager applies
-it on every `to_executorch`.
+shared by every method (ExecuTorch's sharing for host-only programs, `shared_state`'s where
+state lives in device memory); applying it to a config it produced changes nothing.
+`stateful_edge`'s manager applies it on every `to_executorch`.
 """
 from __future__ import annotations
 
 import copy
 
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
-from . import device_state
+from . import device_state, shared_state
 from .kept_mutations import check_writes, expected_writes, written_in_place
 from .tensorrt_blob import DEVICE_SPEC
 
@@ -50,8 +50,8 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
     values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
     an engine writes itself, and
-    (several methods) one allocation per buffer shared by every method, as in eager, where
-    ExecuTorch can share it (`_share_state_across_methods`).
+    (several methods) one allocation per buffer shared by every method, as in eager
+    (`_share_state_across_methods`).
     Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
@@ -59,64 +59,94 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
         return config
     # a copy, and a copy of its planner: the caller's config is not changed, and a default
     # config's planner is one instance shared by every default ExecutorchBackendConfig (a
-    # dataclass default), so setting share_mutable_buffers on it would reach every later save
+    # dataclass default), so setting share_mutable_buffers on it would reach every later save;
+    # and its cross-method planning state (the graphs it planned) is this lowering's alone, or
+    # a second save's run_multimethod would re-plan the first's graphs too
     config = copy.copy(config) if config is not None else ExecutorchBackendConfig()
-    config.memory_planning_pass = copy.copy(config.memory_planning_pass)
+    planner = config.memory_planning_pass = copy.copy(config.memory_planning_pass)
+    if hasattr(planner, "state"):
+        planner.state = type(planner.state)()
     names: Set[str] = set()
     on_device: Set[str] = set()
     for method in edge_manager.methods:
         names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
         on_device |= written_in_place(edge_manager.exported_program(method))
-    if share_across_methods is None:
-        _share_state_across_methods(edge_manager, config.memory_planning_pass)
+    resident = _share_state_across_methods(edge_manager, config, share_across_methods)
     config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
     # state an engine writes itself stays in the engine's memory; state ExecuTorch's write-back
     # copies (a host kernel) keeps its host staging, so that copy can reach it
-    config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass)
+    config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass,
+                                                            resident)
     config._tte_state = True
     return config
 
 
-def _device_delegates(edge_manager) -> bool:
+def _delegate_devices(edge_manager) -> Set[str]:
+    """The devices (`target_device` compile specs; "cpu" left out) its delegates run on."""
+    devices = set()
     for method in edge_manager.methods:
         gm = edge_manager.exported_program(method).graph_module
         for _, sub in gm.named_children():
             for spec in getattr(sub, "compile_specs", ()) or ():
                 if spec.key == DEVICE_SPEC and spec.value.decode() != "cpu":
-                    return True
-    return False
+                    devices.add(spec.value.decode())
+    return devices
 
 
-def _share_state_across_methods(edge_manager, planner) -> None:
-    """A buffer one method writes and others use shares one allocation, like eager's one module.
-    ExecuTorch 1.5.1 shares mutable buffers only when every tensor lives in its default memory
-    (mem_id 1); with device delegates (state in device memory) it cannot, so each method keeps its
-    own copy — said in a warning naming the buffers, never silently."""
+def _share_state_across_methods(edge_manager, config, share) -> Dict[str, Tuple[int, int]]:
+    """A buffer one method writes and others use shares one allocation, like eager's one module
+    (`share`: None when some buffer is used by several methods and written by one, True
+    always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
+    `Module(share_memory_arenas=True)` shares). With device delegates ExecuTorch 1.5.1 cannot
+    share (every tensor must be in mem_id 1): `shared_state` plans it per device and records the
+    layout for the runtime loader, and a buffer an engine writes in place in one method lives on
+    its device in every method that uses it. Returns those: placeholder name -> device."""
+    planner = config.memory_planning_pass
     methods = list(edge_manager.methods)
-    if len(methods) < 2 or not getattr(planner, "alloc_mutable_buffers", False):
-        return
-    used: Dict[str, List[str]] = {}
-    written = set()
-    for m in methods:
-        sig = edge_manager.exported_program(m).graph_signature
-        written |= set(sig.buffers_to_mutate.values())
-        for fqn in set(sig.inputs_to_buffers.values()):
-            used.setdefault(fqn, []).append(m)
-    shared = {f: ms for f, ms in used.items() if f in written and len(ms) > 1}
-    if not shared:
-        return
-    if not _device_delegates(edge_manager):
+    if isinstance(planner, dict) or not getattr(planner, "alloc_mutable_buffers", False):
+        return {}
+    uses = _buffer_uses(edge_manager)
+    if share is None:
+        share = getattr(planner, "share_mutable_buffers", False) or any(
+            len(ms) > 1 for f, ms in uses.items() if f in _mutated(edge_manager))
+    if not share or len(methods) < 2:
+        return {}
+    devices = _delegate_devices(edge_manager)
+    if not devices:
         planner.share_mutable_buffers = True
-        return
-    import warnings
-    warnings.warn(
-        "buffers shared by several methods "
-        f"({', '.join(f'{f!r}: {ms}' for f, ms in sorted(shared.items()))}) "
-        "live in device memory, where ExecuTorch 1.5.1 cannot share mutable buffers between "
-        "methods (MemoryPlanningPass share_mutable_buffers needs mem_id 1): each method keeps "
-        "its own copy of them. Export them as one method, or copy the state between methods "
-        "in the application.", UserWarning, stacklevel=3)
+        return {}
+    config.memory_planning_pass = shared_state.planners(
+        planner, edge_manager._named_data_store, methods)
+    if len(devices) != 1:
+        return {}   # which device a host-written buffer would live on is not one answer
+    device = shared_state.parse_device(next(iter(devices)))
+    in_place = set()
+    for m in methods:
+        ep = edge_manager.exported_program(m)
+        in_place |= {ep.graph_signature.inputs_to_buffers[n] for n in written_in_place(ep)}
+    resident = {}
+    for m in methods:
+        for name, fqn in edge_manager.exported_program(m).graph_signature.inputs_to_buffers \
+                .items():
+            if fqn in in_place and len(uses.get(fqn, ())) > 1:
+                resident[name] = device
+    return resident
+
+
+def _mutated(edge_manager) -> Set[str]:
+    return {f for m in edge_manager.methods
+            for f in edge_manager.exported_program(m).graph_signature.buffers_to_mutate.values()}
+
+
+def _buffer_uses(edge_manager) -> Dict[str, List[str]]:
+    """FQN -> the methods whose program takes the buffer."""
+    used: Dict[str, List[str]] = {}
+    for m in edge_manager.methods:
+        for fqn in set(edge_manager.exported_program(m).graph_signature.inputs_to_buffers
+                       .values()):
+            used.setdefault(fqn, []).append(m)
+    return used
 
 
 def stateful_edge(edge_manager):

@@ -6,10 +6,12 @@ model that wrote it. A buffer is `kv_alias` when a delegate writes it in place (
 an output to the buffer's input binding), `copy_back` when its new value is copied into it (a
 copy op of the program, or the delegate's own copy-back), `read_only` otherwise. A buffer the
 program itself copies names what forces that host path (`host_path`): the host kernels that
-touch the buffer or the value written back into it, else the write-back alone.
+touch the buffer or the value written back into it, else the write-back alone. `shared` is the
+program's record of the state arenas its methods share (`shared_state.RECORD_KEY`), as written.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -67,8 +69,17 @@ class MethodInfo:
 
 
 @dataclass(frozen=True)
+class SharedArena:
+    device: str
+    nbytes: int
+    buffers: Tuple[Tuple[str, int], ...]           # (fqn, offset)
+    methods: Tuple[Tuple[str, int], ...]           # (method, its planned-buffer index)
+
+
+@dataclass(frozen=True)
 class PteInfo:
     methods: Tuple[MethodInfo, ...] = field(default_factory=tuple)
+    shared: Tuple[SharedArena, ...] = ()   # state arenas every method shares (device programs)
 
     def method(self, name: str) -> MethodInfo:
         for m in self.methods:
@@ -108,7 +119,12 @@ def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], i
     copies = [(name, args) for name, args in calls
               if name in COPY_OPS and name not in LINK_OPS and index in args]
     if not copies:
-        return ""
+        # a buffer kept on the device that host kernels read or write: staged across the link
+        links = [args for name, args in calls if name in LINK_OPS and index in args]
+        values = {a for args in links for a in args} - {index}
+        ops = sorted({name for name, args in calls if name not in COPY_OPS
+                      and values & set(args)})
+        return "host kernels touch it or its new value: " + ", ".join(ops) if ops else ""
     values = {index} | {a for _, args in copies for a in args}
     ops = sorted({name for name, args in calls if name not in COPY_OPS
                   and values & set(args)})
@@ -157,4 +173,17 @@ def inspect_pte(data: bytes) -> PteInfo:
                                 _host_path(plan, calls, i))
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
-    return PteInfo(tuple(methods))
+    return PteInfo(tuple(methods), _shared(pte))
+
+
+def _shared(pte) -> Tuple[SharedArena, ...]:
+    from .shared_state import RECORD_KEY
+    named = pte.named_data
+    entry = named.pte_data.get(RECORD_KEY) if named is not None else None
+    if entry is None:
+        return ()
+    record = json.loads(bytes(named.buffers[entry.buffer_index]))
+    return tuple(SharedArena(a["device"], a["bytes"], tuple(sorted(a["buffers"].items(),
+                                                                  key=lambda kv: kv[1])),
+                             tuple((m, ix[k]) for m, ix in sorted(record["methods"].items())))
+                 for k, a in enumerate(record["arenas"]))

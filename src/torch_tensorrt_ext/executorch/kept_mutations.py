@@ -4,7 +4,8 @@ Invariant: `expected_writes(edge_manager)` reads, before `to_executorch`, which 
 method declares mutated and who writes each one (`Writes`: its engine in place — declared on the
 buffer's own placeholder — or the program's write-back); `check_writes(et_manager, expected)`
 returns only when, in the program ExecuTorch emits, every such buffer is still written: a
-write-back is an `aten.copy_` into the buffer's placeholder, an engine's write needs the buffer's
+write-back is an `aten.copy_` into the buffer's placeholder (or, a buffer resident on the device,
+an `et_copy._h2d_copy.out` into it), an engine's write needs the buffer's
 placeholder handed to a delegate call whose blob records writing it (an aliased output, or an
 output the delegate copies back into the buffer's input binding). A write lost in ExecuTorch's
 lowering raises `PlanError` naming the method, the buffer and what is missing. The check reads
@@ -95,6 +96,9 @@ def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
                 continue
             if n.target is torch.ops.aten.copy_.default and isinstance(n.args[0], torch.fx.Node):
                 copied.add(n.args[0].name)
+            elif n.target is torch.ops.et_copy._h2d_copy.out and \
+                    isinstance(n.kwargs.get("out"), torch.fx.Node):   # into a device buffer
+                copied.add(n.kwargs["out"].name)
             elif "call_delegate" in getattr(n.target, "__name__", ""):
                 delegated |= _names_in(n.args[1:])
                 blob_written |= _blob_writes(ep, n)

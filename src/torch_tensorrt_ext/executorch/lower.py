@@ -16,7 +16,6 @@ from typing import Mapping, Optional, Union
 
 import torch
 from executorch.exir import ExecutorchBackendConfig
-from executorch.exir.passes import MemoryPlanningPass
 
 from ..upstream_api import torch_tensorrt_module
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
@@ -37,9 +36,7 @@ def to_executorch(programs: Programs, *, device: Optional[str] = None,
     torch_tensorrt = torch_tensorrt_module()
     with reference_device(device) if device is not None else contextlib.nullcontext():
         edge = torch_tensorrt.executorch.export(programs)
-    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
-        share_mutable_buffers=bool(share_mutable_buffers)))
-    return edge.to_executorch(backend_config(edge, config,
+    return edge.to_executorch(backend_config(edge, ExecutorchBackendConfig(),
                                              share_across_methods=share_mutable_buffers))
 
 

@@ -23,7 +23,7 @@ import torch
 from ..contracts.dtypes import SCALAR_TYPES
 from ..errors import TteError
 from .. import runtime_lib
-from . import log_sink
+from . import log_sink, shared_state
 from .pte_check import PteError, read_pte_program
 from .method_inputs import check_call, specs_by_method
 from .traffic import flatbuffer_program, plan_copy_paths
@@ -122,6 +122,9 @@ class Program:
             raise runtime_lib.refusal_error(RuntimeError(why))
         if why.startswith("method '"):                # state on a device, and none in force
             raise PteError(f"{self.path}: {why}")
+        if why.startswith(shared_state.RECORD_KEY):   # its record of the arenas methods share
+            raise PteError(f"{self.path}: {why}. The file is corrupt or was not written by "
+                           "torch-tensorrt-ext; re-export it")
         raise PteError(f"{self.path}: ExecuTorch refused the program ({why}); its log line "
                        f"on stderr says why. The file is corrupt or was not written by "
                        f"this ExecuTorch; re-export it")
