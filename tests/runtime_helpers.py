@@ -12,8 +12,10 @@ Used by tests/test_runtime_*.py and runtime/tests/gen_payloads.py (ctest fixture
 """
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import torch
@@ -275,6 +277,23 @@ def _prefill_args(step: int):
                         generator=torch.Generator().manual_seed(step))
 
 
+# the two-method case: a 4-token prefill, then one-token decodes, on one cache (`shared_state`)
+PREFILL_THEN_DECODE = "prefill_decode_shared"
+
+
+def method_of_step(name: str, step: int) -> str:
+    """The method call `step` of case `name` runs (`tte_run` reads it from io_dir/method.<s>)."""
+    if name != PREFILL_THEN_DECODE:
+        return "forward"
+    return "prefill" if step == 0 else "decode"
+
+
+def _prefill_then_decode_args(step: int):
+    from dynamic_models import prefill_args
+    g = torch.Generator().manual_seed(step)
+    return prefill_args(4, 0, generator=g) if step == 0 else prefill_args(1, 3 + step, generator=g)
+
+
 def runner_cases() -> Dict[str, tuple]:
     """name -> (model factory, args_of(step)): every end-to-end model, the demo decoder and a
     prefill whose length changes every step (`dynamic_runner_cases`)."""
@@ -285,6 +304,7 @@ def runner_cases() -> Dict[str, tuple]:
     cases["demo_decoder"] = (lambda: Decoder(layers=2).eval(), lambda s: (
         torch.randn(1, 1, 16, generator=torch.Generator().manual_seed(s)), torch.tensor([s])))
     cases["prefill_dynamic"] = (lambda: PrefillCache().eval(), _prefill_args)
+    cases[PREFILL_THEN_DECODE] = (lambda: PrefillCache().eval(), _prefill_then_decode_args)
     return cases
 
 
@@ -304,6 +324,8 @@ def save_on_device(io_dir, name: str, steps: int):
     factory, args_of = runner_cases()[name]
     model = _random_state(factory().eval())
     eager = copy.deepcopy(model)
+    if name == PREFILL_THEN_DECODE:
+        return eager, None, _save_prefill_then_decode(io_dir, model, args_of, steps)
     dims = dynamic_runner_cases().get(name)
     program = copy.deepcopy(model) if dims is None else torch.export.export(
         copy.deepcopy(model), args_of(0), dynamic_shapes=dims)
@@ -312,6 +334,36 @@ def save_on_device(io_dir, name: str, steps: int):
     (io_dir / "m.pte").write_bytes(data)
     write_steps(io_dir, args_of, steps, shapes=dims is not None)
     return eager, compiled.plan, data
+
+
+def _save_prefill_then_decode(io_dir, model, args_of, steps: int) -> bytes:
+    """Prefill (dynamic length) and decode of one model as two methods sharing its cache, state
+    on cuda:0; the inputs and each step's method (io_dir/method.<s>)."""
+    from dynamic_models import prefill_dims
+    from torch_tensorrt_ext import reference
+    from torch_tensorrt_ext.executorch import lower
+    programs = reference.export_methods({
+        "prefill": (torch.export.export(copy.deepcopy(model), args_of(0),
+                                        dynamic_shapes=prefill_dims()), None),
+        "decode": (torch.export.export(copy.deepcopy(model), args_of(1)), None)})
+    data = bytes(lower.to_executorch(programs, device="cuda:0").buffer)
+    (io_dir / "m.pte").write_bytes(data)
+    write_steps(io_dir, args_of, steps, shapes=True)
+    for s in range(steps):
+        (io_dir / f"method.{s}").write_text(method_of_step(PREFILL_THEN_DECODE, s))
+    return data
+
+
+def delegate_copies_over_steps(pte, name: str, steps: int) -> Dict[str, int]:
+    """FQN -> the bytes the delegates copy into it over `steps` calls of case `name`: the sum of
+    each step's method's `delegate_copy_bytes` (what its blobs say their delegate copies back)."""
+    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    info = inspect_pte(Path(pte).read_bytes())
+    total: Dict[str, int] = {}
+    for s in range(steps):
+        for b in info.method(method_of_step(name, s)).buffers:
+            total[b.fqn] = total.get(b.fqn, 0) + b.delegate_copy_bytes
+    return total
 
 
 def write_runner_case(io_dir, name: str, steps: int) -> None:
@@ -329,8 +381,10 @@ def write_runner_case(io_dir, name: str, steps: int) -> None:
         for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
             np.save(io_dir / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
     expect = {}
-    for w in plan:
+    for w in plan or ():
         b = eager.get_buffer(w.fqn)
         copied = w.copier is Copier.ENGINE and not w.is_kv
         expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
+    if plan is None:   # several methods: what each step's method's delegates copy, per its blob
+        expect = delegate_copies_over_steps(io_dir / "m.pte", name, steps)
     (io_dir / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))

@@ -13,14 +13,16 @@ import torch
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
-from runtime_helpers import read_output, run_runner, runner_cases, save_on_device
+from runtime_helpers import (PREFILL_THEN_DECODE, read_output, run_runner, runner_cases,
+                             save_on_device)
 from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.executorch.traffic import mutable_buffers
 
 STEPS = 4
 
 
-CASES = runner_cases()
+# one method each (the two-method case, one cache across methods: tests/test_shared_state.py)
+CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
 
 
 def _saved(tmp_path, name, steps: int = STEPS):

@@ -149,6 +149,32 @@ def test_a_record_that_does_not_match_the_program_is_refused(tmp_path, edit, che
         load(path)
 
 
+def test_the_runner_steps_prefill_then_decode_on_one_device_cache(tmp_path):
+    """`tte_run` (the C++ runner, the emulated device) runs the step's method from
+    io_dir/method.<s>: a 4-token prefill, then decodes that read the cache prefill wrote, each
+    equal to eager; the decode delegate copies the cache back once per call (512 B), and a reset
+    plus rerun gives identical bytes (the scripts/device_run.sh case on a GPU)."""
+    from runtime_helpers import (PREFILL_THEN_DECODE, delegate_copies_over_steps, read_output,
+                                 run_runner, runner_cases, save_on_device)
+    steps = 5
+    eager, _, _ = save_on_device(tmp_path, PREFILL_THEN_DECODE, steps)
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, steps, "emulated", "--reset")
+    assert done.returncode == 0, done.stderr[-2000:]
+    _, args_of = runner_cases()[PREFILL_THEN_DECODE]
+    assert [(tmp_path / f"method.{s}").read_text() for s in range(steps)] == \
+        ["prefill"] + ["decode"] * (steps - 1)
+    for s in range(steps):
+        with torch.no_grad():
+            want = eager(*args_of(s))
+        torch.testing.assert_close(read_output(tmp_path, s, 0, want), want,
+                                   msg=lambda m: f"step {s}: {m}")
+    assert delegate_copies_over_steps(tmp_path / "m.pte", PREFILL_THEN_DECODE, steps) == \
+        {"k_cache": (steps - 1) * CACHE}
+    assert summary["copy_bytes"] == {"k_cache": (steps - 1) * CACHE}
+    assert summary["copy_paths"] == {"k_cache": [(steps - 1) * CACHE, 0, 0]}
+    assert summary["reset"] is True
+
+
 # --- the planner alone, over hand-made method graphs (what ExecuTorch hands it per method) -------
 
 def _method_graph(buffers, activations: int):

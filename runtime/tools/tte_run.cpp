@@ -5,8 +5,9 @@
 //
 // Step s reads tensor input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and
 // shape — or, for a dynamic input, the shape in DIR/in.<s>.<i>.shape, "1,5,8") and writes
-// tensor output j to DIR/out.<s>.<j>.bin. State persists across steps, as in an
-// app. `--stream` runs every copy and enqueue on a caller-created non-blocking CUDA stream
+// tensor output j to DIR/out.<s>.<j>.bin. Step s runs the method named in DIR/method.<s> when that
+// file exists (a prefill, then decodes), else --method. State persists across steps and methods,
+// as in an app. `--stream` runs every copy and enqueue on a caller-created non-blocking CUDA stream
 // (tte::use_stream), as an application that pipelines its own GPU work would. `--reset` then
 // resets the program's state (tte_program_reset: every buffer back to its initial value, no
 // reload) and runs the same steps again, which must give byte-identical outputs. The last line
@@ -87,12 +88,28 @@ std::string read_shape(const std::string& io, long s, size_t i, tte_value& v, si
   return "";
 }
 
+bool has_method(const tte_program* p, const std::string& name) {
+  for (size_t m = 0; m < tte_program_method_count(p); ++m) {
+    if (name == tte_program_method_name(p, m)) return true;
+  }
+  return false;
+}
+
+// The method step s runs: DIR/method.<s> ("prefill"), when it exists, else `fallback`.
+std::string method_of_step(const std::string& io, long s, const std::string& fallback) {
+  std::ifstream f(io + "/method." + std::to_string(s));
+  std::string name;
+  return f && std::getline(f, name) && !name.empty() ? name : fallback;
+}
+
 // Runs steps [0, steps) and returns every step's tensor outputs (host bytes), or an error text.
-std::string run_steps(tte_program* p, const std::string& method, const std::string& io, long steps,
-                      std::vector<std::vector<std::vector<uint8_t>>>& outs) {
-  const size_t n_in = tte_program_input_count(p, method.c_str());
+std::string run_steps(tte_program* p, const std::string& fallback, const std::string& io,
+                      long steps, std::vector<std::vector<std::vector<uint8_t>>>& outs) {
   char why[4096];
   for (long s = 0; s < steps; ++s) {
+    const std::string method = method_of_step(io, s, fallback);
+    if (!has_method(p, method)) return "step " + std::to_string(s) + ": no method '" + method + "'";
+    const size_t n_in = tte_program_input_count(p, method.c_str());
     std::vector<std::vector<uint8_t>> data(n_in);
     std::vector<tte_value> inputs(n_in);
     for (size_t i = 0; i < n_in; ++i) {
@@ -171,22 +188,19 @@ int main(int argc, char** argv) {
     const std::string refusal = tte_runtime_last_refusal();
     return fail(pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
   }
-  bool found = false;
-  for (size_t m = 0; m < tte_program_method_count(p); ++m) {
-    found = found || method == tte_program_method_name(p, m);
-  }
-  if (!found) {
+  const std::string first = method_of_step(io, 0, method);  // its buffers are the summary's
+  if (!has_method(p, first)) {
     tte_program_close(p);
-    return fail(pte + ": no method '" + method + "'");
+    return fail(pte + ": no method '" + first + "'");
   }
   tte_runtime_reset_counters();
   std::vector<std::vector<std::vector<uint8_t>>> outs;
   std::string err = run_steps(p, method, io, steps, outs);
   std::string copies, paths;  // paths: per buffer [device, link, host] bytes
-  for (size_t b = 0; err.empty() && b < tte_program_buffer_count(p, method.c_str()); ++b) {
+  for (size_t b = 0; err.empty() && b < tte_program_buffer_count(p, first.c_str()); ++b) {
     const char* fqn = nullptr;
     tte_value v;
-    if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
+    if (tte_program_buffer(p, first.c_str(), b, &fqn, &v) != 0) continue;
     const std::string key = (copies.empty() ? "\"" : ", \"") + json_escape(fqn) + "\": ";
     copies += key + std::to_string(tte_runtime_copy_bytes(fqn));
     paths += key + "[" + std::to_string(tte_runtime_copy_bytes_by_path(fqn, 0)) + ", " +
