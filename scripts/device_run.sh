@@ -51,7 +51,7 @@ echo "== without a device: refused"
 "$b/runtime/tte_run" .devrun/cases/kv_index_copy/m.pte --io /tmp --steps 1 --device none 2>&1 \
   | grep -v '^I ' | tail -1
 for tool in memcheck racecheck synccheck; do
-  for c in demo_decoder gated_deltanet_states kv_index_copy prefill_dynamic; do
+  for c in demo_decoder gated_deltanet_states kv_index_copy prefill_dynamic prefill_decode_shared; do
     d=.devrun/cases/$c
     echo "== compute-sanitizer --tool $tool: $c"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/runtime/tte_run" "$d/m.pte" \
