@@ -215,25 +215,54 @@ def test_the_toy_prefill_and_decode_methods_share_the_cache(tmp_path):
         torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
 
 
-def test_executorch_llama_with_dynamic_shape_is_refused_saying_why():
-    """ExecuTorch's own llama with `enable_dynamic_shape=True` slices its rope tables at
-    `input_pos[0].item()`: a size read from a tensor's value, which a reference engine cannot
-    plan memory for. Refused at compile, naming why and what works instead (not run to a
-    crash or a wrong result)."""
+def _executorch_llama(dynamic: bool = True):
+    """ExecuTorch's own llama (`construct_transformer`) as its export builds it: with
+    `enable_dynamic_shape` the rope tables and the mask are sliced at `input_pos[-1].item()` and
+    the caches written with `index_copy_` at `arange(T) + input_pos[0].item()`."""
     from executorch.examples.models.llama import llama_transformer, model_args
     from hybrid_models import Decoder
-    args = model_args.ModelArgs(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, vocab_size=128,
+    args = model_args.ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=128,
                                 max_seq_len=16, max_context_len=16, use_kv_cache=True,
-                                enable_dynamic_shape=True, hidden_dim=128)
+                                enable_dynamic_shape=dynamic, hidden_dim=128)
     torch.manual_seed(0)
-    model = Decoder(llama_transformer.construct_transformer(args)).eval()
+    return Decoder(llama_transformer.construct_transformer(args)).eval()
+
+
+def _llama_steps(prompt: int, decodes: int, seed: int):
+    """(tokens, input_pos) of a prompt then one-token decodes, as ExecuTorch's runner calls."""
+    g = torch.Generator().manual_seed(seed)
+    yield torch.randint(0, 128, (1, prompt), generator=g), torch.tensor([0])
+    for at in range(prompt, prompt + decodes):
+        yield torch.randint(0, 128, (1, 1), generator=g), torch.tensor([at])
+
+
+def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tmp_path):
+    """ExecuTorch's llama with `enable_dynamic_shape=True`, exported as its own export does (one
+    method, the token count dynamic up to 8): a prompt of 5 then decodes, and after `reset()` a
+    prompt of 3 then decodes, equal eager in the compiled module and in the `.pte`, the state
+    carried from prefill into decode. Its engines read the start position as a scalar input:
+    bounded by the program's own checks (`0 <= start <= 14`, `start + T <= 16`), which the
+    partitions' exports are given (`payload.bind_scalar_reads`)."""
+    model = _executorch_llama()
     t = torch.export.Dim("T", max=8)
     ep = torch.export.export(model, (torch.randint(0, 128, (1, 4)), torch.tensor([0])),
                              dynamic_shapes=({1: t}, {0: 1}), strict=False)
-    with pytest.raises(NotImplementedError, match=r"a reference engine cannot plan this "
-                       r"dynamic-shape partition: its shapes depend on a value read from a "
-                       r"tensor .* export that model with enable_dynamic_shape=False"):
-        tte.reference.compile(ep)
+    compiled = tte.reference.compile(ep)
+    prog = load(tte.reference.export(ep, str(tmp_path / "llama.pte")))
+    for prompt, seed in ((5, 0), (3, 1)):
+        eager, mine = copy.deepcopy(model), copy.deepcopy(compiled)
+        prog.reset()
+        for k, (tokens, pos) in enumerate(_llama_steps(prompt, 3, seed)):
+            with torch.no_grad():
+                want = eager(tokens, pos)
+                torch.testing.assert_close(mine(tokens, pos), want)
+            torch.testing.assert_close(prog.run(tokens, pos)[0], want,
+                                       msg=lambda m: f"prompt {prompt} call {k}: {m}")
+        for fqn, value in prog.state().items():
+            torch.testing.assert_close(value, eager.get_buffer(fqn), msg=fqn)
+    with pytest.raises(InputShapeError, match=r"dynamic input 0 takes shapes at most \[1, 8\]; "
+                                              r"this call gives \[1, 9\]"):
+        prog.run(torch.zeros(1, 9, dtype=torch.long), torch.tensor([0]))
 
 
 # --- every save path of the matrix, TensorRT-RTX engines built ahead of time --------------------

@@ -11,10 +11,10 @@ ExecuTorch's own portable/optimized kernels.
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import torch
-from torch.fx import GraphModule
+from torch.fx import GraphModule, Node
 
 from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
@@ -90,6 +90,84 @@ def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], 
     return tuple(converted)
 
 
+def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> None:
+    """Give the partition's export what the program knows about each scalar input it reads back
+    (`scalar_inputs_as_tensors`). `first`: symbol -> (input, dim) where an input tensor carries it.
+
+    A scalar that is an input's dimension (a prefill's length handed over as a SymInt too) is read
+    as that dimension (`aten.sym_size.int`), so the export knows the two are one size. A scalar
+    read from data (ExecuTorch llama's `input_pos[-1].item()` start position) keeps its
+    `aten.item`, followed by the program's facts about it as `aten._assert_scalar` checks: its
+    range, and each runtime assertion the program recorded over it and the partition's other
+    symbols (`start + T <= max_context_len` for a `narrow` at that start), which lets the
+    partition's export decide the same guards the program's did. Nothing else changes."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+    from torch.utils._sympy.interp import sympy_interp
+    from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+    graph = gm.graph
+    phs = [n for n in graph.nodes if n.op == "placeholder"]
+    reads = [n for n in graph.nodes if n.op == "call_function"
+             and n.target is torch.ops.aten.item.default and n.args[0] in phs]
+    # inputs, then their reads, then the rest (a partition may take an input after an op)
+    head = next(iter(graph.nodes))
+    for n in [*phs, *reads]:
+        head.prepend(n)
+    head = phs[0]
+    for n in [*phs, *reads][1:]:
+        head.append(n)
+        head = n
+    bound: Dict[object, Node] = {}
+    env = None
+    for item in reads:
+        val = item.meta.get("val")
+        if not isinstance(val, torch.SymInt):
+            continue
+        expr, env = val.node.expr, val.node.shape_env
+        if expr in first:
+            i, d = first[expr]
+            with graph.inserting_before(item):   # after every input
+                size = graph.call_function(torch.ops.aten.sym_size.int, (phs[i], d))
+            size.meta["val"] = val
+            item.replace_all_uses_with(size)
+            graph.erase_node(item)
+        elif isinstance(expr, sympy.Symbol):
+            bound[expr] = item
+    if not bound or env is None:
+        graph.lint()
+        gm.recompile()
+        return
+    facts = []
+    for u in bound:
+        r = env.var_to_range.get(u)
+        if r is not None and r.lower.is_finite:
+            facts.append(sympy.Ge(u, r.lower))
+        if r is not None and r.upper.is_finite:
+            facts.append(sympy.Le(u, r.upper))
+    known = set(bound) | set(first)
+    for asserts in env.deferred_runtime_asserts.values():
+        for ra in asserts:
+            syms = free_symbols(ra.expr)
+            if syms & set(bound) and syms <= known and ra.expr not in facts:
+                facts.append(ra.expr)
+    last = ([n for n in reads if n in bound.values()] or phs)[-1]
+    tracer = torch.fx.proxy.GraphAppendingTracer(graph)
+    with graph.inserting_before(last.next):     # in order, after the last scalar read
+        sizes = {}
+        for e in first:
+            if e not in bound and any(e in free_symbols(f) for f in facts):
+                i, d = first[e]
+                sizes[e] = graph.call_function(torch.ops.aten.sym_size.int, (phs[i], d))
+        proxies = {e: torch.fx.Proxy(n, tracer) for e, n in {**bound, **sizes}.items()}
+        for fact in facts:
+            check = sympy_interp(PythonReferenceAnalysis, proxies, fact)
+            graph.call_function(torch.ops.aten._assert_scalar.default,
+                                (check.node, f"the program's runtime assertion {fact}"))
+    graph.lint()
+    gm.recompile()
+
+
 def edge_config():
     """The edge config every payload is lowered with."""
     from executorch.exir import EdgeCompileConfig
@@ -143,11 +221,10 @@ def _exported_edge(gm: GraphModule, dynamic_shapes, config):
         first = str(e).splitlines()[0]
         raise NotImplementedError(
             f"a reference engine cannot plan this dynamic-shape partition: its shapes depend "
-            f"on a value read from a tensor ({first}) — a start position's `item()` slicing a "
-            "table, as ExecuTorch's llama does with enable_dynamic_shape=True. Reference engines "
-            "do not take such partitions yet: export that model with enable_dynamic_shape=False "
-            "(a static prefill and decode), or pass positions as a tensor the model indexes "
-            "with (as transformers' decoders do)") from None
+            f"on a value read from a tensor ({first}) that the program does not bound. Bound it "
+            "where the model reads it, as ExecuTorch's llama does (torch._check(start >= 0), "
+            "torch._check(start + seq_len <= max_len)), or pass positions as a tensor the model "
+            "indexes with (as transformers' decoders do)") from None
 
 
 def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:

@@ -201,6 +201,7 @@ def gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
 
 def example_args(gm: GraphModule) -> tuple:
     """Zero tensors shaped like the GraphModule's inputs (symbolic dims at their hints)."""
+    from torch.fx.experimental.symbolic_shapes import guarding_hint_or_throw
     args = []
     for node in gm.graph.nodes:
         if node.op != "placeholder":
@@ -211,7 +212,9 @@ def example_args(gm: GraphModule) -> tuple:
                 f"GraphModule input {node.name!r} has no tensor meta['val']; its in-place buffer "
                 "writes can only be planned from a traced graph — pass the ExportedProgram "
                 "from torch.export instead")
-        shape = [s if isinstance(s, int) else int(s.node.hint) for s in val.shape]
+        # a size simplified from a data-dependent expression (`u1 + s27 - u1`) has no
+        # hint of its own; its expression's (s27's) is asked for
+        shape = [s if isinstance(s, int) else int(guarding_hint_or_throw(s)) for s in val.shape]
         args.append(torch.zeros(shape, dtype=val.dtype))
     return tuple(args)
 

@@ -24,8 +24,8 @@ from ..contracts.engine_call import Signature
 from ..engines.execute_op import OP as EXECUTE_ENGINE
 from ..contracts.engine import AliasedIO
 from ..engines.dynamic_dims import PartitionDims, partition_dims
-from ..engines.payload import (scalar_inputs_as_tensors, to_executorch_program,
-                               use_kv_update_layers)
+from ..engines.payload import (bind_scalar_reads, scalar_inputs_as_tensors,
+                               to_executorch_program, use_kv_update_layers)
 from ..contracts import blob as blobfmt
 from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict,
                                   read_after_write)
@@ -160,12 +160,14 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     scalars = scalar_inputs_as_tensors(sub)
     graph = sub.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
+    dims = partition_dims(phs)
+    if dims.first:   # exported with its dynamic dims (`to_executorch_program`): give it facts
+        bind_scalar_reads(sub, dims.first)
     index = {p: i for i, p in enumerate(phs)}
     out_node = graph.output_node()
     single = not isinstance(out_node.args[0], (tuple, list))
     outs: List[Node] = [out_node.args[0]] if single else list(out_node.args[0])
     n_graph = len(outs)
-    dims = partition_dims(phs)
     size_outputs = tuple((k, *dims.input_dim_of(o.meta.get("val"), f"result {k}"))
                          for k, o in enumerate(outs)
                          if not isinstance(o.meta.get("val"), torch.Tensor))
