@@ -265,6 +265,25 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
         prog.run(torch.zeros(1, 9, dtype=torch.long), torch.tensor([0]))
 
 
+def test_executorch_llama_with_dynamic_shape_through_tensorrt_rtx_is_refused_at_save(tmp_path):
+    """TensorRT-RTX takes the start position (and the length) as shape tensor inputs of an
+    engine; the delegate binds no TensorRT shape tensors yet, so the save refuses, naming the
+    engine and each scalar input (it failed in pybind's argument cast before)."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    t = torch.export.Dim("T", min=1, max=8)
+    example = (torch.randint(0, 128, (1, 4)), torch.tensor([0]))
+    ep = torch.export.export(_executorch_llama(), example, dynamic_shapes=({1: t}, {0: 1}),
+                             strict=False)
+    trt = compile_rtx(ep, example)
+    with pytest.raises(NotImplementedError, match=(
+            r"TensorRT engine '_run_on_acc_\d+' takes symbolic scalars \(_local_scalar_dense, "
+            r"sym_size_int_\d+, .*\) as shape tensor inputs .* the ExecuTorch delegate does not "
+            r"bind TensorRT shape tensors yet\. Export that model with static shapes "
+            r"\(enable_dynamic_shape=False\), or compile it with reference engines")):
+        torch_tensorrt.dynamo.export(trt, arg_inputs=list(example),
+                                     dynamic_shapes=({1: t}, {0: 1}))
+
+
 # --- every save path of the matrix, TensorRT-RTX engines built ahead of time --------------------
 
 @pytest.fixture(scope="module")

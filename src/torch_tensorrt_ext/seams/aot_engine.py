@@ -83,18 +83,36 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
         gm.register_buffer(attr, module.payload.clone(), persistent=True)
         engine = graph.get_attr(attr)
         engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
-        args = list(args)
-        for i, dtype in module.scalars:   # a symbolic scalar input, bound as a 0-d tensor
-            scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (args[i],),
-                                         {"dtype": dtype})
-            scalar.meta["val"] = _fake_like(graph, torch.empty((), dtype=dtype))
-            args[i] = scalar
+        args = _scalars_as_tensors(graph, args, dict(module.scalars))
         return graph.call_function(OP, (args, engine, module.signature))
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
+    # the engine's own record of its inputs (torch-tensorrt's `inout_symexprs`)
+    recorded = (getattr(module, "symbolic_shape_expressions", None) or {}).get("inputs") or []
+    scalars = [e.get("name", f"input {i}") for i, e in enumerate(recorded)
+               if isinstance(e, dict) and e.get("is_scalar")]
+    if scalars:
+        raise NotImplementedError(
+            f"TensorRT engine {name!r} takes symbolic scalars ({', '.join(scalars)}) as shape "
+            "tensor inputs (a value read from a tensor, such as the start position ExecuTorch's "
+            "llama reads with item() when exported with enable_dynamic_shape=True); the "
+            "ExecuTorch delegate does not bind TensorRT shape tensors yet. Export that model "
+            "with static shapes (enable_dynamic_shape=False), or compile it with reference "
+            "engines")
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
+
+
+def _scalars_as_tensors(graph: Graph, args: Sequence[Any], scalars) -> list:
+    """`args` with each scalar input `i` of `scalars` ({i: dtype}) bound as a 0-d tensor."""
+    args = list(args)
+    for i, dtype in scalars.items():
+        scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (args[i],),
+                                     {"dtype": dtype})
+        scalar.meta["val"] = _fake_like(graph, torch.empty((), dtype=dtype))
+        args[i] = scalar
+    return args
 
 
 def _fake_like(graph: Graph, tensor: torch.Tensor):
