@@ -8,7 +8,12 @@ prefill call's time and the decode step's time (median of --repeat calls, after 
 and the state each method moves per call. Reference engines run ExecuTorch's CPU kernels, so the
 figures are this runtime's overhead plus those kernels, not TensorRT's speed.
 
+With --memory it also saves the two methods with their state on cuda:0 (a save needs no device)
+and prints the state a load allocates: the caches both methods share, once (`shared_state`),
+against a copy of them per method (share_mutable_buffers=False).
+
 Usage: python benchmarks/bench_prefill.py [--lengths 8 32 64] [--max-prompt 64] [--repeat 5]
+                                          [--memory]
 """
 from __future__ import annotations
 
@@ -32,11 +37,29 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def state_bytes(pte: bytes) -> tuple:
+    """(bytes of state a load allocates, of which in device memory): each method's own copy of
+    each buffer, except a buffer in an arena every method shares (`inspect_pte(...).shared`),
+    counted once."""
+    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    info = inspect_pte(pte)
+    shared = {f for a in info.shared for f, _ in a.buffers}
+    total = device = sum(a.nbytes for a in info.shared if a.device != "cpu")
+    total += sum(a.nbytes for a in info.shared if a.device == "cpu")
+    for m in info.methods:
+        for b in m.buffers:
+            if b.fqn not in shared:
+                total += b.nbytes
+                device += b.nbytes if b.device != "cpu" else 0
+    return total, device
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[8, 32, 64])
     ap.add_argument("--max-prompt", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--memory", action="store_true")
     args = ap.parse_args()
 
     import torch
@@ -95,6 +118,17 @@ def main() -> None:
         caches = sum(b for f, b in traffic.items() if "cumulative_length" not in f)
         print(f"  decode moves {caches} B of KV cache per step (aliased) and "
               f"{sum(traffic.values()) - caches} B of counters")
+        if args.memory:
+            from torch_tensorrt_ext.executorch import lower
+            programs = tte.reference.export_methods({"prefill": (prefill, None),
+                                                     "decode": (decode, None)})
+            for share in (True, False):
+                data = bytes(lower.to_executorch(programs, device="cuda:0",
+                                                 share_mutable_buffers=share).buffer)
+                total, device = state_bytes(data)
+                how = "one allocation per buffer" if share else "a copy per method"
+                print(f"  state on cuda:0, {how}: a load allocates {total / 2**20:.3f} MiB of "
+                      f"state ({device / 2**20:.3f} MiB of it in device memory)")
 
 
 if __name__ == "__main__":
