@@ -12,8 +12,12 @@ With --memory it also saves the two methods with their state on cuda:0 (a save n
 and prints the state a load allocates: the caches both methods share, once (`shared_state`),
 against a copy of them per method (share_mutable_buffers=False).
 
+With --profile it also times --calls decode steps under cProfile and prints how much of a step
+is Python (argument checks, output wrapping) and how much the native call (the runtime and
+ExecuTorch's kernels); `perf record -g` over this run attributes the native part.
+
 Usage: python benchmarks/bench_prefill.py [--lengths 8 32 64] [--max-prompt 64] [--repeat 5]
-                                          [--memory]
+                                          [--memory] [--profile [--calls 200]]
 """
 from __future__ import annotations
 
@@ -60,6 +64,8 @@ def main() -> None:
     ap.add_argument("--max-prompt", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--calls", type=int, default=200)
     args = ap.parse_args()
 
     import torch
@@ -118,6 +124,24 @@ def main() -> None:
         caches = sum(b for f, b in traffic.items() if "cumulative_length" not in f)
         print(f"  decode moves {caches} B of KV cache per step (aliased) and "
               f"{sum(traffic.values()) - caches} B of counters")
+        if args.profile:
+            import cProfile
+            import pstats
+            prof = cProfile.Profile()
+            ids = torch.randint(0, cfg.vocab_size, (1, 1))
+            positions = [args.lengths[-1] + k % 32 for k in range(args.calls)]
+            prof.enable()
+            t = time.perf_counter()
+            for p in positions:
+                prog.run(ids, torch.tensor([p]))
+            step = (time.perf_counter() - t) / args.calls
+            prof.disable()
+            stats = pstats.Stats(prof).stats
+            run = next(v for k, v in stats.items() if k[2] == "run" and "program.py" in k[0])
+            own, below = run[2] / args.calls, (run[3] - run[2]) / args.calls
+            print(f"  decode step under cProfile ({args.calls} calls): {step * 1e3:.2f} ms; "
+                  f"Program.run's own frame (its native call into the runtime and ExecuTorch's "
+                  f"kernels) {own * 1e3:.2f} ms, the Python it calls {below * 1e3:.3f} ms")
         if args.memory:
             from torch_tensorrt_ext.executorch import lower
             programs = tte.reference.export_methods({"prefill": (prefill, None),
