@@ -211,6 +211,8 @@ def test_each_buffer_gets_one_offset_in_one_arena_per_device_in_every_method():
     cuda = (DeviceType.CUDA, 0)
     store = NamedDataStore()
     plan = planners(MemoryPlanningPass(), store, ["decode", "prefill"])
+    for slot in plan.values():   # as EdgeProgramManager.to_executorch sets it (default True)
+        slot.enable_non_cpu_memory_planning = True
     graphs = {"decode": _method_graph({"b_k": ("k", 64, cuda), "b_v": ("v", 40, cuda)}, 32),
               "prefill": _method_graph({"b_k": ("k", 64, cuda)}, 96)}
     graphs["prefill"][0].meta["non_const_buffer_sizes"].append(128)   # a device arena of its own
@@ -237,6 +239,8 @@ def test_a_buffer_two_methods_place_on_different_devices_keeps_a_copy_each_and_s
     from torch_tensorrt_ext.executorch.shared_state import planners
     store = NamedDataStore()
     plan = planners(MemoryPlanningPass(), store, ["a", "b"])
+    for slot in plan.values():
+        slot.enable_non_cpu_memory_planning = True
     graphs = {"a": _method_graph({"b_k": ("k", 64, (DeviceType.CUDA, 0))}, 16),
               "b": _method_graph({"b_k": ("k", 64, (DeviceType.CUDA, 1))}, 16)}
     for m, (gm, sig, _) in graphs.items():
@@ -252,3 +256,20 @@ def test_a_buffer_two_methods_place_on_different_devices_keeps_a_copy_each_and_s
         assert (specs["k"].mem_id, specs["k"].mem_offset) == (2, 0)
         assert [(d.buffer_idx, d.device_index) for d in gm.meta["non_const_buffer_device"]] == \
             [(2, index)]
+
+
+def test_without_device_planning_the_state_shares_one_host_arena():
+    """ExecuTorch told to plan every tensor in host memory (enable_non_cpu_memory_planning=
+    False) gets the state in one host arena too, whatever device its specs name."""
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.schema import DeviceType
+    from torch_tensorrt_ext.executorch.shared_state import planners
+    store = NamedDataStore()
+    plan = planners(MemoryPlanningPass(), store, ["a", "b"])
+    graphs = {m: _method_graph({"b_k": ("k", 64, (DeviceType.CUDA, 0))}, 16) for m in "ab"}
+    for m, (gm, sig, _) in graphs.items():
+        plan[m].layout.collect(m, gm, sig)
+    plan["b"].run_multimethod()
+    assert _record(store)["arenas"] == [{"device": "cpu", "bytes": 64, "buffers": {"k": 0}}]
+    assert all("non_const_buffer_device" not in gm.meta for gm, _, _ in graphs.values())

@@ -83,7 +83,7 @@ class _Layout:
         arenas: Dict[_Device, dict] = {}
         unshared: Dict[str, Dict[str, str]] = {}
         for fqn in sorted(self.mutated):
-            devices = {m: {(int(s.device), int(s.device_index)) for s in specs}
+            devices = {m: {self._where(s) for s in specs}
                        for m, specs in self.uses[fqn].items()}
             every = set().union(*devices.values())
             if len(every) > 1:
@@ -135,8 +135,16 @@ class _Layout:
             for spec in specs:
                 spec.mem_id = len(gm.meta["non_const_buffer_sizes"])
                 spec.mem_offset = 0
-                self._append_buffer(gm, (int(spec.device), int(spec.device_index)),
-                                    spec.realign(self.planner.alignment))
+                self._append_buffer(gm, self._where(spec), spec.realign(self.planner.alignment))
+
+    def _where(self, spec) -> _Device:
+        """The arena a spec's memory comes from: its device, or the host when ExecuTorch plans
+        every tensor in host memory (`enable_non_cpu_memory_planning=False`)."""
+        from executorch.exir.schema import DeviceType
+
+        if not self.planner.enable_non_cpu_memory_planning:
+            return int(DeviceType.CPU), 0
+        return int(spec.device), int(spec.device_index)
 
     @staticmethod
     def _append_buffer(gm: torch.fx.GraphModule, device: _Device, size: int) -> None:
