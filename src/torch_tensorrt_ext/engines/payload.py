@@ -111,13 +111,11 @@ def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> 
     reads = [n for n in graph.nodes if n.op == "call_function"
              and n.target is torch.ops.aten.item.default and n.args[0] in phs]
     # inputs, then their reads, then the rest (a partition may take an input after an op)
-    head = next(iter(graph.nodes))
-    for n in [*phs, *reads]:
-        head.prepend(n)
-    head = phs[0]
-    for n in [*phs, *reads][1:]:
-        head.append(n)
-        head = n
+    ordered = [*phs, *reads]
+    placed = set(ordered)
+    anchor = next(n for n in graph.nodes if n not in placed)
+    for n in ordered:
+        anchor.prepend(n)
     bound: Dict[object, Node] = {}
     env = None
     for item in reads:

@@ -108,8 +108,9 @@ def _share_state_across_methods(edge_manager, config, share) -> Dict[str, Tuple[
         return {}
     uses = _buffer_uses(edge_manager)
     if share is None:
+        mutated = _mutated(edge_manager)
         share = getattr(planner, "share_mutable_buffers", False) or any(
-            len(ms) > 1 for f, ms in uses.items() if f in _mutated(edge_manager))
+            len(ms) > 1 for f, ms in uses.items() if f in mutated)
     if not share or len(methods) < 2:
         return {}
     devices = _delegate_devices(edge_manager)
