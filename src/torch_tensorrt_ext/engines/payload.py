@@ -102,20 +102,12 @@ def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> 
     symbols (`start + T <= max_context_len` for a `narrow` at that start), which lets the
     partition's export decide the same guards the program's did. Nothing else changes."""
     import sympy
-    from torch.fx.experimental.symbolic_shapes import free_symbols
     from torch.utils._sympy.interp import sympy_interp
     from torch.utils._sympy.reference import PythonReferenceAnalysis
 
     graph = gm.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
-    reads = [n for n in graph.nodes if n.op == "call_function"
-             and n.target is torch.ops.aten.item.default and n.args[0] in phs]
-    # inputs, then their reads, then the rest (a partition may take an input after an op)
-    ordered = [*phs, *reads]
-    placed = set(ordered)
-    anchor = next(n for n in graph.nodes if n not in placed)
-    for n in ordered:
-        anchor.prepend(n)
+    reads = _inputs_then_reads(graph, phs)
     bound: Dict[object, Node] = {}
     env = None
     for item in reads:
@@ -132,10 +124,43 @@ def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> 
             graph.erase_node(item)
         elif isinstance(expr, sympy.Symbol):
             bound[expr] = item
-    if not bound or env is None:
-        graph.lint()
-        gm.recompile()
-        return
+    facts = _program_facts(env, bound, first) if bound and env is not None else []
+    if facts:
+        from torch.fx.experimental.symbolic_shapes import free_symbols
+        last = [n for n in reads if n in bound.values()][-1]
+        tracer = torch.fx.proxy.GraphAppendingTracer(graph)
+        with graph.inserting_before(last.next):     # in order, after the last scalar read
+            sizes = {e: graph.call_function(torch.ops.aten.sym_size.int, (phs[i], d))
+                     for e, (i, d) in first.items()
+                     if e not in bound and any(e in free_symbols(f) for f in facts)}
+            proxies = {e: torch.fx.Proxy(n, tracer) for e, n in {**bound, **sizes}.items()}
+            for fact in facts:
+                check = sympy_interp(PythonReferenceAnalysis, proxies, fact)
+                graph.call_function(torch.ops.aten._assert_scalar.default,
+                                    (check.node, f"the program's runtime assertion {fact}"))
+    graph.lint()
+    gm.recompile()
+
+
+def _inputs_then_reads(graph, phs) -> list:
+    """Order the graph's inputs, then their `aten.item` reads, before everything else (a
+    partition may take an input after an op); returns the reads."""
+    reads = [n for n in graph.nodes if n.op == "call_function"
+             and n.target is torch.ops.aten.item.default and n.args[0] in phs]
+    ordered = [*phs, *reads]
+    placed = set(ordered)
+    anchor = next(n for n in graph.nodes if n not in placed)
+    for n in ordered:
+        anchor.prepend(n)
+    return reads
+
+
+def _program_facts(env, bound: Dict[object, Node], first) -> list:
+    """The shape environment's facts about the `bound` symbols: each one's range, and every
+    runtime assertion over them and `first`'s symbols alone."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
     facts = []
     for u in bound:
         r = env.var_to_range.get(u)
@@ -149,21 +174,7 @@ def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> 
             syms = free_symbols(ra.expr)
             if syms & set(bound) and syms <= known and ra.expr not in facts:
                 facts.append(ra.expr)
-    last = ([n for n in reads if n in bound.values()] or phs)[-1]
-    tracer = torch.fx.proxy.GraphAppendingTracer(graph)
-    with graph.inserting_before(last.next):     # in order, after the last scalar read
-        sizes = {}
-        for e in first:
-            if e not in bound and any(e in free_symbols(f) for f in facts):
-                i, d = first[e]
-                sizes[e] = graph.call_function(torch.ops.aten.sym_size.int, (phs[i], d))
-        proxies = {e: torch.fx.Proxy(n, tracer) for e, n in {**bound, **sizes}.items()}
-        for fact in facts:
-            check = sympy_interp(PythonReferenceAnalysis, proxies, fact)
-            graph.call_function(torch.ops.aten._assert_scalar.default,
-                                (check.node, f"the program's runtime assertion {fact}"))
-    graph.lint()
-    gm.recompile()
+    return facts
 
 
 def edge_config():
