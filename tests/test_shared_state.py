@@ -67,6 +67,10 @@ def test_the_cache_is_one_device_allocation_in_both_methods(tmp_path):
     assert k.host_path == "host kernels touch it or its new value: aten::index_put"
     (k,) = info.method("decode").buffers
     assert (k.program_copy_bytes, k.delegate) == (0, 0)
+    from torch_tensorrt_ext.inspect_cli import _text
+    assert _text(info).splitlines()[-1] == (
+        f"state shared by every method: {CACHE} bytes on cuda:0, one allocation: k_cache@0 "
+        "(planned buffer " + ", ".join(f"{m}:{i}" for m, i in arena.methods) + ")")
 
 
 def test_not_sharing_keeps_a_copy_per_method_and_records_nothing(tmp_path):
