@@ -380,11 +380,12 @@ def write_runner_case(io_dir, name: str, steps: int) -> None:
             want = eager(*args_of(s))
         for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
             np.save(io_dir / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
-    expect = {}
-    for w in plan or ():
-        b = eager.get_buffer(w.fqn)
-        copied = w.copier is Copier.ENGINE and not w.is_kv
-        expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
     if plan is None:   # several methods: what each step's method's delegates copy, per its blob
         expect = delegate_copies_over_steps(io_dir / "m.pte", name, steps)
+    else:
+        expect = {}
+        for w in plan:
+            b = eager.get_buffer(w.fqn)
+            copied = w.copier is Copier.ENGINE and not w.is_kv
+            expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
     (io_dir / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))

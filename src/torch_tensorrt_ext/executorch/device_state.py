@@ -98,7 +98,8 @@ def _reside(gm: torch.fx.GraphModule, buffer: torch.fx.Node, device: Tuple[int, 
     readers = [u for u in buffer.users if u.op != "output" and u not in write_backs
                and u.target is not executorch_call_delegate]
     if readers:
-        first = min(readers, key=lambda u: list(gm.graph.nodes).index(u))
+        order = {n: k for k, n in enumerate(gm.graph.nodes)}
+        first = min(readers, key=order.__getitem__)
         with gm.graph.inserting_before(first):
             staged = gm.graph.call_function(torch.ops.et_copy._d2h_copy.default, (buffer,))
         staged.meta.update({k: v for k, v in buffer.meta.items() if k != "spec"})

@@ -81,6 +81,7 @@ class _Layout:
         if self.record is not None:
             return
         arenas: Dict[_Device, dict] = {}
+        placed: Dict[str, _Device] = {}               # fqn -> the device arena holding it
         unshared: Dict[str, Dict[str, str]] = {}
         for fqn in sorted(self.mutated):
             devices = {m: {self._where(s) for s in specs}
@@ -99,7 +100,7 @@ class _Layout:
             arena["buffers"][fqn] = arena["bytes"]
             for spec in specs:
                 spec.mem_offset = arena["bytes"]
-                spec.tte_arena = device
+            placed[fqn] = device
             arena["bytes"] += size
         order = sorted(arenas)
         index: Dict[str, List[int]] = {}
@@ -112,11 +113,9 @@ class _Layout:
                 # mem_id less one: mem_id 0 is ExecuTorch's reserved slot
                 index[method].append(len(sizes) - 1)
                 self._append_buffer(gm, device, arenas[device]["bytes"])
-            for specs in (u.get(method, []) for u in self.uses.values()):
-                for spec in specs:
-                    arena = getattr(spec, "tte_arena", None)
-                    if arena is not None:
-                        spec.mem_id = index[method][order.index(arena)] + 1
+            for fqn, device in placed.items():
+                for spec in self.uses[fqn].get(method, ()):
+                    spec.mem_id = index[method][order.index(device)] + 1
         self.record = {"version": RECORD_VERSION, "arenas": [arenas[d] for d in order],
                        "methods": index}
         self.store.add_named_data(RECORD_KEY, json.dumps(self.record, sort_keys=True).encode())
@@ -193,7 +192,3 @@ def planners(planner, store, methods) -> Mapping[str, _MethodPlanner]:
     layout = _Layout(planner, store, methods)
     return {m: _MethodPlanner(layout, m) for m in layout.methods}
 
-
-def read_record(named_data: Mapping[str, bytes]) -> Optional[dict]:
-    data = named_data.get(RECORD_KEY)
-    return None if data is None else json.loads(bytes(data))
