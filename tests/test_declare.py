@@ -206,14 +206,20 @@ def test_plan_saying_program_for_a_write_the_engine_copies_is_refused():
 
 
 def test_plan_saying_engine_for_a_write_the_program_copies_is_refused():
-    ep, engines, plan, w = _disagreeing("returns_its_state", engine_copies=True)
-    assert w.copier is Copier.PROGRAM and plan["n"].copier is Copier.ENGINE
+    from test_plan_copier import StateReadOnTheHost
+    args = (torch.randn(1, 8),)
+    compiled = reference.compile(torch.export.export(StateReadOnTheHost(), args),
+                                 torch_executed_ops=["aten.sin.default"])
+    ep = torch.export.export(compiled.gm, args)
+    w = compiled.plan["state"]
+    plan = compiled.plan.replace("state", engine_copies=True)
+    assert w.copier is Copier.PROGRAM and plan["state"].copier is Copier.ENGINE
     with pytest.raises(tte.PlanError, match=re.escape(
-            f"buffer 'n': the plan says the engine copies it back itself (COPY_BACK, copier "
-            f"ENGINE, input binding {w.input_binding!r}), but engine '_run_on_acc_0' records "
+            f"buffer 'state': the plan says the engine copies it back itself (COPY_BACK, copier "
+            f"ENGINE, input binding {w.input_binding!r}), but engine {w.engine!r} records "
             f"that its output binding {w.output_binding!r} is handed out (for the program to "
             "write back)")):
-        declare_mutations(ep, plan, engines)
+        declare_mutations(ep, plan, compiled.engines)
 
 
 def test_plan_saying_program_for_an_aliased_kv_write_is_refused():

@@ -67,15 +67,36 @@ def test_plan_copier_is_what_the_pte_does(tmp_path, name, excluded):
         w.fqn: w.copier for w in plan if w.copier is Copier.ENGINE}
 
 
+class StateReadOnTheHost(torch.nn.Module):
+    """A PyTorch-run op reads the buffer beside the engine that writes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(1, 8))
+
+    def forward(self, x):
+        seen = torch.sin(self.state)
+        new = self.state * 0.5 + x
+        self.state.copy_(new)
+        return seen + new * 2
+
+
+def _host_read_plan():
+    return reference.compile(StateReadOnTheHost(), (torch.randn(1, 8),),
+                             torch_executed_ops=["aten.sin.default"]).plan
+
+
 def test_both_copiers_occur():
-    """The cases above are not vacuous: the reference engine copies most copy-back writes
-    itself; a value the program also returns, or a write outside any engine, is the program's."""
+    """The cases above are not vacuous: the engine copies a copy-back write it alone sees —
+    also when the program returns the new value (it is then handed out and copied); a buffer a
+    host op also reads, or a write outside any engine, is the program's."""
     def plan(name, **kw):
         factory, args_of, _ = MODELS[name]
         return reference.compile(factory().eval(), args_of(0), **kw).plan
     assert plan("ring_buffer")["ring"].copier is Copier.ENGINE
     assert plan("counter")["n"].copier is Copier.ENGINE
-    assert plan("returns_its_state")["n"].copier is Copier.PROGRAM
+    assert plan("returns_its_state")["n"].copier is Copier.ENGINE
+    assert _host_read_plan()["state"].copier is Copier.PROGRAM
     left = plan("kv_index_copy", torch_executed_ops=["aten.index_copy.default"])["k"]
     assert (left.kind, left.copier, left.engine) == (CB, Copier.PROGRAM, None)
     assert plan("kv_index_copy")["k"].copier is Copier.ENGINE
@@ -108,9 +129,9 @@ def _compiled_plan():
     factory, args_of, _ = MODELS["ema_and_counter"]
     plan = reference.compile(factory().eval(), args_of(0)).plan
     k = reference.compile(MODELS["kv_index_copy"][0]().eval(), MODELS["kv_index_copy"][1](0)).plan
-    back = reference.compile(MODELS["returns_its_state"][0]().eval(),
-                             MODELS["returns_its_state"][1](0)).plan
-    return tte.MutationPlan(plan.writes + (k["k"], dataclasses.replace(back["n"], fqn="m.n")))
+    back = _host_read_plan()
+    return tte.MutationPlan(plan.writes + (k["k"], dataclasses.replace(back["state"],
+                                                                       fqn="m.state")))
 
 
 def test_copier_round_trips_through_json():
@@ -134,7 +155,7 @@ def test_json_without_copier_takes_the_kinds_own_and_a_contradiction_is_refused(
         del w["copier"]            # a plan serialised before copiers existed
     old = tte.MutationPlan.from_dict(d)
     assert old.copiers() == {"avg": Copier.PROGRAM, "n": Copier.PROGRAM, "k": Copier.ENGINE,
-                             "m.n": Copier.PROGRAM}
+                             "m.state": Copier.PROGRAM}
     kv = {**json.loads(plan.to_json())["writes"][2], "copier": "program"}
     with pytest.raises(tte.PlanError, match="buffer 'k': a KV_ALIAS write is written in place "
                                             "by its engine, but the plan says copier 'program'"):
@@ -177,16 +198,25 @@ def test_plan_cli_prints_the_compiled_copiers(capsys):
 
 @pytest.mark.parametrize("name", ["two_submodules", "gated_deltanet_states",
                                   "reads_old_cache_after_write"])
-def test_tensorrt_engines_leave_every_copy_back_to_the_program(name):
-    """TensorRT(-RTX) engines copy nothing back themselves: KV is the engine's, every copy-back
-    write the program's — and the saved program declares exactly that."""
+def test_tensorrt_engines_get_the_same_decision_as_reference_engines(name):
+    """One decision for both engine kinds: a TensorRT(-RTX) engine's writes have the copiers a
+    reference engine's have, and each write its delegate copies is in the engine's own record
+    (`tte_copy_back`). In PyTorch torch-tensorrt's runtime cannot copy into a buffer, so the
+    exported program (format exported_program) writes every copy-back value back itself."""
     from rtx_env import torch_tensorrt_or_skip
     from upstream_matrix import compiled
+    from torch_tensorrt_ext.engines.tensorrt_info import COPY_BACK_ATTR
     torch_tensorrt = torch_tensorrt_or_skip()
     _, args, _, trt = compiled(name)
     plan = trt.mutation_plan
-    assert plan.copiers() == {w.fqn: Copier.ENGINE if w.is_kv else Copier.PROGRAM for w in plan}
+    factory, args_of, _ = MODELS[name]
+    ref = reference.compile(factory().eval(), args_of(0)).plan
+    assert plan.copiers() == ref.copiers()
+    recorded = {(n, o, i) for n, m in trt.named_children()
+                for o, i in getattr(m, COPY_BACK_ATTR, ())}
+    assert recorded == {(w.engine, w.output_binding, w.input_binding) for w in plan
+                        if w.engine_copies}
     from torch_tensorrt.dynamo._exporter import _declare_aliased_kv_mutations_on_ep
     ep = _declare_aliased_kv_mutations_on_ep(torch_tensorrt.dynamo.export(trt,
                                                                           arg_inputs=list(args)))
-    assert _in_place(ep) == {w.fqn: w.copier is Copier.ENGINE for w in plan}
+    assert _in_place(ep) == {w.fqn: w.is_kv for w in plan}

@@ -409,9 +409,12 @@ Error DelegateExecutor::forward() {
 Error DelegateExecutor::copy_outputs() {
   for (size_t k = 0; k < plan_.copies.size(); ++k) {
     const CopyStep& c = plan_.copies[k];
-    const bool to_input = c.kind == CopyKind::ScratchToInput;
+    const bool to_input = c.kind != CopyKind::InputToDelegateOutput;
     void* dst = to_input ? input_addr_[c.input] : delegate_out_addr_[c.delegate_output];
-    const void* src = to_input ? scratch_[c.scratch] : input_addr_[c.input];
+    const void* src = c.kind == CopyKind::ScratchToInput ? scratch_[c.scratch]
+                      : c.kind == CopyKind::DelegateOutputToInput
+                          ? delegate_out_addr_[c.delegate_output]
+                          : input_addr_[c.input];
     // An aliased output the blob does not size is its delegate tensor's size (== its input's,
     // compared by check_aliases).
     const size_t nbytes = c.sized_by_tensor ? delegate_out_nbytes_[c.delegate_output] : c.nbytes;

@@ -135,8 +135,16 @@ class Planner {
       return why_.reject("plan.unknown_binding", "copy-back output '" + cb.output + "' -> '" +
                                                      cb.input + "' names no binding");
     }
-    if (planned_[out->index]) return true;  // a delegate output: ExecuTorch's write-back copies
-    if (!out->is_static()) {                // parse_blob refuses this; a hand-built one may not
+    if (planned_[out->index]) {  // also a delegate output: handed out and copied into `in`
+      const OutputSlot& s = plan_.outputs[out->index];
+      CopyStep c = copy_step(CopyKind::DelegateOutputToInput, s, *out, *in);
+      c.input = static_cast<uint32_t>(in->index);
+      c.delegate_output = s.delegate_output;
+      c.sized_by_tensor = !out->is_static();
+      plan_.copies.push_back(std::move(c));
+      return true;
+    }
+    if (!out->is_static()) {  // parse_blob refuses this; a hand-built one may not
       return why_.reject("plan.dynamic_scratch",
                          "copy-back output '" + cb.output + "' is " + out->describe() +
                              "; the runtime needs a static shape for its scratch");

@@ -5,9 +5,12 @@
 //   DelegateOutput  the delegate's output tensor j (ExecuTorch owns what happens next),
 //   AliasedInput    the address of the input binding it aliases (written in place, no copy),
 //   Scratch         a runtime-owned buffer, copied once into its input's address after the run.
-// The copies the runtime makes per call are exactly `copies`: one per copy-back output that is
-// not a delegate output (scratch -> input), and one per aliased output that is also a delegate
-// output (input -> delegate output: upstream TR02 blobs, where ExecuTorch expects the value).
+// The copies the runtime makes per call are exactly `copies`, each read from the blob's own
+// record (the runtime decides nothing): one per copy-back output (scratch -> input; or, for a
+// copy-back output that is also a delegate output — a new value the program also reads —
+// delegate output -> input: the value is both handed out and written into its buffer), and one
+// per aliased output that is also a delegate output (input -> delegate output: upstream TR02
+// blobs, where ExecuTorch expects the value).
 // Each copy is counted under `counter_key`: the buffer FQN of its input, or the input binding's
 // name when the blob names no buffer for it.
 // A binding the blob does not size (unknown, or a dynamic -1 dimension) is sized by its delegate
@@ -39,16 +42,17 @@ struct OutputSlot {
   bool sized_by_tensor = false;  // its target tensor's nbytes at execute
 };
 
-enum class CopyKind : uint8_t { ScratchToInput, InputToDelegateOutput };
+enum class CopyKind : uint8_t { ScratchToInput, InputToDelegateOutput, DelegateOutputToInput };
 
 struct CopyStep {
   CopyKind kind = CopyKind::ScratchToInput;
   uint32_t input = 0;            // input binding (destination, or source for a reflect)
   uint32_t scratch = 0;          // ScratchToInput: source scratch buffer
-  uint32_t delegate_output = 0;  // InputToDelegateOutput: destination
+  uint32_t delegate_output = 0;  // InputToDelegateOutput: destination; DelegateOutputToInput:
+                                 // source
   uint32_t output = 0;           // the output binding this copy serves
   size_t nbytes = 0;
-  bool sized_by_tensor = false;  // InputToDelegateOutput: the delegate output tensor's nbytes
+  bool sized_by_tensor = false;  // the delegate output tensor's nbytes (a delegate-output copy)
   std::string counter_key;
 };
 

@@ -85,7 +85,10 @@ TEST(tr03_kv_and_copy_back_table) {
   CHECK_EQ(plan.copies[0].counter_key, std::string("step"));
 }
 
-TEST(copy_back_that_is_a_delegate_output_is_left_to_executorch) {
+// The blob records that the delegate copies `new_state` into `state`; that the program also reads
+// the value (a delegate output) does not change it: handed out *and* copied, delegate output ->
+// input, once per call (the runtime reads the record, it does not decide).
+TEST(copy_back_that_is_a_delegate_output_is_handed_out_and_copied) {
   Planned p = plan_for(tr03(R"({"io_bindings":[
    {"name":"state","dtype":"float32","shape":[3],"is_input":true},
    {"name":"new_state","dtype":"float32","shape":[3],"is_input":false}],
@@ -94,7 +97,13 @@ TEST(copy_back_that_is_a_delegate_output_is_left_to_executorch) {
    "copy_back":[{"output":"new_state","input":"state"}]})"));
   REQUIRE(p.ok);
   CHECK(p.plan.outputs[0].target == OutputTarget::DelegateOutput);
-  CHECK(p.plan.copies.empty());
+  REQUIRE(p.plan.copies.size() == 1);
+  const tte::CopyStep& c = p.plan.copies[0];
+  CHECK(c.kind == CopyKind::DelegateOutputToInput);
+  CHECK_EQ(c.delegate_output, 0u);
+  CHECK_EQ(c.input, 0u);
+  CHECK_EQ(c.nbytes, size_t(12));
+  CHECK_EQ(c.counter_key, std::string("ring"));
   CHECK(p.plan.scratch_nbytes.empty());
 }
 

@@ -4,8 +4,9 @@ Invariant: a plan holds exactly one `BufferWrite` per buffer the program mutates
 buffer's fully qualified name, in the program's output order. Plans are never edited in place: every
 stage (`reconcile`, binding) returns a new plan. Every entry carries a reason a person can act on,
 and says who writes the new value into the buffer (`copier`): a KV write is always its engine's
-(in place); a copy-back write is the program's unless the compile seam handed the copy to the
-engine that produces the value (`engine_copies`).
+(in place); a copy-back write is the program's unless the one decision of who copies
+(`lowering.copier.decide`, made at compile) gave it to the engine that produces the value
+(`engine_copies`: its delegate copies the value into the buffer, in a `.pte` on the device).
 """
 from __future__ import annotations
 

@@ -1,62 +1,38 @@
-"""Who copies a TensorRT engine's copy-back write in a `.pte`: the delegate, in the buffer's memory.
+"""A TensorRT engine's copy-back writes in a `.pte`: the delegate copies those its record names.
 
-In PyTorch a compiled module writes a copy-back value back with `aten.copy_` (on a GPU, one device
-copy). In a `.pte` that write-back is an ExecuTorch host kernel: the buffer then lives in host
-memory and every call stages it to the device, fetches the new value and copies it on the host
-(3 copies, 2 of them over PCIe). The TensorRT delegate can instead copy the engine's output into
-the buffer itself — one device-to-device copy after the engine, on its stream — which keeps the
-buffer in device memory beside the KV caches.
+In PyTorch a compiled module writes a TensorRT engine's copy-back value back with `aten.copy_`
+(torch-tensorrt's runtime cannot copy into a buffer). In a `.pte` the delegate can: one
+device-to-device copy after the engine, on its stream, which keeps the buffer in device memory
+beside the KV caches — instead of ExecuTorch's host write-back (3 copies, 2 of them over PCIe).
 
-Invariant: `hand_copy_backs_to_delegates(ep)`, run on the declared programs torch-tensorrt's
-ExecuTorch export staged (engine calls in their serialized form), hands a copy-back write to its
-delegate exactly when the delegate can do it alone: the new value is output `k` of one TensorRT
-engine call and nothing but the write-back reads it; the same call takes the buffer as an input
-and nothing else in the program reads or writes the buffer; the output is neither aliased nor
-dynamic and has the buffer's dtype and shape; and the call hands out another output the program
-reads (a delegate returning nothing is dropped). The decision is recorded once, in the engine's
-own record (its serialized metadata, `tensorrt_info.COPY_BACK_KEY`), and everything downstream
-reads it there: the declaration (on the buffer's placeholder, `export.engine_calls.aliased_plan`),
-the blob's `copy_back`, the runtime, `inspect`. Every other write keeps its write-back, and a
-warning at save says per buffer what forces it (`Handover.why`).
+Invariant: this module decides nothing. Which writes a delegate copies was decided once, at
+compile (`lowering.copier.decide`), and recorded in each engine's own record (`tte_copy_back` in
+its serialized metadata). `hand_copy_backs_to_delegates(ep)`, run on the declared programs
+torch-tensorrt's ExecuTorch export staged, reads those records (`export.engine_calls`) and removes
+the program's write-back of exactly the buffers they name, declaring each on the buffer's own
+placeholder instead (`export.engine_calls.aliased_plan`). A record that disagrees with the
+program — it names an input that is not a buffer, or the program writes the buffer from another
+value — is refused naming buffer, engine and binding; a write-back no record names stays, with a
+warning at save that the buffer stays in host memory.
 """
 from __future__ import annotations
 
-import base64
 import logging
 import operator
-import pickle
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Dict, List, Mapping, Tuple, Union
 
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, OutputKind
 from torch.fx import Node
 
-from ..contracts.dtypes import dtype_name
+from ..contracts.plan import PlanError
 from ..export.declare import declare_mutations
-from ..export.engine_calls import aliased_plan
-from ..engines.tensorrt_info import COPY_BACK_KEY, SERIALIZED_METADATA_IDX
+from ..export.engine_calls import aliased_plan, engine_calls, is_reference_call
 
-__all__ = ["Handover", "hand_copy_backs_to_delegates", "handovers"]
+__all__ = ["hand_copy_backs_to_delegates", "recorded_copies"]
 
 _PLACEHOLDER_OP = "tensorrt::no_op_placeholder_for_execute_engine"
 _log = logging.getLogger("torch_tensorrt_ext")
-
-
-@dataclass(frozen=True)
-class Handover:
-    """Buffer `fqn`'s copy-back write: handed to the delegate of `call` (output -> input), or
-    kept as the program's write-back (`why` says what forces it; output/input then None)."""
-
-    fqn: str
-    call: Optional[Node]
-    output: Optional[str] = None
-    input: Optional[str] = None
-    why: str = ""
-
-    @property
-    def handed(self) -> bool:
-        return self.output is not None
 
 
 def _schema(node: Node) -> str:
@@ -64,110 +40,73 @@ def _schema(node: Node) -> str:
     return s.name if s is not None else ""
 
 
-def _describe(node: Node) -> str:
-    if node.op == "output":
-        return "the program's outputs"
-    return f"{node.target} ({node.name})" if node.op == "call_function" else node.name
+def recorded_copies(ep: ExportedProgram) -> Dict[str, Tuple[str, Node, str, str]]:
+    """Buffer FQN -> (engine, call, output, input) for every copy a TensorRT engine's record says
+    its delegate makes; a record naming an input that is not a registered buffer is refused."""
+    buffers = ep.graph_signature.inputs_to_buffers
+    found: Dict[str, Tuple[str, Node, str, str]] = {}
+    for call in engine_calls(ep).values():
+        if is_reference_call(call.node):
+            continue   # its copies are declared on the buffer's placeholder at save already
+        for out, inp in call.copy_pairs:
+            arg = call.argument(inp)
+            fqn = buffers.get(getattr(arg, "name", None))
+            if fqn is None:
+                raise PlanError(f"engine {call.name!r} records that its delegate copies output "
+                                f"{out!r} into input {inp!r}, which is not a registered buffer "
+                                f"({getattr(arg, 'name', arg)}); compile the model again")
+            if fqn in found:
+                raise PlanError(f"buffer {fqn!r} is copied into by engine {found[fqn][0]!r} and "
+                                f"by engine {call.name!r}; one writer per buffer")
+            found[fqn] = (call.name, call.node, out, inp)
+    return found
 
 
-def _decide(ep: ExportedProgram, fqn: str, value: Node, buffer: Node, user_values: set,
-            infos: Dict[Node, object]) -> Handover:
-    from ..engines.tensorrt_info import engine_info_from_serialized
-    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
-
-    if value.target is not operator.getitem or _schema(value.args[0]) != _PLACEHOLDER_OP:
-        return Handover(fqn, None, why=f"its new value is computed by {_describe(value)}, not "
-                        "handed out by a TensorRT engine")
-    call, k = value.args[0], value.args[1]
-    if value in user_values or len(value.users) != 1:
-        readers = [_describe(u) for u in value.users if u.op != "output"]
-        if value in user_values:
-            readers.append("the program's outputs (a user output)")
-        return Handover(fqn, call, why=f"its new value is also read by {', '.join(readers)}")
-    args = list(call.args[0])
-    if args.count(buffer) != 1:
-        return Handover(fqn, call, why=f"engine call {call.name} does not take the buffer as an "
-                        "input")
-    others = [u for u in buffer.users if u is not call]
-    if others:
-        return Handover(fqn, call, why="the buffer is also read by "
-                        + ", ".join(_describe(u) for u in others))
-    if call not in infos:   # each engine's record is decoded once per program
-        infos[call] = engine_info_from_serialized(
-            _get_engine_info_for_node(ep, call, metadata_only=True))
-    info = infos[call]
-    out, inp = info.output_names[k], info.input_names[args.index(buffer)]
-    if any(a.output == out for a in info.aliased_io):
-        return Handover(fqn, call, why=f"output {out!r} is aliased")
-    val = buffer.meta.get("val")
-    shape = tuple(info.output_shapes[k]) if info.output_shapes else None
-    if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
-        return Handover(fqn, call, why=f"output {out!r} has no static shape ({shape}); the "
-                        "delegate's copy needs one")
-    if val is None or tuple(val.shape) != shape or \
-            dtype_name(val.dtype) != info.output_dtypes[k]:
-        return Handover(fqn, call, why=f"output {out!r} ({info.output_dtypes[k]} {list(shape)}) "
-                        "is not the buffer's dtype and shape")
-    read = [u for u in call.users if u is not value and u.target is operator.getitem
-            and u.users]
-    if not read:
-        return Handover(fqn, call, why=f"engine call {call.name} hands out nothing else the "
-                        "program reads (a delegate returning nothing is dropped)")
-    return Handover(fqn, call, out, inp)
-
-
-def handovers(ep: ExportedProgram) -> Tuple[Handover, ...]:
-    """The decision for every copy-back write `ep` declares on a value (a write-back)."""
+def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, Tuple[str, Node, str, str]]
+                       ) -> List[int]:
+    """Output positions of the write-backs of the buffers in `copies`, each checked to write the
+    very output the engine's record names."""
     sig = ep.graph_signature
-    nodes = {n.name: n for n in ep.graph.nodes}
-    placeholder = {fqn: nodes[name] for name, fqn in sig.inputs_to_buffers.items()}
     outputs = list(ep.graph.output_node().args[0])
-    user_values = {outputs[i] for i, s in enumerate(sig.output_specs)
-                   if s.kind == OutputKind.USER_OUTPUT}
-    out, infos = [], {}
+    engines = engine_calls(ep)
+    gone = []
     for i, s in enumerate(sig.output_specs):
-        if s.kind != OutputKind.BUFFER_MUTATION or s.target not in placeholder:
+        if s.kind != OutputKind.BUFFER_MUTATION or s.target not in copies:
             continue
-        value, buffer = outputs[i], placeholder[s.target]
-        if value is buffer:
-            continue                      # declared in place: its engine writes it already
-        out.append(_decide(ep, s.target, value, buffer, user_values, infos))
-    return tuple(out)
+        engine, call, out, _inp = copies[s.target]
+        value = outputs[i]
+        if value.op == "placeholder":
+            continue                       # declared in place already
+        k = list(engines[engine].output_names).index(out)
+        if not (value.target is operator.getitem and value.args[0] is call and value.args[1] == k):
+            raise PlanError(f"buffer {s.target!r}: engine {engine!r} records that its delegate "
+                            f"copies output {out!r} (result {k}) into it, but the program writes "
+                            f"it from {value.name}; compile the model again")
+        gone.append(i)
+    return gone
 
 
-def _with_copy_back(encoded: str, pairs: List[Tuple[str, str]]) -> str:
-    """The engine's serialized metadata with `pairs` added to its copy-back record. The metadata
-    is this process's own export of the engine; it is decoded as torch-tensorrt decodes it."""
-    meta = pickle.loads(base64.b64decode(encoded.encode("ascii")))
-    meta[COPY_BACK_KEY] = list(meta.get(COPY_BACK_KEY, [])) + [list(p) for p in pairs]
-    return base64.b64encode(pickle.dumps(meta)).decode("ascii")
+def _warn_host_write_backs(ep: ExportedProgram) -> None:
+    if not any(_schema(n) == _PLACEHOLDER_OP for n in ep.graph.nodes):
+        return                                   # not a device program
+    outputs = list(ep.graph.output_node().args[0])
+    for i, s in enumerate(ep.graph_signature.output_specs):
+        if s.kind == OutputKind.BUFFER_MUTATION and outputs[i].op != "placeholder":
+            _log.warning("buffer %r stays in host memory, written back by the program (each call "
+                         "stages it to the engine and fetches its new value); the compiled "
+                         "module's mutation_plan says why", s.target)
 
 
 def _hand_over(ep: ExportedProgram) -> ExportedProgram:
-    decided = handovers(ep)
-    if any(_schema(n) == _PLACEHOLDER_OP for n in ep.graph.nodes):   # a device program
-        for h in decided:
-            if not h.handed:
-                _log.warning("buffer %r stays in host memory, written back by the program (each "
-                             "call stages it to the engine and fetches its new value): %s",
-                             h.fqn, h.why)
-    handed = [h for h in decided if h.handed]
-    if not handed:
+    copies = recorded_copies(ep)
+    gone = set(_strip_write_backs(ep, copies)) if copies else set()
+    if not gone:
+        _warn_host_write_backs(ep)
         return ep
     gm = ep.graph_module          # the export's staged copy: edited, then wrapped anew
-    by_call: Dict[Node, List[Tuple[str, str]]] = {}
-    for h in handed:
-        by_call.setdefault(h.call, []).append((h.output, h.input))
-    slot = 1 + SERIALIZED_METADATA_IDX            # args: (inputs, *engine info slots)
-    for call, pairs in by_call.items():
-        args = list(call.args)
-        args[slot] = _with_copy_back(args[slot], pairs)
-        call.args = tuple(args)
     sig = ep.graph_signature
-    gone = {h.fqn for h in handed}
     out = gm.graph.output_node()
-    keep = [i for i, s in enumerate(sig.output_specs)
-            if not (s.kind == OutputKind.BUFFER_MUTATION and s.target in gone)]
+    keep = [i for i in range(len(sig.output_specs)) if i not in gone]
     out.args = (tuple(out.args[0][i] for i in keep),)
     gm.graph.eliminate_dead_code()
     gm.recompile()
@@ -178,16 +117,18 @@ def _hand_over(ep: ExportedProgram) -> ExportedProgram:
         state_dict=ep.state_dict, range_constraints=ep.range_constraints,
         module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
         constants=ep.constants, verifiers=ep.verifiers)
-    # the engines' records now say who writes each: declared on the buffer's own placeholder
-    return declare_mutations(stripped, aliased_plan(stripped))
+    # the engines' records say who writes each: declared on the buffer's own placeholder
+    declared = declare_mutations(stripped, aliased_plan(stripped))
+    _warn_host_write_backs(declared)
+    return declared
 
 
 Programs = Union[ExportedProgram, Mapping[str, ExportedProgram]]
 
 
 def hand_copy_backs_to_delegates(programs: Programs) -> Programs:
-    """`programs` (one, or `{method: program}`) with every copy-back write its TensorRT delegate
-    can copy itself handed to that delegate (module docstring)."""
+    """`programs` (one, or `{method: program}`) with every copy-back write a TensorRT engine's
+    record names left to that engine's delegate (module docstring)."""
     if isinstance(programs, Mapping):
         return {name: _hand_over(p) for name, p in programs.items()}
     return _hand_over(programs)

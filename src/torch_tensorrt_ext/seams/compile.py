@@ -2,10 +2,12 @@
 
 Invariant: the module `StatefulCompile.finish` returns updates every buffer the exported program
 writes, exactly once per call, like eager: a write an engine aliases (`IKVCacheUpdateLayer`) is
-performed in place by the engine through the buffer it is handed; a copy-back write is copied by
-the engine that produced it when the engine can (reference engines, taking the buffer, nothing
-else reading the value), else it is an `aten.copy_` of its new value into the buffer at the end
-of the graph. Buffers are module state under their original fully qualified names, so every
+performed in place by the engine through the buffer it is handed; who copies a copy-back write
+is decided once, here, by `lowering.copier.decide` for every engine kind, and recorded in the
+plan and the engine's own record: a reference engine copies its output into the buffer itself (in
+PyTorch and in the delegate); a TensorRT engine's delegate does in a `.pte`, while in PyTorch —
+torch-tensorrt's runtime cannot copy — and for every write the program copies, the module ends
+with an `aten.copy_` of the new value into the buffer. Buffers are module state under their original fully qualified names, so every
 exporter downstream declares them by name; the module is called like the model it came from.
 The reconciled plan is `module.mutation_plan`. A predicted KV write an engine did not alias
 becomes copy-back (the engine is rebuilt with the write excluded when no output carries its
@@ -33,7 +35,9 @@ from ..lowering.graph_writes import FoundWrite, find_buffer_writes
 from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, old_value_read
 from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
-from ..contracts.plan import MutationPlan, PlanError, WriteKind
+from ..contracts.plan import Copier, MutationPlan, PlanError, WriteKind
+from ..engines.tensorrt_info import COPY_BACK_ATTR
+from ..lowering import copier
 from .carried_writes import check_carried
 from .trt_log import install as _quiet_unused_state_inputs
 from .module_state import set_buffer
@@ -288,41 +292,27 @@ def _bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) ->
             bind(info.input_buffers)
 
 
-def _engine_copies(gm: GraphModule, w, value: Node, user_outputs: set) -> bool:
-    """Let the engine that produced a copy-back value copy it into its buffer itself (engines
-    that can: CPU reference engines), when the engine takes the buffer as an input and nothing
-    else reads the value — one copy in the buffer's own memory, and no write-back copy
-    downstream (the write is then declared on the buffer itself). True when it did: the plan
-    then records the write's copier as the engine (`Copier.ENGINE`)."""
-    module = getattr(gm, w.engine, None) if w.engine else None
+def _record_copy(module: torch.nn.Module, output: str, input: str) -> None:
+    """Write the decision into the engine's own record: a reference engine's `copy_back` (its
+    kernel then copies in PyTorch too), a TensorRT engine's `tte_copy_back` (packed into its
+    serialized metadata by patch 0004, read by the ExecuTorch lowering and the delegate)."""
     copy_back_into = getattr(module, "copy_back_into", None)
-    if copy_back_into is None or w.input_binding is None or w.output_binding is None:
-        return False
-    if len(value.users) != 1 or not _other_output_read(value, user_outputs):
-        return False   # read elsewhere, or the delegate would return nothing (ExecuTorch drops it)
-    copy_back_into(w.output_binding, w.input_binding)
-    return True
-
-
-def _other_output_read(value: Node, user_outputs: set) -> bool:
-    """Whether the engine call producing `value` hands back another output the program reads."""
-    if value.target is not operator.getitem:
-        return False                       # a single-output engine: `value` is its only output
-    call = value.args[0]
-    for item in call.users:
-        if item is value or item.target is not operator.getitem:
-            continue
-        if item in user_outputs or any(u.op != "output" for u in item.users):
-            return True
-    return False
+    if copy_back_into is not None:
+        copy_back_into(output, input)
+        return
+    record = [list(p) for p in getattr(module, COPY_BACK_ATTR, ())]
+    if any(p[0] == output for p in record):
+        raise PlanError(f"engine output {output!r} is recorded as copied back twice")
+    setattr(module, COPY_BACK_ATTR, record + [[output, input]])
 
 
 def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> MutationPlan:
-    """Buffers become module state read through get_attr; aliased writes stay in the engines; a
-    copy-back write an engine takes over stays in that engine; every other write is an
-    `aten.copy_` into its buffer before the graph returns. Returns `plan` with who copies each
-    copy-back write recorded where it is decided here (`engine_copies`: Copier.ENGINE, else
-    Copier.PROGRAM) — the plan the module carries."""
+    """Buffers become module state read through get_attr; aliased writes stay in the engines;
+    who copies each copy-back write is decided (`copier.decide`, on the graph before any
+    write-back exists) and recorded in the engine (`_record_copy`) and in the returned plan
+    (`engine_copies`, with the decision's reason); a write the program copies, or a TensorRT
+    engine's (its runtime in PyTorch cannot copy), is an `aten.copy_` into its buffer before the
+    graph returns."""
     graph = gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     out_node = graph.output_node()
@@ -339,14 +329,23 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
             ph.replace_all_uses_with(ga)
             graph.erase_node(ph)
         getattrs[fqn] = ga
-    user_outputs = set(outs[:lifted.num_user_outputs])
+    values = {fqn: outs[idx] for fqn, idx in lifted.buffer_outputs}
+    decisions = {d.fqn: d for d in map(copier.decide, copier.sites(
+        plan, values, getattrs, outs[:lifted.num_user_outputs]))}
     with graph.inserting_before(out_node):
         for fqn, idx in lifted.buffer_outputs:
-            if plan[fqn].kind is not WriteKind.COPY_BACK:
-                continue
-            if _engine_copies(gm, plan[fqn], outs[idx], user_outputs):
-                plan = plan.replace(fqn, engine_copies=True)
-                continue
+            d = decisions.get(fqn)
+            if d is None:
+                continue   # written in place by its engine (KV)
+            plan = plan.replace(fqn, reason=f"{plan[fqn].reason}; {d.why}",
+                                engine_copies=d.copier is Copier.ENGINE)
+            module = getattr(gm, d.engine) if d.engine else None
+            if d.copier is Copier.ENGINE:
+                _record_copy(module, d.output, d.input)
+                if hasattr(module, "copy_back_into"):
+                    continue   # the reference kernel copies it in PyTorch as in the delegate
+            # torch-tensorrt's runtime cannot copy into a buffer: in PyTorch the module writes
+            # the value back itself (the ExecuTorch delegate reads the engine's record instead)
             copy_ = graph.call_function(torch.ops.aten.copy_.default, (getattrs[fqn], outs[idx]))
             copy_.meta["val"] = getattrs[fqn].meta.get("val")
     out_node.args = (tuple(outs[:lifted.num_user_outputs]),)
