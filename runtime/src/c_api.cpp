@@ -30,6 +30,27 @@ int check_blob(const void* data, size_t size, tte::Reason& why) {
   return plan.ok() ? 0 : static_cast<int>(plan.error());
 }
 
+// One line per write the runtime's binding plan makes into an input binding per call:
+// "<input>\t<buffer fqn or empty>\t<in_place|copy>\t<output>\n".
+std::string blob_writes(const tte::BlobInfo& info, const tte::BindingPlan& plan) {
+  std::string text;
+  auto line = [&](uint32_t input, const char* how, size_t output) {
+    const std::string& name = info.inputs[input].name;
+    const std::string* fqn = info.buffer_fqn(name);
+    text += name + "\t" + (fqn ? *fqn : std::string()) + "\t" + how + "\t" +
+            info.outputs[output].name + "\n";
+  };
+  for (size_t o = 0; o < plan.outputs.size(); ++o) {
+    if (plan.outputs[o].target == tte::OutputTarget::AliasedInput) {
+      line(plan.outputs[o].input, "in_place", o);
+    }
+  }
+  for (const tte::CopyStep& c : plan.copies) {
+    if (c.kind != tte::CopyKind::InputToDelegateOutput) line(c.input, "copy", c.output);
+  }
+  return text;
+}
+
 // ExecuTorch's informational log lines (cpuinfo probing at every kernel-library start, ...) are
 // noise to a user of the commands; errors are not.
 std::atomic<bool> g_log_info{false};
@@ -96,6 +117,26 @@ TTE_EXPORT int tte_runtime_check_blob(const void* data, size_t size, char* why,
     tte::record_refusal(reason.check, text);
   }
   if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", text);
+  return code;
+}
+
+TTE_EXPORT int tte_runtime_blob_writes(const void* data, size_t size, char* out,
+                                       size_t out_size) noexcept {
+  tte::Reason reason;
+  std::string text;
+  int code = 0;
+  try {
+    auto info = tte::parse_blob(data, size, reason);
+    auto plan = info.ok() ? tte::plan_bindings(info.get(), reason)
+                          : tte::Result<tte::BindingPlan>(info.error());
+    code = plan.ok() ? 0 : static_cast<int>(plan.error());
+    text = plan.ok() ? blob_writes(info.get(), plan.get()) : reason.text;
+  } catch (...) {
+    code = static_cast<int>(tte::Error::MemoryAllocationFailed);
+    text = "out of memory";
+  }
+  if (code == 0 && text.size() + 1 > out_size) code = static_cast<int>(tte::Error::InvalidArgument);
+  if (out != nullptr && out_size > 0) std::snprintf(out, out_size, "%s", text.c_str());
   return code;
 }
 

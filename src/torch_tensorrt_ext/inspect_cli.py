@@ -2,7 +2,10 @@
 
 Invariant: everything printed comes from `executorch.inspect_pte.inspect_pte` on the file's bytes;
 `--json` prints exactly one JSON object (`PteInfo.to_dict()`); exit status 0 when the file was
-read, 1 (with the reason on stderr) when it is not a readable `.pte`.
+read, 1 (with the reason on stderr) when it is not a readable `.pte`. `--verify --source P.pt2`
+checks the program's state writes against the program it was saved from
+(`executorch.verify_writes`): exit 1 naming method, buffer and writers when one is lost or
+duplicated.
 """
 from __future__ import annotations
 
@@ -16,7 +19,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="methods, delegates and state of a saved .pte")
     p.add_argument("pte", help="the .pte file")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--verify", action="store_true",
+                   help="check every state write against --source (exit 1 naming what is wrong)")
+    p.add_argument("--source", help="with --verify: the program it was saved from "
+                   "(torch.export.save's .pt2)")
     p.set_defaults(func=run)
+
+
+def _verify(args: argparse.Namespace, data: bytes) -> int:
+    import torch
+
+    from .executorch import verify
+    from .executorch.verify_writes import WriteVerifyError
+    if not args.source:
+        print("torch-tensorrt-ext inspect: --verify needs --source (the exported program the "
+              ".pte was saved from, a torch.export.save .pt2 file)", file=sys.stderr)
+        return 1
+    try:
+        verify(data, torch.export.load(args.source))
+    except WriteVerifyError as e:
+        print(f"torch-tensorrt-ext inspect: {args.pte}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.pte}: every state write verified against {args.source}")
+    return 0
 
 
 def _text(info) -> str:
@@ -60,12 +85,15 @@ def run(args: argparse.Namespace) -> int:
     from .executorch.pte_check import PteError, read_pte
     path = Path(args.pte)
     try:
-        info = inspect_pte(read_pte(path))   # header checked before the flatbuffer is read
+        data = read_pte(path)
+        info = inspect_pte(data)   # header checked before the flatbuffer is read
     except PteError as e:
         print(f"torch-tensorrt-ext inspect: {e}", file=sys.stderr)
         return 1
     except (ValueError, RuntimeError, struct.error, IndexError) as e:
         print(f"torch-tensorrt-ext inspect: {path}: not a readable .pte: {e}", file=sys.stderr)
         return 1
+    if args.verify:
+        return _verify(args, data)
     print(json.dumps(info.to_dict()) if args.json else _text(info))
     return 0

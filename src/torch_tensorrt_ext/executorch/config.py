@@ -18,6 +18,7 @@ from torch.export import ExportedProgram
 
 from . import device_state, shared_state
 from .kept_mutations import check_writes, expected_writes, written_in_place
+from .verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
 
 __all__ = ["backend_config", "stateful_edge", "InitialiseMutableBuffers",
@@ -154,7 +155,8 @@ def stateful_edge(edge_manager):
     """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
     `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
     themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and a
-    declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`)."""
+    declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`), as does an
+    emitted program that does not write each declared buffer exactly once (`verify_writes`)."""
     from executorch.exir import EdgeProgramManager
 
     class StatefulEdgeProgramManager(type(edge_manager)):
@@ -162,6 +164,8 @@ def stateful_edge(edge_manager):
             expected = expected_writes(self)
             lowered = super().to_executorch(backend_config(self, config))
             check_writes(lowered, expected)
+            verify_writes(lowered.executorch_program,
+                          {m: w.in_place | w.written_back for m, w in expected.items()})
             return lowered
 
     assert isinstance(edge_manager, EdgeProgramManager)

@@ -7,8 +7,9 @@ is decided once, here, by `lowering.copier.decide` for every engine kind, and re
 plan and the engine's own record: a reference engine copies its output into the buffer itself (in
 PyTorch and in the delegate); a TensorRT engine's delegate does in a `.pte`, while in PyTorch —
 torch-tensorrt's runtime cannot copy — and for every write the program copies, the module ends
-with an `aten.copy_` of the new value into the buffer. Buffers are module state under their original fully qualified names, so every
-exporter downstream declares them by name; the module is called like the model it came from.
+with an `aten.copy_` of the new value into the buffer. Buffers are module state under their
+original fully qualified names, so every exporter downstream declares them by name; the module
+is called like the model it came from.
 The reconciled plan is `module.mutation_plan`. A predicted KV write an engine did not alias
 becomes copy-back (the engine is rebuilt with the write excluded when no output carries its
 value) — never an abort, never a dropped write: `stateful_program` keeps every write of the
