@@ -8,6 +8,7 @@ from executorch.exir import schema
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.contracts.plan import PlanError
+from torch_tensorrt_ext.executorch.verify_writes import WriteVerifyError
 from torch_tensorrt_ext.executorch import config, device_state, lower
 from torch_tensorrt_ext.executorch.traffic import mutable_buffers, program_copy_bytes
 
@@ -47,6 +48,13 @@ def test_without_the_pass_executorch_stages_every_buffer(declared, monkeypatch):
         "(et_copy._h2d_copy), so the engine's write lands in the copy; the .pte would run with "
         "stale state. Please report this with the program")
     monkeypatch.setattr(config, "check_writes", lambda lowered, expected: None)
+    # the verifier of the emitted program, sharing nothing with that check, refuses it too
+    with pytest.raises(WriteVerifyError) as e:
+        lower.to_executorch(ep, device="cuda:0")
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'layers.0.attn.k_cache' is mutated by the source, but no "
+        "instruction of the saved program writes it")
+    monkeypatch.setattr(config, "verify_writes", lambda program, mutated: None)
     et = lower.to_executorch(ep, device="cuda:0")
     staged = program_copy_bytes(bytes(et.buffer))
     for w in compiled.plan:
