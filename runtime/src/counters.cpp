@@ -6,6 +6,9 @@
 #include <new>
 
 namespace tte {
+
+thread_local CopyTally* t_copy_tally = nullptr;
+
 namespace {
 
 // A slot and its key, on a list that only grows at its head; nodes are never freed or moved.
@@ -18,6 +21,7 @@ struct Node {
 struct Registry {
   std::mutex add_mu;  // serialises copy_counter (init time) only
   std::atomic<const Node*> head{nullptr};
+  std::atomic<size_t> slots{0};  // nodes on the list (the next node's slot)
   std::atomic<uint64_t> executes{0};
 };
 
@@ -49,8 +53,10 @@ CopyCounter* copy_counter(const std::string& key) noexcept {
       delete n;
       return nullptr;
     }
+    n->counter.slot = r.slots.load(std::memory_order_relaxed);
     n->next = head;
     r.head.store(n, std::memory_order_release);  // readers see the node complete
+    r.slots.store(n->counter.slot + 1, std::memory_order_release);
     return &n->counter;
   } catch (...) {  // std::mutex::lock's std::system_error
     return nullptr;
@@ -70,6 +76,34 @@ uint64_t copied_bytes(const char* key, CopyPath path) noexcept {
   const Node* n = find(registry().head.load(std::memory_order_acquire), key);
   return n == nullptr ? 0
                       : n->counter.by_path[static_cast<int>(path)].load(std::memory_order_relaxed);
+}
+
+bool CopyTally::size_to_counters() noexcept {
+  try {
+    const size_t n = registry().slots.load(std::memory_order_acquire);
+    call_.assign(n, {});
+    total_.assign(n, {});
+    return true;
+  } catch (...) {  // std::bad_alloc
+    return false;
+  }
+}
+
+void CopyTally::begin_call() noexcept {
+  for (auto& row : call_) row = {};
+}
+
+void CopyTally::end_call() noexcept {
+  for (size_t s = 0; s < call_.size(); ++s) {
+    for (int p = 0; p < 3; ++p) total_[s][p] += call_[s][p];
+  }
+}
+
+uint64_t CopyTally::bytes(const char* key, CopyPath path) const noexcept {
+  if (key == nullptr) return 0;
+  const Node* n = find(registry().head.load(std::memory_order_acquire), key);
+  if (n == nullptr || n->counter.slot >= total_.size()) return 0;
+  return total_[n->counter.slot][static_cast<int>(path)];
 }
 
 uint64_t execute_count() noexcept { return registry().executes.load(std::memory_order_relaxed); }

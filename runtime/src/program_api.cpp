@@ -11,6 +11,7 @@
 #include <tte/c_api.h>
 
 #include "common.h"
+#include "counters.h"
 #include "device.h"
 #include "device_loader.h"
 #include "refusal.h"
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,8 +46,9 @@ struct tte_program {
   std::unique_ptr<tte::SharedArenas> shared;  // before `module`: its methods use these arenas
   std::unique_ptr<Module> module;
   std::vector<std::string> methods;
-  std::map<std::string, std::vector<EValue>> outputs;       // the last run's, per method
-  std::map<std::string, std::vector<std::string>> buffers;  // attribute names, per method
+  std::map<std::string, std::vector<EValue>> outputs;          // the last run's, per method
+  std::map<std::string, std::vector<std::string>> buffers;     // attribute names, per method
+  std::map<std::string, tte::CopyTally, std::less<>> tallies;  // per method: its copies
 };
 
 namespace {
@@ -94,8 +97,15 @@ Method* method_of(const tte_program* p, const char* name) {
   return m.ok() ? m.get() : nullptr;
 }
 
+// ExecuTorch's runtime_init (a C++ app may not have called it) sets its PAL's state with no
+// lock: once, whichever thread opens a program first.
+void init_runtime_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { executorch::runtime::runtime_init(); });
+}
+
 tte_program* open_program(const char* path, int* code, char* why, size_t why_size) {
-  executorch::runtime::runtime_init();  // idempotent; a C++ app may not have called it
+  init_runtime_once();
   auto fail = [&](Error e, const std::string& text) -> tte_program* {
     if (code) *code = say(e, text, why, why_size);
     return nullptr;
@@ -173,8 +183,20 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
   return p.release();
 }
 
+// Every method's copy tally, sized once its delegates (and their counters) exist.
+tte_program* with_tallies(std::unique_ptr<tte_program> p, int* code, char* why, size_t why_size) {
+  for (const std::string& m : p->methods) {
+    if (!p->tallies[m].size_to_counters()) {
+      if (code) *code = say(Error::MemoryAllocationFailed, "out of memory", why, why_size);
+      return nullptr;
+    }
+  }
+  return p.release();
+}
+
 int execute(tte_program* p, const char* method, const tte_value* inputs, size_t n,
             size_t* n_outputs, char* why, size_t why_size) {
+  tte::clear_refusal();  // a refusal read after this call is this call's
   if (method_of(p, method) == nullptr) {
     return say(Error::InvalidArgument, std::string("no method ") + (method ? method : "?"), why,
                why_size);
@@ -200,13 +222,20 @@ int execute(tte_program* p, const char* method, const tte_value* inputs, size_t 
       args.emplace_back();
     }
   }
-  auto outs = p->module->execute(method, args);
+  auto tallied = p->tallies.find(method);  // one per method, from open
+  if (tallied == p->tallies.end()) return say(Error::InvalidState, "no tally", why, why_size);
+  tte::CopyTally& tally = tallied->second;
+  auto outs = [&] {
+    tte::TallyScope counting(tally);
+    return p->module->execute(method, args);
+  }();
   if (!outs.ok()) {
     return say(outs.error(),
                tte::format("method->execute() failed with error 0x%x",
                            static_cast<unsigned>(outs.error())),
                why, why_size);
   }
+  tally.end_call();
   auto& kept = p->outputs[method];
   kept = std::move(outs.get());
   if (n_outputs) *n_outputs = kept.size();
@@ -220,7 +249,8 @@ extern "C" {
 TTE_EXPORT tte_program* tte_program_open(const char* path, int* code, char* why,
                                          size_t why_size) noexcept {
   try {
-    return open_program(path, code, why, why_size);
+    std::unique_ptr<tte_program> p(open_program(path, code, why, why_size));
+    return p != nullptr ? with_tallies(std::move(p), code, why, why_size) : nullptr;
   } catch (...) {
     if (code) *code = say(Error::MemoryAllocationFailed, "out of memory", why, why_size);
     return nullptr;
@@ -311,6 +341,13 @@ TTE_EXPORT int tte_program_buffer(const tte_program* p, const char* method, size
   if (!t.ok()) return static_cast<int>(t.error());
   if (fqn) *fqn = it->second[i].c_str();
   return describe(EValue(t.get()), out) ? 0 : static_cast<int>(Error::NotSupported);
+}
+
+TTE_EXPORT uint64_t tte_program_copy_bytes(const tte_program* p, const char* method,
+                                           const char* fqn, int path) noexcept {
+  if (p == nullptr || method == nullptr || path < 0 || path > 2) return 0;
+  auto it = p->tallies.find(method);
+  return it == p->tallies.end() ? 0 : it->second.bytes(fqn, static_cast<tte::CopyPath>(path));
 }
 
 TTE_EXPORT int tte_program_reset(tte_program* p, char* why, size_t why_size) noexcept {

@@ -12,6 +12,7 @@
 #include <tte/c_api.h>
 
 #include "blob.h"
+#include "counters.h"
 #include "executor.h"
 #include "refusal.h"
 
@@ -24,6 +25,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -286,6 +288,57 @@ TEST(ring_copy_back_is_exactly_one_buffer_sized_copy) {
     CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48 * k));
   }
   CHECK_EQ(tte_runtime_execute_count(), uint64_t(5));
+}
+
+// `calls` ring calls on a delegate of its own, counted into `tally` (one call's bytes: 48).
+static void ring_calls_counted(tte::CopyTally& tally, int calls, Error& last) {
+  Delegate d(payload_file("ring.blob"));
+  if (d.init_error != Error::Ok) {
+    last = d.init_error;
+    return;
+  }
+  std::vector<float> x(3, 1.f), ring(12, 0.f), y(3);
+  auto tx = make_tensor_ptr({3}, x.data(), ScalarType::Float);
+  auto tring = make_tensor_ptr({4, 3}, ring.data(), ScalarType::Float);
+  auto ty = make_tensor_ptr({3}, y.data(), ScalarType::Float);
+  std::vector<EValue> args = {EValue(*tx), EValue(*tring), EValue(*ty)};
+  last = Error::Ok;
+  for (int k = 0; k < calls && last == Error::Ok; ++k) {
+    tte::TallyScope counting(tally);
+    last = d.execute(args);
+    if (last == Error::Ok) tally.end_call();
+  }
+}
+
+TEST(a_tally_counts_its_own_threads_calls_only) {
+  Delegate first(payload_file("ring.blob"));  // creates the counter slot before the tallies
+  REQUIRE(first.init_error == Error::Ok);
+  tte_runtime_reset_counters();
+  tte::CopyTally a, b, unsized;
+  REQUIRE(a.size_to_counters() && b.size_to_counters());
+  Error ea = Error::Internal, eb = Error::Internal;
+  std::thread ta([&] { ring_calls_counted(a, 300, ea); });
+  std::thread tb([&] { ring_calls_counted(b, 200, eb); });
+  ta.join();
+  tb.join();
+  REQUIRE(ea == Error::Ok && eb == Error::Ok);
+  CHECK_EQ(a.bytes("ring.buf", tte::CopyPath::Host), uint64_t(48 * 300));
+  CHECK_EQ(b.bytes("ring.buf", tte::CopyPath::Host), uint64_t(48 * 200));
+  CHECK_EQ(a.bytes("ring.buf", tte::CopyPath::Link) + a.bytes("ring.buf", tte::CopyPath::Device),
+           uint64_t(0));
+  CHECK_EQ(tte_runtime_copy_bytes("ring.buf"), uint64_t(48 * 500));  // the process's: both
+  Error e;
+  ring_calls_counted(unsized, 3, e);  // sized to no counter: it counts nothing, safely
+  CHECK(e == Error::Ok);
+  CHECK_EQ(unsized.bytes("ring.buf", tte::CopyPath::Host), uint64_t(0));
+  CHECK_EQ(a.bytes("no.such.buffer", tte::CopyPath::Host), uint64_t(0));
+  CHECK_EQ(a.bytes(nullptr, tte::CopyPath::Host), uint64_t(0));
+  {
+    tte::TallyScope counting(a);  // a call that does not end (failed): its bytes never join
+    tte::count_copy(tte::copy_counter("ring.buf"), 1000, tte::CopyPath::Host);
+  }
+  CHECK_EQ(a.bytes("ring.buf", tte::CopyPath::Host), uint64_t(48 * 300));
+  CHECK(tte::t_copy_tally == nullptr);  // every scope gave the thread's tally back
 }
 
 TEST(init_refuses_other_versions_and_engines_with_the_reason) {

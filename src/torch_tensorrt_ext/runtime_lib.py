@@ -205,6 +205,8 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     lib.tte_program_buffer.restype = c.c_int
     lib.tte_program_buffer.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t,
                                        c.POINTER(c.c_char_p), c.POINTER(TteValue)]
+    lib.tte_program_copy_bytes.restype = c.c_uint64
+    lib.tte_program_copy_bytes.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int]
     lib.tte_program_reset.restype = c.c_int
     lib.tte_program_reset.argtypes = [c.c_void_p, *why]
     lib.tte_runtime_copy.restype = c.c_int

@@ -38,6 +38,13 @@ void tte_runtime_clear_last_refusal(void) TTE_C_NOEXCEPT;
 // thread's last refusal (text and check id, not logged); an accepted blob clears both.
 int tte_runtime_check_blob(const void* data, size_t size, char* why,
                            size_t why_size) TTE_C_NOEXCEPT;
+// The writes into input bindings the runtime's binding plan for this blob makes per call (what
+// `execute` will do, read from the same plan): one line per write, "<input binding>\t<buffer
+// FQN or empty>\t<in_place|copy>\t<output binding>\n", written into `out`. 0 when the blob is
+// accepted and the text fits `out_size` (else InvalidArgument; `out` then holds what fits); a
+// refused blob returns its error code with the reason in `out`. Records no refusal.
+int tte_runtime_blob_writes(const void* data, size_t size, char* out,
+                            size_t out_size) TTE_C_NOEXCEPT;
 
 // ExecuTorch's log emitter as this runtime routes it (Python's log_sink installs it): errors and
 // fatal lines always on stderr, informational and debug lines only after tte_runtime_log_info(1)
@@ -54,7 +61,10 @@ const char* tte_runtime_device_name(void) TTE_C_NOEXCEPT;
 // through ExecuTorch's Module API with every method loaded at open, state in device memory where
 // the program placed it (the device in force; tte_runtime_use_device), initial values put there
 // through the device. Functions returning int return 0 or an ExecuTorch error code, with the
-// reason written into `why` (may be null). Not thread-safe per program.
+// reason written into `why` (may be null). Not thread-safe per program; distinct programs run
+// in distinct threads at once (a call takes no process-wide lock: the counters are atomics, the
+// refusal and the copy tally the calling thread's), which is how Python threads run in parallel
+// (ctypes releases the GIL for the call).
 typedef struct tte_program tte_program;
 
 // One value in or out of a method. kind: 0 tensor, 1 int, 2 double, 3 bool, 4 none. A tensor's
@@ -81,7 +91,9 @@ const char* tte_program_method_name(const tte_program* p, size_t i) TTE_C_NOEXCE
 size_t tte_program_input_count(const tte_program* p, const char* method) TTE_C_NOEXCEPT;
 int tte_program_input(const tte_program* p, const char* method, size_t i,
                       tte_value* out) TTE_C_NOEXCEPT;
-// Runs `method` once; its outputs stay readable (tte_program_output) until its next run.
+// Runs `method` once; its outputs stay readable (tte_program_output) until its next run. It
+// clears the calling thread's last refusal first: what tte_runtime_last_refusal says after it
+// is this call's (another thread's calls never touch it).
 int tte_program_execute(tte_program* p, const char* method, const tte_value* inputs,
                         size_t n_inputs, size_t* n_outputs, char* why,
                         size_t why_size) TTE_C_NOEXCEPT;
@@ -91,6 +103,12 @@ int tte_program_output(const tte_program* p, const char* method, size_t j,
 size_t tte_program_buffer_count(const tte_program* p, const char* method) TTE_C_NOEXCEPT;
 int tte_program_buffer(const tte_program* p, const char* method, size_t i, const char** fqn,
                        tte_value* out) TTE_C_NOEXCEPT;
+// Bytes the runtime copied for buffer `fqn` (keyed as tte_runtime_copy_bytes) in this program's
+// successful calls of `method` since it was opened, split by path as
+// tte_runtime_copy_bytes_by_path: this program's own, whatever other programs (other threads)
+// copy meanwhile. 0 for an unknown method, fqn or path. Never fails, allocates or locks.
+uint64_t tte_program_copy_bytes(const tte_program* p, const char* method, const char* fqn,
+                                int path) TTE_C_NOEXCEPT;
 // Every mutable buffer of every method back to its initial value (read again from the program,
 // written through the device where it lives); no reload.
 int tte_program_reset(tte_program* p, char* why, size_t why_size) TTE_C_NOEXCEPT;

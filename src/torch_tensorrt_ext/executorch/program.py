@@ -9,8 +9,13 @@ otherwise. A call whose tensor input does not fit the method (another rank, othe
 sizes, beyond a dynamic input's bounds) is refused before it runs (`method_inputs`).
 `state()` / `load_state()` / `reset()` read, write and re-initialise the buffers by
 FQN without reloading. `state_traffic()` reports, per buffer FQN, the bytes of state moved per
-call: the delegate runtime's own copies (measured by its counters) plus every copy op the
-emitted program runs on that buffer. Outputs are fresh host tensors.
+call: the delegate runtime's own copies (the runtime's tally of this program's calls,
+`tte_program_copy_bytes`) plus every copy op the emitted program runs on that buffer. Outputs
+are fresh host tensors.
+
+Threads: a program is one thread's at a time; programs of their own run in parallel in several
+threads. `run` holds the GIL only for its argument checks and wrapping, not for the native call
+(ctypes releases it), and keeps no per-call bookkeeping in Python beyond a call count.
 """
 from __future__ import annotations
 
@@ -43,16 +48,17 @@ class NoSuchMethodError(TteError, KeyError):
 def _value(arg: object, keep: List[torch.Tensor]) -> runtime_lib.TteValue:
     v = runtime_lib.TteValue()
     if isinstance(arg, torch.Tensor):
-        t = arg.detach().to("cpu").contiguous()   # a CUDA tensor is handed in as its host copy
-        if t.dtype not in _CODES:
+        # a CUDA (or strided) tensor is handed in as its contiguous host copy
+        t = arg if arg.is_cpu and arg.is_contiguous() else arg.detach().to("cpu").contiguous()
+        code, ndim = _CODES.get(t.dtype), t.dim()
+        if code is None:
             raise TypeError(f"input of dtype {t.dtype}: a program takes {sorted(map(str, _CODES))}")
-        if t.dim() > 16:
-            raise TypeError(f"input of rank {t.dim()}: at most 16 dimensions")
+        if ndim > 16:
+            raise TypeError(f"input of rank {ndim}: at most 16 dimensions")
         keep.append(t)
-        v.kind, v.dtype, v.ndim = 0, _CODES[t.dtype], t.dim()
-        for k, s in enumerate(t.shape):
-            v.sizes[k] = s
-        v.data, v.nbytes = t.data_ptr(), t.numel() * t.element_size()
+        v.kind, v.dtype, v.ndim = 0, code, ndim
+        v.sizes[:ndim] = t.shape
+        v.data, v.nbytes = t.data_ptr(), t.nbytes
     elif isinstance(arg, bool):
         v.kind, v.i = 3, int(arg)
     elif isinstance(arg, int):
@@ -77,7 +83,7 @@ def _from(v: runtime_lib.TteValue):
         return bool(v.i)
     if v.kind == 4:
         return None
-    t = torch.empty([v.sizes[k] for k in range(v.ndim)], dtype=_DTYPES[v.dtype])
+    t = torch.empty(v.sizes[:v.ndim], dtype=_DTYPES[v.dtype])
     if v.nbytes:
         code = runtime_lib.load().tte_runtime_copy(t.data_ptr(), v.data, v.nbytes)
         if code:
@@ -110,7 +116,6 @@ class Program:
                                     f"{sorted(self._names)}")
         self.method_name = method
         self._calls = 0
-        self._runtime_bytes: Dict[str, Dict[str, int]] = {}
         program = flatbuffer_program(self._program)
         self._inputs = specs_by_method(program)
         self._static_paths = plan_copy_paths(
@@ -157,26 +162,22 @@ class Program:
         lib = runtime_lib.load()
         keep: List[torch.Tensor] = []
         values = (runtime_lib.TteValue * max(len(args), 1))(*[_value(a, keep) for a in args])
-        before = {f: runtime_lib.copy_bytes_by_path(f) for f in self._static}
         n_out, why = ctypes.c_size_t(0), ctypes.create_string_buffer(4096)
-        runtime_lib.clear_last_refusal()
+        # The native call runs without the GIL (ctypes releases it): programs in other threads
+        # run meanwhile. It clears this thread's last refusal first, so a refusal it leaves is
+        # this call's.
         code = lib.tte_program_execute(self._handle, key, values, len(args), ctypes.byref(n_out),
                                        why, len(why))
         if code:
             raise runtime_lib.refusal_error(RuntimeError(why.value.decode("utf-8", "replace")))
+        if name == self.method_name:   # its copies: the runtime's tally of this program's calls
+            self._calls += 1
         outs = []
         for j in range(n_out.value):
             v = runtime_lib.TteValue()
             if lib.tte_program_output(self._handle, key, j, ctypes.byref(v)):
                 raise RuntimeError(f"output {j} of {name!r} is not a value Python can take")
             outs.append(_from(v))
-        if name == self.method_name:
-            self._calls += 1
-            for f in self._static:
-                now, acc = runtime_lib.copy_bytes_by_path(f), self._runtime_bytes.setdefault(
-                    f, dict.fromkeys(runtime_lib.COPY_PATHS, 0))
-                for p in runtime_lib.COPY_PATHS:
-                    acc[p] += now[p] - before[f][p]
         return outs
 
     def forward(self, *inputs):
@@ -246,11 +247,12 @@ class Program:
         """FQN -> {"device", "link", "host"} bytes moved per call: within device memory, across
         the host-device link (PCIe on a GPU), within host memory — the runtime's copies
         (averaged over the calls made so far) plus the program's own copy kernels."""
-        calls = max(self._calls, 1)
+        calls, lib, key = max(self._calls, 1), runtime_lib.load(), self.method_name.encode()
         out = {}
         for f, static in self._static_paths.items():
-            ran = self._runtime_bytes.get(f, {})
-            out[f] = {p: static.get(p, 0) + ran.get(p, 0) // calls for p in runtime_lib.COPY_PATHS}
+            out[f] = {p: static.get(p, 0) + int(lib.tte_program_copy_bytes(
+                self._handle, key, f.encode("utf-8"), i)) // calls
+                for i, p in enumerate(runtime_lib.COPY_PATHS)}
         return out
 
     def program_copy_bytes(self) -> Dict[str, int]:
