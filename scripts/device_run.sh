@@ -50,8 +50,14 @@ echo "(each case ran on a caller's non-blocking stream, then on the default stre
 echo "== without a device: refused"
 "$b/runtime/tte_run" .devrun/cases/kv_index_copy/m.pte --io /tmp --steps 1 --device none 2>&1 \
   | grep -v '^I ' | tail -1
+echo "== copy-back per decode step, every way (tte_bench_copy_back; issue 35)"
+for shape in qwen3next demo; do
+  echo "-- $shape"
+  "$b/runtime/tte_bench_copy_back" "$shape" 200 || fails=$((fails + 1))
+done
 for tool in memcheck racecheck synccheck; do
-  for c in demo_decoder gated_deltanet_states kv_index_copy prefill_dynamic prefill_decode_shared; do
+  for c in demo_decoder gated_deltanet_states kv_index_copy returns_its_state prefill_dynamic \
+      prefill_decode_shared; do
     d=.devrun/cases/$c
     echo "== compute-sanitizer --tool $tool: $c"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/runtime/tte_run" "$d/m.pte" \

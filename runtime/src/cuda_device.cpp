@@ -4,10 +4,14 @@
 // caller's after `set_stream`, else the legacy default stream), and a copy touching host memory
 // waits for that stream before it returns (ExecuTorch's copy kernels and the reference engine's
 // device mode read or reuse the host side right after); `owns` asks cudaPointerGetAttributes and
-// never dereferences.
+// never dereferences. A batch of device copies is one kernel launch where the runtime was built
+// with CUDA kernels (nvcc found: cuda_batch_copy.cu), else one cudaMemcpyAsync per copy.
 #include "device.h"
 
 #include <cuda_runtime_api.h>
+#ifdef TTE_HAVE_CUDA_KERNELS
+#include "cuda_batch_copy.h"
+#endif
 
 namespace tte {
 namespace {
@@ -54,6 +58,11 @@ class CudaDevice final : public Device {
   Error device_copy(void* dst, const void* src, size_t n) override {
     return status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s()));
   }
+#ifdef TTE_HAVE_CUDA_KERNELS
+  Error device_copy_batch(const CopyRange* copies, size_t n) override {
+    return status(launch_copy_ranges(copies, n, s()));
+  }
+#endif
 
  private:
   cudaStream_t s() const { return static_cast<cudaStream_t>(stream_); }

@@ -18,6 +18,13 @@
 
 namespace tte {
 
+// One copy of a batch: `nbytes` from `src` to `dst`.
+struct CopyRange {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t nbytes = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -30,6 +37,18 @@ class Device {
   ET_NODISCARD virtual Error to_device(void* dst, const void* src, size_t nbytes) = 0;
   ET_NODISCARD virtual Error to_host(void* dst, const void* src, size_t nbytes) = 0;
   ET_NODISCARD virtual Error device_copy(void* dst, const void* src, size_t nbytes) = 0;
+  // `n` copies within device memory as one device operation on the stream, like `device_copy`
+  // each (enqueued only). The ranges must not overlap one another (the caller checks); the order
+  // among them is unspecified. The CUDA device launches one copy kernel per up to 64 ranges;
+  // this default (the emulated device's) makes the copies one by one.
+  ET_NODISCARD virtual Error device_copy_batch(const CopyRange* copies, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (Error e = device_copy(copies[i].dst, copies[i].src, copies[i].nbytes); e != Error::Ok) {
+        return e;
+      }
+    }
+    return Error::Ok;
+  }
   // The stream every copy above (and every engine enqueue, tensorrt_engine.cpp) is ordered on:
   // the caller's once `set_stream` named one, else the device's default. `to_device`/`to_host`
   // return once the host side may be reused/read; `device_copy` only enqueues. The emulated

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "blob.h"
+#include "device.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +46,15 @@ class Engine {
   ET_NODISCARD virtual Error run() = 0;
   // Ordered after `run` (same stream for device engines).
   ET_NODISCARD virtual Error copy(void* dst, const void* src, size_t nbytes) = 0;
+  // `n` copies, every side in device memory and no two ranges overlapping (the executor checks
+  // both): as one device operation where the engine can (Device::device_copy_batch on its
+  // stream), else one `copy` each (this default).
+  ET_NODISCARD virtual Error copy_batch(const CopyRange* copies, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (Error e = copy(copies[i].dst, copies[i].src, copies[i].nbytes); e != Error::Ok) return e;
+    }
+    return Error::Ok;
+  }
   // Wait until run and copies are complete (no-op for synchronous engines).
   ET_NODISCARD virtual Error finish() { return Error::Ok; }
 };

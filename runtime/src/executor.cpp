@@ -203,6 +203,7 @@ Error DelegateExecutor::allocate_call_state(Reason& why) {
     counters_.push_back(counter);
   }
   copy_memo_.assign(plan_.copies.size(), CopyMemo{});
+  batch_.assign(plan_.copies.size(), CopyRange{});
   input_addr_.assign(info_.inputs.size(), nullptr);
   input_nbytes_.assign(info_.inputs.size(), 0);
   delegate_out_addr_.assign(info_.delegate_outputs.size(), nullptr);
@@ -406,7 +407,10 @@ Error DelegateExecutor::forward() {
   return e;
 }
 
+// The call's copies as ranges; when every one stays in device memory (the memo says so) and
+// there are several, one batched device operation, else one copy each (host or link copies).
 Error DelegateExecutor::copy_outputs() {
+  bool all_device = plan_.copies.size() > 1;
   for (size_t k = 0; k < plan_.copies.size(); ++k) {
     const CopyStep& c = plan_.copies[k];
     const bool to_input = c.kind != CopyKind::InputToDelegateOutput;
@@ -418,15 +422,67 @@ Error DelegateExecutor::copy_outputs() {
     // An aliased output the blob does not size is its delegate tensor's size (== its input's,
     // compared by check_aliases).
     const size_t nbytes = c.sized_by_tensor ? delegate_out_nbytes_[c.delegate_output] : c.nbytes;
-    const Error e = engine_->copy(dst, src, nbytes);
+    if (batch_[k].dst != dst || batch_[k].src != src || batch_[k].nbytes != nbytes) {
+      batch_checked_ = false;
+    }
+    batch_[k] = CopyRange{dst, const_cast<void*>(src), nbytes};
+    all_device = all_device && copy_path(k, dst, src) == CopyPath::Device && dst != src;
+  }
+  if (!all_device) return copy_one_by_one();
+  if (Error e = check_batch(); e != Error::Ok) return e;
+  if (Error e = engine_->copy_batch(batch_.data(), batch_.size()); e != Error::Ok) {
+    refuse_for_engine("execute.copy",
+                      "TensorRTBackend: the batched copy of %zu outputs into "
+                      "their buffers failed (error 0x%x)",
+                      batch_.size(), static_cast<unsigned>(e));
+    return e;
+  }
+  for (size_t k = 0; k < batch_.size(); ++k) {
+    count_copy(counters_[k], batch_[k].nbytes, CopyPath::Device);
+  }
+  return Error::Ok;
+}
+
+Error DelegateExecutor::copy_one_by_one() {
+  for (size_t k = 0; k < plan_.copies.size(); ++k) {
+    const CopyRange& r = batch_[k];
+    const Error e = engine_->copy(r.dst, r.src, r.nbytes);
     if (e != Error::Ok) {
-      refuse_for_engine(
-          "execute.copy", "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
-          info_.outputs[c.output].name.c_str(), c.counter_key.c_str(), static_cast<unsigned>(e));
+      refuse_for_engine("execute.copy",
+                        "TensorRTBackend: copying output '%s' into '%s' failed (error 0x%x)",
+                        info_.outputs[plan_.copies[k].output].name.c_str(),
+                        plan_.copies[k].counter_key.c_str(), static_cast<unsigned>(e));
       return e;
     }
-    count_copy(counters_[k], nbytes, copy_path(k, dst, src));
+    count_copy(counters_[k], r.nbytes, copy_path(k, r.dst, r.src));
   }
+  return Error::Ok;
+}
+
+// A batch runs its copies in no particular order: no destination may overlap another copy's
+// source or destination. Checked when the addresses change (planned arenas keep them: once).
+Error DelegateExecutor::check_batch() {
+  if (batch_checked_) return Error::Ok;
+  auto overlap = [](const void* a, size_t na, const void* b, size_t nb) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x < y + nb && y < x + na;
+  };
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    for (size_t j = 0; j < batch_.size(); ++j) {
+      const CopyRange &a = batch_[i], &b = batch_[j];
+      if ((i != j && overlap(a.dst, a.nbytes, b.dst, b.nbytes)) ||
+          overlap(a.dst, a.nbytes, b.src, b.nbytes)) {
+        refuse_for_engine("execute.copy_overlap",
+                          "TensorRTBackend: the copy into '%s' overlaps the copy %s '%s'; the "
+                          "buffers' memory must not overlap (nothing was copied)",
+                          plan_.copies[i].counter_key.c_str(),
+                          i == j ? "from its own source" : "of",
+                          plan_.copies[j].counter_key.c_str());
+        return Error::InvalidProgram;
+      }
+    }
+  }
+  batch_checked_ = true;
   return Error::Ok;
 }
 

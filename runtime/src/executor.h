@@ -74,6 +74,10 @@ class DelegateExecutor {
     CopyPath path = CopyPath::Host;
   };
   std::vector<CopyMemo> copy_memo_;  // per plan.copies: the last call's addresses and path
+  std::vector<CopyRange> batch_;     // per plan.copies: this call's ranges (sized at init)
+  bool batch_checked_ = false;       // batch_'s addresses were checked for overlaps
+  ET_NODISCARD Error check_batch();
+  ET_NODISCARD Error copy_one_by_one();
   // The current call's tensors, refreshed by prepare_args:
   std::vector<void*> input_addr_;            // per input binding
   std::vector<size_t> input_nbytes_;         // per input binding

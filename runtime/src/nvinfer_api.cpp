@@ -13,6 +13,9 @@
 #include <cuda_runtime_api.h>
 
 #include <executorch/runtime/platform/log.h>
+#ifdef TTE_HAVE_CUDA_KERNELS
+#include "cuda_batch_copy.h"
+#endif
 
 #include <memory>
 #include <string>
@@ -234,6 +237,13 @@ class NvInferApi final : public TrtApi {
                        : cudaErrorInvalidDevice;
     return last_ == cudaSuccess;
   }
+#ifdef TTE_HAVE_CUDA_KERNELS
+  bool copy_batch_async(const CopyRange* copies, size_t n) override {
+    DeviceScope scope(device_);
+    last_ = scope.ok() ? launch_copy_ranges(copies, n, stream()) : cudaErrorInvalidDevice;
+    return last_ == cudaSuccess;
+  }
+#endif
   // On the caller's stream nothing waits here: whoever reads an output on the host reads it
   // through the device's copies, which wait for that stream (device.h).
   bool synchronize() override {

@@ -370,6 +370,11 @@ class ReferenceEngine final : public Engine {
     return copy_any(dst, src, nbytes);  // device mode: a device-to-device copy
   }
 
+  Error copy_batch(const CopyRange* copies, size_t n) override {
+    Device* d = active_device();  // the executor batches device-to-device copies only
+    return d != nullptr ? d->device_copy_batch(copies, n) : Engine::copy_batch(copies, n);
+  }
+
  private:
   static Error refuse_after_abort() {
     refuse("execute.aborted",

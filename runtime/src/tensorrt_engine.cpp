@@ -181,6 +181,15 @@ class TensorRTEngine final : public Engine {
     return Error::Internal;
   }
 
+  Error copy_batch(const CopyRange* copies, size_t n) override {
+    if (api_->copy_batch_async(copies, n)) return Error::Ok;
+    refuse("execute.copy",
+           "TensorRTBackend: the batched copy of %zu outputs on the engine's "
+           "stream failed (%s)",
+           n, api_->last_error());
+    return Error::Internal;
+  }
+
   Error finish() override {
     if (api_->synchronize()) return Error::Ok;
     refuse("execute.finish", "TensorRTBackend: waiting for the engine's stream failed (%s)",

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "common.h"
+#include "device.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,14 @@ class TrtApi {
   // Device memory and copies, on the same stream as `enqueue`.
   virtual Result<void*> allocate(size_t nbytes) = 0;  // freed with the TrtApi
   ET_NODISCARD virtual bool copy_async(void* dst, const void* src, size_t nbytes) = 0;
+  // Device-to-device ranges that do not overlap, as one operation where the SDK build has the
+  // batched copy kernel; this default makes them one `copy_async` each.
+  ET_NODISCARD virtual bool copy_batch_async(const CopyRange* copies, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!copy_async(copies[i].dst, copies[i].src, copies[i].nbytes)) return false;
+    }
+    return true;
+  }
   // Waits for this call's work unless a caller stream is in force (its owner waits for it).
   ET_NODISCARD virtual bool synchronize() = 0;
   virtual bool is_device_pointer(const void* p) const = 0;

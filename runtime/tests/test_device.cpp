@@ -65,6 +65,36 @@ TEST(bytes_go_in_and_out_only_through_the_device) {
   CHECK(!dev().owns(a.get()));
 }
 
+// The batched copy-back (issue 35): every range lands, each from its own source; a range past
+// its allocation is refused like a single copy.
+TEST(a_batch_of_device_copies_lands_every_range) {
+  std::vector<void*> mem;
+  std::vector<tte::CopyRange> batch;
+  std::vector<std::vector<uint8_t>> want;
+  for (size_t k = 0; k < 3; ++k) {
+    const size_t n = 16 + 40 * k;
+    auto src = dev().allocate(n);
+    auto dst = dev().allocate(n);
+    REQUIRE(src.ok() && dst.ok());
+    std::vector<uint8_t> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(k * 31 + i);
+    REQUIRE(dev().to_device(src.get(), bytes.data(), n) == Error::Ok);
+    batch.push_back({dst.get(), src.get(), n});
+    want.push_back(bytes);
+    mem.push_back(src.get());
+    mem.push_back(dst.get());
+  }
+  CHECK(dev().device_copy_batch(batch.data(), batch.size()) == Error::Ok);
+  for (size_t k = 0; k < batch.size(); ++k) {
+    std::vector<uint8_t> got(batch[k].nbytes);
+    CHECK(dev().to_host(got.data(), batch[k].dst, got.size()) == Error::Ok);
+    CHECK(got == want[k]);
+  }
+  batch[1].nbytes = 8192;
+  CHECK(dev().device_copy_batch(batch.data(), batch.size()) == Error::InvalidArgument);
+  for (void* p : mem) dev().deallocate(p);
+}
+
 TEST(a_copy_past_the_end_of_an_allocation_is_refused) {
   auto a = dev().allocate(64);  // one page is mapped; the allocation's range is the page
   REQUIRE(a.ok());
