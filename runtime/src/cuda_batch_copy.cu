@@ -18,8 +18,9 @@ __global__ void copy_ranges(Ranges batch) {
   const CopyRange c = batch.r[blockIdx.y];
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool wide = ((reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) |
-                      c.nbytes) & 15u) == 0;
+  const bool wide =
+      ((reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) | c.nbytes) &
+       15u) == 0;
   if (wide) {
     uint4* d = static_cast<uint4*>(c.dst);
     const uint4* s = static_cast<const uint4*>(c.src);
