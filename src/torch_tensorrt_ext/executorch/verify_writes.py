@@ -11,8 +11,9 @@ Invariant: `verify_writes(pte, mutated)` returns only when, in every method, eac
 source mutates (`mutated[method]`) is written exactly once per call — by a kernel writing its
 memory (a write-back `copy_`, an `_h2d_copy` into a device buffer, any out-variant kernel whose
 out is the buffer) or by a delegate that writes the buffer's own input in place or copies an
-output into it — with a value computed in that call (an instruction's result or a method input,
-never a constant or a stale value) of the buffer's byte size; and a buffer the source does not
+output into it — with a value that call has (an instruction's result, a method input or a
+constant; never memory nothing wrote in the call, nor the buffer's own old value) of the
+buffer's byte size; and a buffer the source does not
 mutate is written by nothing. Otherwise it raises `WriteVerifyError` naming the method, the
 buffer and each writer found (delegate and binding, or kernel), and what to change.
 """
@@ -115,7 +116,11 @@ class _Method:
     def __init__(self, program: schema.Program, plan: schema.ExecutionPlan):
         self.program, self.plan = program, plan
         self.buffers = self._buffers()
-        self.produced: Set[int] = set(plan.inputs)
+        # what a call may write from: its inputs, the program's constants (a buffer reset to a
+        # constant value every call is a real write), then each instruction's results
+        self.produced: Set[int] = set(plan.inputs) | {
+            i for i, v in enumerate(plan.values) if isinstance(v.val, schema.Tensor)
+            and v.val.allocation_info is None and v.val.data_buffer_idx > 0}
         self.writers: Dict[str, List[Writer]] = {f: [] for f in self.buffers}
         self.stale: List[Tuple[str, Writer]] = []
 
@@ -159,7 +164,8 @@ class _Method:
         op = self.plan.operators[call.op_index]
         args = list(call.args)
         written = _written_args(op, len(args))
-        sources = [a for k, a in enumerate(args) if k not in written
+        targets = {args[k] for k in written}   # an in-place op lists its result again, last
+        sources = [a for k, a in enumerate(args) if k not in written and a not in targets
                    and isinstance(self.plan.values[a].val, schema.Tensor)]
         name = f"{op.name}.{op.overload}" if op.overload else op.name
         src = sources[0] if len(sources) == 1 else None   # a copy; else the kernel computes it
@@ -236,9 +242,9 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
         for fqn, w in m.stale:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from a "
-                "value nothing computes in this call (a constant, or the buffer's own old value): "
-                "the write would not carry the call's new state. Please report this with the "
-                "program")
+                "value nothing computes in this call (memory no instruction wrote, or the "
+                "buffer's own old value): the write would not carry the call's new state. Please "
+                "report this with the program")
 
 
 def _check_buffer(method: str, fqn: str, writers: List[Writer], mutated: bool,

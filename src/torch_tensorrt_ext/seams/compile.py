@@ -307,6 +307,27 @@ def _record_copy(module: torch.nn.Module, output: str, input: str) -> None:
     setattr(module, COPY_BACK_ATTR, record + [[output, input]])
 
 
+def _old_values_kept(graph, user_outputs: List[object], getattrs: Mapping[str, Node],
+                     written: Sequence[Tuple[str, int]]) -> List[object]:
+    """A user output that is a written buffer itself means the buffer's value *before* the call
+    (the exported program's functional meaning; torch-tensorrt's lowering drops the `clone` that
+    said so). Once the buffer is module state written in place, returning it would hand out the
+    new value: such an output becomes a clone taken before anything writes the buffer."""
+    written_fqns = {f for f, _ in written}
+    clones: Dict[Node, Node] = {}
+    out = []
+    for o in user_outputs:
+        fqn = next((f for f, ga in getattrs.items() if ga is o), None)
+        if fqn is not None and fqn in written_fqns:
+            if o not in clones:
+                with graph.inserting_after(o):
+                    clones[o] = graph.call_function(torch.ops.aten.clone.default, (o,))
+                clones[o].meta.update(o.meta)
+            o = clones[o]
+        out.append(o)
+    return out
+
+
 def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> MutationPlan:
     """Buffers become module state read through get_attr; aliased writes stay in the engines;
     who copies each copy-back write is decided (`copier.decide`, on the graph before any
@@ -317,7 +338,6 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
     graph = gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     out_node = graph.output_node()
-    outs = list(out_node.args[0])
     getattrs: Dict[str, Node] = {}
     for fqn, tensor in lifted.initial_values:
         set_buffer(gm, fqn, tensor.clone())
@@ -330,6 +350,9 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
             ph.replace_all_uses_with(ga)
             graph.erase_node(ph)
         getattrs[fqn] = ga
+    outs = list(out_node.args[0])   # read after the placeholders became get_attrs
+    outs[:lifted.num_user_outputs] = _old_values_kept(graph, outs[:lifted.num_user_outputs],
+                                                      getattrs, lifted.buffer_outputs)
     values = {fqn: outs[idx] for fqn, idx in lifted.buffer_outputs}
     decisions = {d.fqn: d for d in map(copier.decide, copier.sites(
         plan, values, getattrs, outs[:lifted.num_user_outputs]))}
@@ -462,7 +485,9 @@ def stateful_program(program: torch.export.ExportedProgram
     value cannot be deleted."""
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
+    from ..lowering.negative_indices import normalize_select_scatter
     state = inputs_as_state(program)[0]
+    normalize_select_scatter(state.graph_module)   # torch-tensorrt drops a write to buf[-1]
     writers = buffer_writers(state)
     if hides_writes(state):
         state = functional_program(state)   # the functional form buffer_writers computed

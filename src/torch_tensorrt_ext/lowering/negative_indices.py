@@ -1,0 +1,45 @@
+"""Negative indices of `select` / `select_scatter` made non-negative before torch-tensorrt lowers
+a graph.
+
+torch-tensorrt 2.14.0 decomposes `select_scatter(x, src, dim, index)` into
+`slice_scatter(x, src.unsqueeze(dim), dim, index, index + 1)`, which for `index == -1` is the
+empty slice `[-1:0]` (ExecuTorch's kernel refuses it; a converter writes nothing), so a write to a
+buffer's last row (`self.buf[-1].add_(...)`) is lost or fails.
+
+A write through `self.buf[-1]` reaches that decomposition as a `select.int(buf, 0, -1)` view
+written in place (training IR), which functionalization turns into the `select_scatter`.
+
+Invariant: `normalize_select_scatter(gm)` rewrites every `aten.select.int` and
+`aten.select_scatter` whose index is a negative int and whose dimension has a static size into
+the same select at `index + size`, in place (the same values: it is safe on the caller's graph),
+and changes nothing else; it returns how many it rewrote.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule
+
+__all__ = ["normalize_select_scatter"]
+
+# op -> position of its index argument (its input is argument 0, its dim the one before)
+_INDEX_AT = {torch.ops.aten.select.int: 2, torch.ops.aten.select_scatter.default: 3}
+
+
+def normalize_select_scatter(gm: GraphModule) -> int:
+    changed = 0
+    for op, at in _INDEX_AT.items():
+        for n in gm.graph.find_nodes(op="call_function", target=op):
+            if len(n.args) <= at:
+                continue
+            dim, index = n.args[at - 1], n.args[at]
+            val = getattr(n.args[0], "meta", {}).get("val")
+            if not isinstance(index, int) or index >= 0 or not isinstance(dim, int) or \
+                    val is None or not isinstance(val.shape[dim], int):
+                continue
+            args = list(n.args)
+            args[at] = index + val.shape[dim]
+            n.args = tuple(args)
+            changed += 1
+    if changed:
+        gm.recompile()
+    return changed
