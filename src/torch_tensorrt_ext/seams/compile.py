@@ -485,9 +485,11 @@ def stateful_program(program: torch.export.ExportedProgram
     value cannot be deleted."""
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
+    from ..lowering.fill_writes import expand_fill_values
     from ..lowering.negative_indices import normalize_select_scatter
     state = inputs_as_state(program)[0]
     normalize_select_scatter(state.graph_module)   # torch-tensorrt drops a write to buf[-1]
+    expand_fill_values(state.graph_module)         # and the broadcast of a 0-d fill_ value
     writers = buffer_writers(state)
     if hides_writes(state):
         state = functional_program(state)   # the functional form buffer_writers computed
