@@ -482,7 +482,9 @@ def stateful_program(program: torch.export.ExportedProgram
     inside a higher-order op — a `with torch.no_grad():` block is one — is functionalized here:
     torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
     such an op (and the write in it) when nothing reads its result; as a program output the new
-    value cannot be deleted."""
+    value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
+    to the same values, in the program's own graph: a negative `select` index (`buf[-1]`) and a
+    0-d `fill_` value's broadcast."""
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
     from ..lowering.fill_writes import expand_fill_values
