@@ -46,6 +46,7 @@ class Writer:
     what: str
     value: Optional[int]
     nbytes: int
+    shape: Tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
 
 
 def _nbytes(t: schema.Tensor) -> int:
@@ -156,6 +157,10 @@ class _Method:
                                          or self._buffer_at(writer.value) == fqn):
             self.stale.append((fqn, writer))
 
+    def _shape(self, index: int) -> Tuple[int, ...]:
+        t = self.plan.values[index].val
+        return tuple(t.sizes) if isinstance(t, schema.Tensor) else ()
+
     def _size(self, index: Optional[int]) -> int:
         t = self.plan.values[index].val if index is not None else None
         return _nbytes(t) if isinstance(t, schema.Tensor) else 0
@@ -170,8 +175,8 @@ class _Method:
         name = f"{op.name}.{op.overload}" if op.overload else op.name
         src = sources[0] if len(sources) == 1 else None   # a copy; else the kernel computes it
         for k in written:
-            self._record(args[k], Writer("kernel", name, src,
-                                         self._size(src if src is not None else args[k])))
+            at = src if src is not None else args[k]
+            self._record(args[k], Writer("kernel", name, src, self._size(at), self._shape(at)))
         self.produced |= {args[k] for k in written}
 
     def _delegate(self, call: schema.DelegateCall) -> None:
@@ -238,7 +243,8 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
             raise WriteVerifyError(f"method {plan.name!r}: buffer {missing[0]!r} is mutated by the "
                                    "source but is no mutable buffer of the saved program")
         for fqn, writers in sorted(m.writers.items()):
-            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(m.buffers[fqn][1]))
+            t = m.buffers[fqn][1]
+            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes))
         for fqn, w in m.stale:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from a "
@@ -247,8 +253,14 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                 "report this with the program")
 
 
+def _broadcasts(src: Tuple[int, ...], dst: Tuple[int, ...]) -> bool:
+    """`src` broadcasts to `dst` (right-aligned, each size equal or 1)."""
+    return len(src) <= len(dst) and all(s in (1, d) for s, d in zip(reversed(src),
+                                                                    reversed(dst)))
+
+
 def _check_buffer(method: str, fqn: str, writers: List[Writer], mutated: bool,
-                  nbytes: int) -> None:
+                  nbytes: int, shape: Tuple[int, ...]) -> None:
     if mutated and not writers:
         raise WriteVerifyError(
             f"method {method!r}: buffer {fqn!r} is mutated by the source, but no instruction of "
@@ -265,7 +277,7 @@ def _check_buffer(method: str, fqn: str, writers: List[Writer], mutated: bool,
             f"method {method!r}: buffer {fqn!r} is not mutated by the source, but the saved "
             f"program writes it ({_text(writers)}); it would not keep its value like eager")
     for w in writers:
-        if w.nbytes != nbytes:
+        if w.nbytes != nbytes and not (w.kind == "kernel" and _broadcasts(w.shape, shape)):
             raise WriteVerifyError(
                 f"method {method!r}: buffer {fqn!r} ({nbytes} bytes) is written by {w.kind} "
                 f"{w.what} with {w.nbytes} bytes; the write must cover the whole buffer")
