@@ -1,0 +1,339 @@
+"""A grammar of small random stateful programs, as hypothesis strategies (so shrinking is free).
+
+A `Program` is a plain frozen dataclass: 1-3 registered buffers (`Buf`), each written by one of
+the forms users write — an `index_copy_` / slice-assigned / `slice_scatter` KV cache, an
+`index_put_` table, a `cat` or `roll` ring buffer, an `add_` counter, an EMA, `fill_` /
+`zero_`, a write to a slice or row of a buffer, a bool flag — placed at the top or in nested
+submodules (`layers.1.attn.k`), written once or twice per call, with what the caller gets back
+(the written value, a view or sum of it, the buffer after the write, a clone from before it)
+and reads before/after the write feeding the rest of the model; always between two `Linear`s,
+so a TensorRT partition exists; optionally split by an op left to PyTorch
+(`torch_executed_ops`). `repr(program)` is the Python that rebuilds the description;
+`program.source()` is the model itself as a standalone Python module (what `build()` runs), so a
+failure is reproduced by copy/paste. Inputs of step `s` are deterministic from the program's
+seed (`program.args(s)`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+from typing import Dict, List, Optional, Tuple
+
+from hypothesis import strategies as st
+
+F, HEADS, S_MAX, HEAD_DIM, ROWS, WIDTH = 8, 2, 8, 4, 6, 4   # HEADS * HEAD_DIM == F
+
+# kind -> (buffer name, dtypes it takes, its shape given the batch, the op it writes with)
+KINDS: Dict[str, Tuple[str, Tuple[str, ...], object, str]] = {
+    "kv_index_copy": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+                      "aten.index_copy.default"),
+    "kv_slice": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+                 "aten.slice_scatter.default"),
+    "kv_slice_scatter": ("v", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+                         "aten.slice_scatter.default"),
+    "index_put": ("table", ("float32", "bfloat16"), lambda b: (ROWS, F), "aten.index_put.default"),
+    "ring_cat": ("ring", ("float32", "bfloat16"), lambda b: (b, F, WIDTH), "aten.cat.default"),
+    "ring_roll": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH), "aten.roll.default"),
+    "ring_roll_inplace": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH),
+                          "aten.roll.default"),
+    "counter": ("n", ("float32", "int64", "bfloat16"), lambda b: (1,), "aten.add.Tensor"),
+    "ema": ("avg", ("float32", "bfloat16"), lambda b: (b, F), "aten.mul.Tensor"),
+    "fill": ("f", ("float32", "int64", "bool", "bfloat16"), lambda b: (b, F), "aten.fill.Scalar"),
+    "zero_add": ("acc", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    "row_add": ("rows", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    "cols_copy": ("cols", ("float32", "bfloat16"), lambda b: (b, F), "aten.slice_scatter.default"),
+    "flag": ("flag", ("bool",), lambda b: (b, F), "aten.gt.Scalar"),
+}
+# what a buffer's code hands the caller (each item one more output)
+RETURNS = ("value", "value_view", "value_sum", "after", "before")
+MIXES = ("none", "before", "after")          # a read of the buffer feeding the rest of the model
+PLACES = ("top", "attr", "list", "deep")     # k0 | m0.k | layers.0.attn.k | blocks.0.mix.inner.k
+SPLITS = {"none": None, "mul": "torch.ops.aten.mul.Tensor",
+          "sigmoid": "torch.ops.aten.sigmoid.default", "write": None}
+EMA_ALPHAS = (0.9, 0.5, 0.99)
+
+
+@dataclasses.dataclass(frozen=True)
+class Buf:
+    kind: str = "counter"
+    dtype: str = "float32"
+    place: str = "top"
+    twice: bool = False
+    pos: int = 0                  # slice start of kv_slice*, EMA alpha, fill variant
+    ret: Tuple[str, ...] = ()
+    mix: str = "none"
+    init: str = "zeros"
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    bufs: Tuple[Buf, ...] = (Buf(),)
+    batch: int = 1
+    split: str = "none"           # an op left to PyTorch: SPLITS
+    split_at: int = 0             # ... placed after this many buffers' code
+    seed: int = 0
+
+    def fqns(self) -> List[str]:
+        return [_fqn(b, i) for i, b in enumerate(self.bufs)]
+
+    def kind_of(self, fqn: str) -> str:
+        return self.bufs[self.fqns().index(fqn)].kind
+
+    def torch_executed_ops(self) -> set:
+        if self.split == "write":
+            return {"torch.ops." + KINDS[self.bufs[0].kind][3]}
+        op = SPLITS[self.split]
+        return {op} if op else set()
+
+    def source(self) -> str:
+        return _source(self)
+
+    def build(self):
+        return _namespace(self)["Model"]()
+
+    def args(self, step: int) -> tuple:
+        return _namespace(self)["example_args"](step)
+
+
+@functools.lru_cache(maxsize=64)
+def _namespace(program: Program) -> dict:
+    src = program.source()
+    name = f"<stateful program {abs(hash(program)):x}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    ns: dict = {"__name__": "stateful_program"}
+    exec(compile(src, name, "exec"), ns)
+    return ns
+
+
+# --- code generation ------------------------------------------------------------------------
+
+def _fqn(b: Buf, i: int) -> str:
+    name = KINDS[b.kind][0]
+    return {"top": f"{name}{i}", "attr": f"m{i}.{name}", "list": f"layers.{i}.attn.{name}",
+            "deep": f"blocks.{i}.mix.inner.{name}"}[b.place]
+
+
+def _owner(b: Buf, i: int) -> str:
+    """The Python expression, in Model.forward, of the module holding buffer i."""
+    return {"top": "self", "attr": f"self.m{i}", "list": f"self.layers[{i}].attn",
+            "deep": f"self.blocks[{i}].mix.inner"}[b.place]
+
+
+def _cast(dtype: str) -> str:
+    return "" if dtype == "float32" else f".to(torch.{dtype})"
+
+
+def _init(b: Buf, batch: int) -> str:
+    shape = ", ".join(map(str, KINDS[b.kind][2](batch)))
+    if b.init == "zeros":
+        return f"torch.zeros({shape}, dtype=torch.{b.dtype})"
+    if b.dtype == "bool":
+        return f"torch.rand({shape}) > 0.5"
+    if b.dtype == "int64":
+        return f"torch.randint(0, 5, ({shape},))"
+    return f"torch.randn({shape}){_cast(b.dtype)}"
+
+
+def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> Tuple[List[str], str]:
+    """Lines of one write of buffer expression `B` from `h` [batch, F]; the written value."""
+    c, p, q = _cast(b.dtype), b.pos % S_MAX, (b.pos + 1) % S_MAX
+    v = f"w{i}" if second else f"v{i}"
+    half = f"v{i} * 0.5"
+    if b.kind in ("kv_index_copy", "kv_slice", "kv_slice_scatter"):
+        first = [f"v{i} = h.reshape({batch}, {HEADS}, 1, {HEAD_DIM}){c}"]
+        lines = [f"w{i} = {half}"] if second else first
+        at = q if second else p
+        if b.kind == "kv_index_copy":
+            pos = f"(p{i} + 1) % {S_MAX}" if second else f"p{i}"
+            return lines + [f"{B}.index_copy_(2, {pos}, {v})"], v
+        if b.kind == "kv_slice":
+            return lines + [f"{B}[:, :, {at}:{at + 1}, :] = {v}"], v
+        return lines + [f"n{i} = torch.slice_scatter({B}, {v}, dim=2, start={at}, end={at + 1})",
+                        f"{B}.copy_(n{i})"], f"n{i}"
+    if b.kind == "index_put":
+        lines = [f"w{i} = {half}"] if second else [f"v{i} = h{c}"]
+        pos = f"(p{i} + 1) % {ROWS}" if second else f"p{i}"
+        return lines + [f"{B}.index_put_(({pos},), {v})"], v
+    if b.kind.startswith("ring"):
+        lines = [f"w{i} = {half}"] if second else [f"v{i} = h.unsqueeze(-1){c}"]
+        if b.kind == "ring_cat":
+            return lines + [f"n{i} = torch.cat([{B}[..., 1:], {v}], -1)", f"{B}.copy_(n{i})"], \
+                f"n{i}"
+        if b.kind == "ring_roll":
+            return lines + [f"n{i} = torch.roll({B}, -1, -1)", f"n{i}[..., -1:] = {v}",
+                            f"{B}.copy_(n{i})"], f"n{i}"
+        return lines + [f"{B}.copy_(torch.roll({B}, -1, -1))", f"{B}[..., -1:] = {v}"], v
+    return _write_elementwise(b, i, B, second)
+
+
+def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> Tuple[List[str], str]:
+    c = _cast(b.dtype)
+    if b.kind == "counter":
+        return [f"c{i} = {B}.add_(1)"], f"c{i}"
+    if b.kind == "ema":
+        # a bf16 EMA decays by a factor bf16 holds exactly: torch-tensorrt's lowering rounds the
+        # scalar to the buffer's dtype where eager keeps it fp32 (a known upstream difference,
+        # kept as test_generated_programs' bf16_ema_scalar_kept_at_fp32)
+        a = EMA_ALPHAS[b.pos % len(EMA_ALPHAS)] if b.dtype != "bfloat16" else 0.75
+        return [f"e{i} = {B}.mul_({a}).add_((h * {round(1 - a, 2)}){c})"], f"e{i}"
+    if b.kind == "fill":
+        if b.dtype in ("float32", "bfloat16") and b.pos % 2:
+            value = "(h.mean() * 0.5)" if second else "h.mean()"
+            return [f"f{i} = {B}.fill_({value}{c})"], f"f{i}"
+        value = {"float32": "1.5", "bfloat16": "1.5", "int64": "3", "bool": "True"}[b.dtype]
+        other = {"float32": "-0.5", "bfloat16": "-0.5", "int64": "7", "bool": "False"}[b.dtype]
+        return [f"f{i} = {B}.fill_({other if second else value})"], f"f{i}"
+    if b.kind == "zero_add":
+        return ([] if second else [f"{B}.zero_()"]) + [f"z{i} = {B}.add_(h{c})"], f"z{i}"
+    if b.kind == "row_add":
+        row = "-1" if second else "0"
+        return [f"r{i} = {B}[{row}].add_(h[{row}]{c}{' * 0.5' if second else ''})"], f"r{i}"
+    if b.kind == "cols_copy":
+        cols = "1:3" if second else ":2"
+        return [f"s{i} = {B}[:, {cols}].copy_(h[:, {cols}]{c}{' * 0.5' if second else ''})"], \
+            f"s{i}"
+    assert b.kind == "flag", b.kind
+    if second:
+        return [f"g{i} = {B}.logical_not_()"], f"g{i}"
+    return [f"g{i} = h > 0", f"{B}.copy_(g{i})"], f"g{i}"
+
+
+def _body(b: Buf, i: int, B: str, batch: int) -> Tuple[List[str], List[str]]:
+    """The code of buffer i (its reads, writes and what it returns): lines, output names."""
+    lines: List[str] = []
+    if "before" in b.ret:
+        lines.append(f"o{i} = {B}.clone()")
+    if b.mix == "before":
+        lines.append(f"h = h + {B}.float().mean()")
+    value, used = "", {"value", "value_view", "value_sum"} & set(b.ret)
+    for second in ((False, True) if b.twice else (False,)):
+        more, value = _write(b, i, B, second, batch)
+        if not used or (b.twice and not second):    # `B.add_(1)`, not `c0 = B.add_(1)`
+            more = [line.split(" = ", 1)[1] if line.startswith(f"{value} = {B}") else line
+                    for line in more]
+        lines += more
+    if b.mix == "after":
+        lines.append(f"h = h + {B}.float().mean()")
+    # a view that is not the whole tensor: `[..., :1]` of a 1-element counter is, which
+    # torch-tensorrt's decompositions refuse (whole_view_of_a_counter_returned, upstream)
+    view = f"{value}[None]" if b.kind == "counter" else f"{value}[..., :1]"
+    exprs = {"value": value, "value_view": view, "value_sum": f"{value}.sum()",
+             "after": B, "before": f"o{i}"}
+    outs = []
+    for j, r in enumerate(b.ret):
+        if r != "before":
+            lines.append(f"o{i}_{j} = {exprs[r]}")
+        outs.append(f"o{i}" if r == "before" else f"o{i}_{j}")
+    return lines, outs
+
+
+def _extra_input(b: Buf, i: int) -> Optional[str]:
+    return f"p{i}" if b.kind in ("kv_index_copy", "index_put") else None
+
+
+def _cell(b: Buf, i: int, batch: int) -> Tuple[List[str], str, List[str]]:
+    """class Cell{i} (a submodule holding the buffer), the line of Model.forward calling it and
+    the outputs it hands back."""
+    name, p = KINDS[b.kind][0], _extra_input(b, i)
+    lines, outs = _body(b, i, f"self.{name}", batch)
+    params = ", ".join(["self", "h"] + ([p] if p else []))
+    src = [f"class Cell{i}(nn.Module):", "    def __init__(self):", "        super().__init__()",
+           f"        self.register_buffer({name!r}, {_init(b, batch)})", "",
+           f"    def forward({params}):"] + [f"        {line}" for line in lines] + \
+        [f"        return {', '.join(['h'] + outs)}", "", ""]
+    call = f"{', '.join(['h'] + outs)} = {_owner(b, i)}({', '.join(['h'] + ([p] if p else []))})"
+    return src, call, outs
+
+
+def _split_line(program: Program) -> str:
+    return {"mul": "h = h * 2.0", "sigmoid": "h = torch.sigmoid(h)", "write": ""}[program.split]
+
+
+def _source(program: Program) -> str:
+    classes, init, fwd, outs = [], [], ["h = self.lin(x)"], []
+    for i, b in enumerate(program.bufs):
+        if program.split != "none" and program.split_at == i and _split_line(program):
+            fwd.append(_split_line(program))
+        if b.place == "top":
+            init.append(f"self.register_buffer({_fqn(b, i)!r}, {_init(b, program.batch)})")
+            lines, o = _body(b, i, f"self.{_fqn(b, i)}", program.batch)
+            fwd += lines
+        else:
+            src, call, o = _cell(b, i, program.batch)
+            classes += src
+            fwd.append(call)
+        outs += o
+    if program.split != "none" and program.split_at >= len(program.bufs) and _split_line(program):
+        fwd.append(_split_line(program))
+    init += _containers(program)
+    inputs = ["x"] + [p for i, b in enumerate(program.bufs) if (p := _extra_input(b, i))]
+    ret = ", ".join(["self.out(h)"] + outs)
+    return "\n".join([
+        f"# {program!r}", "import torch", "from torch import nn", "", "", *classes,
+        "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
+        f"        torch.manual_seed({program.seed})", f"        self.lin = nn.Linear({F}, {F})",
+        f"        self.out = nn.Linear({F}, {F})", *[f"        {line}" for line in init], "",
+        f"    def forward(self, {', '.join(inputs)}):", *[f"        {line}" for line in fwd],
+        f"        return {ret}", "", "", *_args_source(program),
+        f"TORCH_EXECUTED_OPS = {sorted(program.torch_executed_ops())!r}", ""])
+
+
+def _containers(program: Program) -> List[str]:
+    """Model.__init__'s lines placing each submodule-held buffer's cell at its FQN."""
+    n, lines = len(program.bufs), []
+    for place, name in (("list", "layers"), ("deep", "blocks")):
+        if any(b.place == place for b in program.bufs):
+            lines.append(f"self.{name} = nn.ModuleList([nn.Module() for _ in range({n})])")
+    for i, b in enumerate(program.bufs):
+        lines += {"top": [], "attr": [f"self.m{i} = Cell{i}()"],
+                  "list": [f"self.layers[{i}].attn = Cell{i}()"],
+                  "deep": [f"self.blocks[{i}].mix = nn.Module()",
+                           f"self.blocks[{i}].mix.inner = Cell{i}()"]}[b.place]
+    return lines
+
+
+def _args_source(program: Program) -> List[str]:
+    lines = ["def example_args(step):",
+             f"    g = torch.Generator().manual_seed({program.seed} * 1000 + step)",
+             f"    args = [torch.randn({program.batch}, {F}, generator=g)]"]
+    for i, b in enumerate(program.bufs):
+        if b.kind == "kv_index_copy":
+            lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX}]))")
+        elif b.kind == "index_put":
+            lines.append(f"    args.append(torch.tensor([(2 * step + {i} + j) % {ROWS} "
+                         f"for j in range({program.batch})]))")
+    return lines + ["    return tuple(args)", "", ""]
+
+
+# --- strategies -----------------------------------------------------------------------------
+
+def _mostly(first, *others):
+    """`first` (what shrinking goes to) half of the time or more, else one of `others`."""
+    return st.one_of(st.just(first), st.sampled_from((first,) + others)) if others \
+        else st.just(first)
+
+
+@st.composite
+def buffers(draw) -> Buf:
+    kind = draw(st.sampled_from(sorted(KINDS, key=_simplest_first)))
+    dtypes = KINDS[kind][1]
+    return Buf(kind=kind, dtype=draw(_mostly(*dtypes)), place=draw(st.sampled_from(PLACES)),
+               twice=draw(st.booleans()), pos=draw(st.integers(0, S_MAX - 1)),
+               ret=tuple(draw(st.lists(st.sampled_from(RETURNS), max_size=3, unique=True))),
+               mix=draw(st.sampled_from(MIXES)), init=draw(st.sampled_from(("zeros", "randn"))))
+
+
+def _simplest_first(kind: str) -> int:
+    return list(KINDS).index(kind) if kind != "counter" else -1
+
+
+@st.composite
+def programs(draw, max_buffers: int = 3) -> Program:
+    n = draw(st.integers(1, max_buffers))
+    batch = draw(_mostly(1, 1, 1, 2))
+    bufs = tuple(draw(buffers()) for _ in range(n))
+    split = draw(_mostly("none", "mul", "sigmoid", "write"))
+    split_at = draw(st.integers(0, n)) if split != "none" else 0
+    return Program(bufs=bufs, batch=batch, split=split, split_at=split_at,
+                   seed=draw(st.integers(0, 2 ** 16)))
