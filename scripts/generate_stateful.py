@@ -77,7 +77,8 @@ def _worker(job_path: str) -> int:
             record("start", program)
             try:
                 cache[program] = check_program(program, steps=job["steps"],
-                                               device=job["device"])
+                                               device=job["device"],
+                                               rtx=job.get("rtx", False))
             except UpstreamUnavailable as e:       # the machine's fault, not the program's
                 print(e, file=sys.stderr, flush=True)
                 journal.close()
@@ -132,6 +133,7 @@ class Chunks:
                 cache = dict(self.results)
             job = dict(seed=seed, count=count, target=target, cache=cache, steps=self.args.steps,
                        device=self.args.reference_device, recycle=self.args.recycle,
+                       rtx=self.args.rtx,
                        journal=str(journal))
             job_path = self.tmp / f"chunk{index}.job"
             job_path.write_bytes(pickle.dumps(job))
@@ -207,6 +209,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--device", help="runtime device in force in the workers (e.g. emulated)")
     ap.add_argument("--reference-device", help="where reference delegates keep state (cuda:0)")
+    ap.add_argument("--rtx", action="store_true",
+                    help="also compile with TensorRT-RTX engines and save (the save verifies "
+                         "every state write of the emitted program; the engines cannot run here)")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--out", help="folder for each failure class's shrunk program")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

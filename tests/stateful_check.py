@@ -27,7 +27,7 @@ import torch
 from stateful_grammar import Program
 
 STAGES = ("compile", "compiled_run", "compiled_mismatch", "save", "load", "pte_run",
-          "pte_mismatch")
+          "pte_mismatch", "rtx_compile", "rtx_save")
 # (rtol, atol); a program with bf16 state holds every float to bf16's (its rounding propagates)
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1e-2)}
 
@@ -151,19 +151,42 @@ def eager_steps(program: Program, steps: int) -> list:
     return want
 
 
-def check_program(program: Program, steps: int = 4, device: Optional[str] = None) -> Result:
+def check_program(program: Program, steps: int = 4, device: Optional[str] = None,
+                  rtx: bool = False) -> Result:
     """`program` through export, compile, the compiled module, save, load and the .pte; the
     first stage that fails, or "ok". A compiled module that differs from eager does not stop
     the .pte's check: a .pte failure too is added to its message. `device` places the reference
     delegates' state (e.g. "cuda:0" with the emulated device in force); None:
-    $TTE_REFERENCE_DEVICE or the host."""
+    $TTE_REFERENCE_DEVICE or the host. `rtx`: then also compile it with TensorRT-RTX engines
+    (built ahead of time) and save it: the save's verifier of the emitted program
+    (`verify_writes`) must accept every state write (stage "rtx_compile" / "rtx_save")."""
     try:
         want = eager_steps(program, steps)
         ep = torch.export.export(program.build().eval(), program.args(0))
     except Exception as e:  # noqa: BLE001 - the grammar made a program PyTorch refuses
         return dataclasses.replace(_error("invalid", e), what=f"refused: {type(e).__name__}")
     with tempfile.TemporaryDirectory(prefix="stateful-") as tmp:
-        return _check_compiled(program, ep, want, device, Path(tmp) / "program.pte")
+        result = _check_compiled(program, ep, want, device, Path(tmp) / "program.pte")
+        if result.ok and rtx:
+            ep = torch.export.export(program.build().eval(), program.args(0))
+            result = _check_rtx(program, ep, Path(tmp) / "rtx.pte")
+        return result
+
+
+def _check_rtx(program, ep, path) -> Result:
+    from torch_tensorrt_ext.upstream_api import quiet
+    torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
+    with quiet():
+        try:
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1,
+                                         torch_executed_ops=program.torch_executed_ops())
+        except Exception as e:  # noqa: BLE001
+            return _error("rtx_compile", e)
+        try:
+            torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=args)
+        except Exception as e:  # noqa: BLE001
+            return _error("rtx_save", e)
+    return Result("ok")
 
 
 def _check_compiled(program, ep, want, device, path) -> Result:
