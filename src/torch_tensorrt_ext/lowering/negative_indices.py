@@ -12,7 +12,8 @@ written in place (training IR), which functionalization turns into the `select_s
 Invariant: `normalize_select_scatter(gm)` rewrites every `aten.select.int` and
 `aten.select_scatter` whose index is a negative int and whose dimension has a static size into
 the same select at `index + size`, in place (the same values: it is safe on the caller's graph),
-and changes nothing else; it returns how many it rewrote.
+and every `aten.slice.Tensor` with a negative or out-of-range bound into the same slice with
+bounds in [0, size], and changes nothing else; it returns how many it rewrote.
 """
 from __future__ import annotations
 
@@ -40,6 +41,31 @@ def normalize_select_scatter(gm: GraphModule) -> int:
             args[at] = index + val.shape[dim]
             n.args = tuple(args)
             changed += 1
+    changed += _normalize_slices(gm)
     if changed:
         gm.recompile()
+    return changed
+
+
+def _normalize_slices(gm: GraphModule) -> int:
+    """`slice.Tensor(x, dim, start, end)` with a negative start or end, or an end past the
+    dimension (`buf[..., -1:] = v` is `slice(buf, 2, -1, 2**63 - 1)`), as the same slice with
+    bounds in [0, size]: torch-tensorrt's slice_scatter converter cannot build the write of a
+    negative start (TensorRT-RTX compile fails broadcasting its indices)."""
+    changed = 0
+    for n in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.slice.Tensor):
+        val = getattr(n.args[0], "meta", {}).get("val")
+        dim = n.args[1] if len(n.args) > 1 else 0
+        if val is None or not isinstance(dim, int) or not isinstance(val.shape[dim], int):
+            continue
+        size = val.shape[dim]
+        args = list(n.args) + [None] * (4 - len(n.args))
+        new = list(args)
+        for k in (2, 3):
+            b = args[k]
+            if isinstance(b, int) and not isinstance(b, bool):
+                new[k] = min(max(b + size if b < 0 else b, 0), size)
+        if new != args and all(isinstance(b, int) for b in new[2:4]):
+            n.args = tuple(new[:max(len(n.args), 4)])
+            changed += 1
     return changed
