@@ -303,7 +303,8 @@ def _record_copy(module: torch.nn.Module, output: str, input: str) -> None:
         return
     record = [list(p) for p in getattr(module, COPY_BACK_ATTR, ())]
     if any(p[0] == output for p in record):
-        raise PlanError(f"engine output {output!r} is recorded as copied back twice")
+        raise PlanError(f"engine {getattr(module, 'name', '?')!r}: output {output!r} is "
+                        f"recorded as copied back twice (into {input!r} and an earlier input)")
     setattr(module, COPY_BACK_ATTR, record + [[output, input]])
 
 
