@@ -26,8 +26,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
-from ..contracts.dtypes import SCALAR_TYPES
 from ..errors import TteError
+from .traffic import _nbytes, mutable_buffers
 
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
 
@@ -47,13 +47,6 @@ class Writer:
     value: Optional[int]
     nbytes: int
     shape: Tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
-
-
-def _nbytes(t: schema.Tensor) -> int:
-    n = SCALAR_TYPES.get(int(t.scalar_type), ("", 4))[1]
-    for s in t.sizes:
-        n *= s
-    return n
 
 
 def _written_args(op: schema.Operator, n_args: int) -> List[int]:
@@ -93,17 +86,21 @@ def _blob_writes(blob: bytes) -> List[Tuple[str, str, str]]:
     return rows
 
 
-def _delegate_writes(program: schema.Program, plan: schema.ExecutionPlan, call: schema.DelegateCall
-                     ) -> List[Tuple[int, str, Optional[int]]]:
-    """(value index written, how, value index written from) for one delegate call."""
+def _trt_blob(program: schema.Program, plan: schema.ExecutionPlan, call: schema.DelegateCall):
+    """(metadata, blob bytes) of a TensorRTBackend delegate call; None for another backend."""
     from ..contracts import blob as blobfmt
     d = plan.delegates[call.delegate_index]
-    args = list(call.args)
-    data = program.backend_delegate_data[d.processed.index].data
-    meta = blobfmt.parse(data).metadata
+    if d.id != "TensorRTBackend" or d.processed.location != schema.DataLocation.INLINE:
+        return None
+    data = bytes(program.backend_delegate_data[d.processed.index].data)
+    return blobfmt.parse(data).metadata, data
+
+
+def _delegate_writes(meta, data: bytes, args: List[int]) -> List[Tuple[int, str, Optional[int]]]:
+    """(value index written, how, value index written from) for one delegate call."""
     ins, outs = list(meta.delegate_inputs), list(meta.delegate_outputs)
     found = []
-    for inp, how, output in _blob_writes(bytes(data)):
+    for inp, how, output in _blob_writes(data):
         if inp not in ins:
             continue
         src = args[len(ins) + outs.index(output)] if output in outs else None
@@ -116,7 +113,7 @@ class _Method:
 
     def __init__(self, program: schema.Program, plan: schema.ExecutionPlan):
         self.program, self.plan = program, plan
-        self.buffers = self._buffers()
+        self.buffers = mutable_buffers(plan)
         # what a call may write from: its inputs, the program's constants (a buffer reset to a
         # constant value every call is a real write), then each instruction's results
         self.produced: Set[int] = set(plan.inputs) | {
@@ -124,15 +121,6 @@ class _Method:
             and v.val.allocation_info is None and v.val.data_buffer_idx > 0}
         self.writers: Dict[str, List[Writer]] = {f: [] for f in self.buffers}
         self.stale: List[Tuple[str, Writer]] = []
-
-    def _buffers(self) -> Dict[str, Tuple[int, schema.Tensor]]:
-        out = {}
-        for i, v in enumerate(self.plan.values):
-            t = v.val
-            info = getattr(t, "extra_tensor_info", None)
-            if isinstance(t, schema.Tensor) and info is not None and info.fully_qualified_name:
-                out.setdefault(info.fully_qualified_name, (i, t))
-        return out
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -180,27 +168,21 @@ class _Method:
         self.produced |= {args[k] for k in written}
 
     def _delegate(self, call: schema.DelegateCall) -> None:
-        n_in = self._delegate_inputs(call)
-        if n_in is None:
+        blob = _trt_blob(self.program, self.plan, call)
+        if blob is None:
             return   # another backend: what it writes is its own (a buffer only it writes is
             #          reported unwritten, never assumed written)
-        outputs = list(call.args)[n_in:]
+        meta, data = blob
+        args = list(call.args)
+        outputs = args[len(meta.delegate_inputs):]
         self.produced |= set(outputs)
         for a in outputs:
             self._record(a, Writer("delegate", f"delegate {call.delegate_index} (output into "
                                    "the buffer's memory)", None, self._size(a)))
-        for target, how, src in _delegate_writes(self.program, self.plan, call):
+        for target, how, src in _delegate_writes(meta, data, args):
             size = self._size(src) if src is not None else self._size(target)
             self._record(target, Writer("delegate", f"delegate {call.delegate_index} ({how})",
                                         src, size))
-
-    def _delegate_inputs(self, call: schema.DelegateCall) -> Optional[int]:
-        from ..contracts import blob as blobfmt
-        d = self.plan.delegates[call.delegate_index]
-        if d.id == "TensorRTBackend" and d.processed.location == schema.DataLocation.INLINE:
-            data = self.program.backend_delegate_data[d.processed.index].data
-            return len(blobfmt.parse(data).metadata.delegate_inputs)
-        return None
 
     def walk(self) -> "_Method":
         for chain in self.plan.chains:
