@@ -10,9 +10,11 @@
 
 #include <tte/backend.h>
 #include <tte/c_api.h>
+#include <tte/device.h>
 
 #include "blob.h"
 #include "counters.h"
+#include "device.h"
 #include "executor.h"
 #include "refusal.h"
 
@@ -827,6 +829,63 @@ TEST(c_api_never_allocates_locks_or_throws) {
   if (tte_test::kCountsAllocations) CHECK_EQ(allocations, size_t(0));
   CHECK_EQ(std::string(tte_runtime_version()),
            std::string("tte-runtime 0.1 (engines: ") + tte::compiled_engines() + ")");
+}
+
+// Issue 35: the copies of one call in device memory go as one batch, which runs them in no
+// particular order — so a batch whose ranges overlap is refused (execute.copy_overlap, naming both
+// buffers) before anything is copied; checked again whenever the caller's addresses change. Last in this file: the device chosen
+// stays in force for the process.
+TEST(a_batch_of_overlapping_device_copies_is_refused_naming_both_buffers) {
+  std::string why;
+  REQUIRE(tte::use_device("emulated", why) == 0);
+  auto d = fake_delegate(tte_test::build([] {
+    tte_test::BlobFields f;
+    f.metadata = R"({"io_bindings":[
+     {"name":"a","dtype":"float32","shape":[4],"is_input":true},
+     {"name":"b","dtype":"float32","shape":[4],"is_input":true},
+     {"name":"new_a","dtype":"float32","shape":[4],"is_input":false},
+     {"name":"new_b","dtype":"float32","shape":[4],"is_input":false}],
+     "tte_version":3,"engine_kind":"reference","delegate_inputs":["a","b"],
+     "delegate_outputs":["new_a","new_b"],
+     "buffers":[{"input":"a","fqn":"state.a"},{"input":"b","fqn":"state.b"}],
+     "copy_back":[{"output":"new_a","input":"a"},{"output":"new_b","input":"b"}]})";
+    return f;
+  }()));
+  REQUIRE(d != nullptr);
+  REQUIRE(d->executor.plan().copies.size() == 2);
+  tte::Device& dev = tte::emulated_device();
+  auto state = dev.allocate(64), outs = dev.allocate(32);  // the host never touches either
+  REQUIRE(state.ok() && outs.ok());
+  auto* s = static_cast<float*>(state.get());
+  auto* o = static_cast<float*>(outs.get());
+  auto run_with_b_at = [&](float* b) {
+    auto ta = make_tensor_ptr({4}, s, ScalarType::Float);
+    auto tb = make_tensor_ptr({4}, b, ScalarType::Float);
+    auto tna = make_tensor_ptr({4}, o, ScalarType::Float);
+    auto tnb = make_tensor_ptr({4}, o + 4, ScalarType::Float);
+    std::vector<EValue> values = {EValue(*ta), EValue(*tb), EValue(*tna), EValue(*tnb)};
+    std::vector<EValue*> args = pointers(values);
+    tte_runtime_clear_last_refusal();
+    const Error e = d->executor.prepare_args(Span<EValue*>(args.data(), args.size()));
+    return e != Error::Ok ? e : d->executor.forward();
+  };
+  tte_runtime_reset_counters();
+  CHECK(run_with_b_at(s + 4) == Error::Ok);  // apart: one batch of two 16-byte copies
+  CHECK_EQ(d->engine->copies, 2);
+  CHECK_EQ(tte_runtime_copy_bytes("state.a") + tte_runtime_copy_bytes("state.b"), uint64_t(32));
+  tte_test::clear_logs();
+  CHECK(run_with_b_at(s + 2) == Error::InvalidProgram);  // b's first 8 bytes are a's last 8
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.copy_overlap"));
+  CHECK(tte_test::logged("TensorRTBackend: the copy into 'state.a' overlaps the copy of "
+                         "'state.b'; the buffers' memory must not overlap (nothing was copied)"));
+  CHECK_EQ(d->engine->copies, 2);  // nothing copied
+  CHECK_EQ(tte_runtime_copy_bytes("state.a") + tte_runtime_copy_bytes("state.b"), uint64_t(32));
+  CHECK_EQ(d->engine->finishes, 2);  // the run may still be writing: finished all the same
+  CHECK(run_with_b_at(s + 8) == Error::Ok);  // apart again: checked again, copied
+  CHECK_EQ(d->engine->copies, 4);
+  dev.deallocate(state.get());
+  dev.deallocate(outs.get());
+  tte_runtime_reset_counters();
 }
 
 TEST_MAIN()
