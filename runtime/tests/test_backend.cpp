@@ -833,8 +833,8 @@ TEST(c_api_never_allocates_locks_or_throws) {
 
 // Issue 35: the copies of one call in device memory go as one batch, which runs them in no
 // particular order — so a batch whose ranges overlap is refused (execute.copy_overlap, naming both
-// buffers) before anything is copied; checked again whenever the caller's addresses change. Last in this file: the device chosen
-// stays in force for the process.
+// buffers) before anything is copied; checked again whenever the caller's addresses change. Last in
+// this file: the device chosen stays in force for the process.
 TEST(a_batch_of_overlapping_device_copies_is_refused_naming_both_buffers) {
   std::string why;
   REQUIRE(tte::use_device("emulated", why) == 0);
@@ -876,11 +876,12 @@ TEST(a_batch_of_overlapping_device_copies_is_refused_naming_both_buffers) {
   tte_test::clear_logs();
   CHECK(run_with_b_at(s + 2) == Error::InvalidProgram);  // b's first 8 bytes are a's last 8
   CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.copy_overlap"));
-  CHECK(tte_test::logged("TensorRTBackend: the copy into 'state.a' overlaps the copy of "
-                         "'state.b'; the buffers' memory must not overlap (nothing was copied)"));
+  CHECK(
+      tte_test::logged("TensorRTBackend: the copy into 'state.a' overlaps the copy of "
+                       "'state.b'; the buffers' memory must not overlap (nothing was copied)"));
   CHECK_EQ(d->engine->copies, 2);  // nothing copied
   CHECK_EQ(tte_runtime_copy_bytes("state.a") + tte_runtime_copy_bytes("state.b"), uint64_t(32));
-  CHECK_EQ(d->engine->finishes, 2);  // the run may still be writing: finished all the same
+  CHECK_EQ(d->engine->finishes, 2);          // the run may still be writing: finished all the same
   CHECK(run_with_b_at(s + 8) == Error::Ok);  // apart again: checked again, copied
   CHECK_EQ(d->engine->copies, 4);
   dev.deallocate(state.get());
