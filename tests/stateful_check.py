@@ -1,5 +1,6 @@
-"""One generated stateful program (stateful_grammar.Program) through the product path, held to
-eager PyTorch step by step:
+"""One stateful program through the product path, held to eager PyTorch step by step — a
+generated one (stateful_grammar.Program) or a real model (model_families.ModelProgram: the same
+protocol, `build`/`args`/`fqns`/`kind_of`/`torch_executed_ops`/`source`, `bufs` and `strict`):
 
     torch.export.export → torch_tensorrt.compile (reference engines, min_block_size=1)
       → the compiled module, N steps: every output and every buffer equals eager's
@@ -152,25 +153,36 @@ def eager_steps(program: Program, steps: int) -> list:
 
 
 def check_program(program: Program, steps: int = 4, device: Optional[str] = None,
-                  rtx: bool = False) -> Result:
+                  rtx: bool = False, observe: Optional[Callable[[str, object], None]] = None
+                  ) -> Result:
     """`program` through export, compile, the compiled module, save, load and the .pte; the
     first stage that fails, or "ok". A compiled module that differs from eager does not stop
     the .pte's check: a .pte failure too is added to its message. `device` places the reference
     delegates' state (e.g. "cuda:0" with the emulated device in force); None:
     $TTE_REFERENCE_DEVICE or the host. `rtx`: then also compile it with TensorRT-RTX engines
     (built ahead of time) and save it: the save's verifier of the emitted program
-    (`verify_writes`) must accept every state write (stage "rtx_compile" / "rtx_save")."""
+    (`verify_writes`) must accept every state write (stage "rtx_compile" / "rtx_save").
+    `observe(what, value)`, when given, sees the compiled module's plan ("plan"), the saved
+    file's bytes ("pte") and, after the .pte's steps, its copied bytes per buffer ("traffic")."""
     try:
         want = eager_steps(program, steps)
-        ep = torch.export.export(program.build().eval(), program.args(0))
+        ep = _export(program)
     except Exception as e:  # noqa: BLE001 - the grammar made a program PyTorch refuses
         return dataclasses.replace(_error("invalid", e), what=f"refused: {type(e).__name__}")
     with tempfile.TemporaryDirectory(prefix="stateful-") as tmp:
-        result = _check_compiled(program, ep, want, device, Path(tmp) / "program.pte")
+        result = _check_compiled(program, ep, want, device, Path(tmp) / "program.pte",
+                                 observe or (lambda what, value: None))
         if result.ok and rtx:
-            ep = torch.export.export(program.build().eval(), program.args(0))
+            ep = _export(program)
             result = _check_rtx(program, ep, Path(tmp) / "rtx.pte")
         return result
+
+
+def _export(program) -> torch.export.ExportedProgram:
+    """The program exported as its author would: strict where the program says so (ExecuTorch's
+    llama builder exports strict), else non-strict."""
+    return torch.export.export(program.build().eval(), program.args(0),
+                               strict=getattr(program, "strict", False))
 
 
 def _check_rtx(program, ep, path) -> Result:
@@ -189,7 +201,7 @@ def _check_rtx(program, ep, path) -> Result:
     return Result("ok")
 
 
-def _check_compiled(program, ep, want, device, path) -> Result:
+def _check_compiled(program, ep, want, device, path, observe) -> Result:
     import torch_tensorrt_ext as tte
     from torch_tensorrt_ext.upstream_api import quiet
     torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
@@ -199,21 +211,24 @@ def _check_compiled(program, ep, want, device, path) -> Result:
                                          torch_executed_ops=program.torch_executed_ops())
         except Exception as e:  # noqa: BLE001
             return _error("compile", e)
+        observe("plan", trt.mutation_plan)
         stepped = copy.deepcopy(trt)     # `trt` is saved with its initial buffers
         module = _outcome(_steps, "compiled_mismatch", program, stepped,
                           lambda: _buffers(stepped, program.fqns()), want)
         pte = _outcome(_guarded, "save", _save, torch_tensorrt, trt, path, args, device)
     if pte.ok:
-        pte = _outcome(_check_pte, tte, program, path, want)
+        pte = _outcome(_check_pte, tte, program, path, want, observe)
     if module.ok or pte.ok:
         return pte if module.ok else module
     also = f"\n(and the .pte: {pte.stage}" + (f" at step {pte.step}" if pte.step >= 0 else "")
     return dataclasses.replace(module, message=f"{module.message}{also}: {pte.what})")
 
 
-def _check_pte(tte, program, path, want) -> None:
+def _check_pte(tte, program, path, want, observe) -> None:
+    observe("pte", Path(path).read_bytes())
     prog = _guarded("load", tte.executorch.load, path)
     _steps("pte_mismatch", program, prog.run, prog.state, want)
+    observe("traffic", prog.state_traffic())
 
 
 def _outcome(check, *args) -> Result:

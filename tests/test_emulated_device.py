@@ -19,7 +19,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SUITES = ["test_e2e_reference.py", "test_hybrid_state.py", "test_program_state.py",
-          "test_dynamic_shapes.py", "test_shared_state.py", "test_returned_state.py"]
+          "test_dynamic_shapes.py", "test_shared_state.py", "test_returned_state.py",
+          "test_model_families.py"]
 # What the child deselects, and why (each asserts a host-placement fact):
 HOST_ONLY = {
     # traffic figure of a buffer the program also returns: 4 B host-placed, 8 B (H2D + D2H)

@@ -176,7 +176,8 @@ def test_save_refuses_a_pte_that_lost_a_write(monkeypatch, tmp_path):
                             arg_inputs=list(step_args(0)))
     assert str(e.value) == (
         "method 'forward': buffer 'm.layers.0.attention.recurrent_state' is declared mutated, "
-        "but the ExecuTorch program has no write-back copy_ into it (buffer input "
+        "but the ExecuTorch program has no write-back copy_ (or other in-place write) into it "
+        "(buffer input "
         "'b_m_layers_0_attention_recurrent_state'); the .pte would run with stale state. "
         "Please report this with the program")
     assert not (tmp_path / "lost.pte").exists()

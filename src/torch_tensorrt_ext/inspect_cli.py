@@ -70,7 +70,8 @@ def _text(info) -> str:
                              f"{b.program_copy_bytes:>11}  {b.program_link_bytes:>9}  {where}")
             for b in m.buffers:
                 if b.host_path:
-                    lines.append(f"  {b.fqn}: copied by the program: {b.host_path}")
+                    how = "written" if b.kind == "in_place" else "copied"
+                    lines.append(f"  {b.fqn}: {how} by the program: {b.host_path}")
     for a in info.shared:
         lines.append(f"state shared by every method: {a.nbytes} bytes on {a.device}, one "
                      "allocation: " + ", ".join(f"{f}@{o}" for f, o in a.buffers)

@@ -17,15 +17,22 @@ import torch
 
 from ..contracts.dtypes import TORCH_DTYPES
 from ..contracts.engine_call import SCHEMA, Signature
+from ..errors import ExecutionError
 
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
 _lib.define(SCHEMA)
 
 
 def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
+    """The outputs' fake values, made by a factory with no tensor argument: derived from the
+    engine constant (`engine.new_empty`), fake-tensor constant propagation would run the op for
+    real and keep a 0-d output as a *constant* of uninitialised memory — whose `.item()` a retrace
+    then reads as a concrete int (ExecuTorch's llama with custom SDPA: the start position an
+    engine computes became 140627249405328 and failed its `u0 <= 15` bound in save)."""
     sig = Signature.parse(signature)
     shapes = [t.shape for t in inputs]
-    return [engine.new_empty(sig.output_shape(b, shapes), dtype=TORCH_DTYPES[b.dtype])
+    return [torch.empty(sig.output_shape(b, shapes), dtype=TORCH_DTYPES[b.dtype],
+                        device=engine.device)
             for b in sig.metadata.outputs]
 
 
@@ -49,11 +56,11 @@ def _cpu(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> Li
     sig = Signature.parse(signature)
     meta = sig.metadata
     if meta.engine_kind != "reference":
-        raise RuntimeError(
+        raise ExecutionError(
             f"engine {sig.name!r} is a {meta.engine_kind} engine: it runs through torch-tensorrt's "
             "runtime on a GPU with TensorRT, not on this CPU path")
     if len(inputs) != len(meta.inputs):
-        raise RuntimeError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
+        raise ExecutionError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
                            f"{list(meta.input_names)}, got {len(inputs)}")
     outs = run_payload(engine.numpy().tobytes(), inputs)
     index = {n: i for i, n in enumerate(meta.input_names)}

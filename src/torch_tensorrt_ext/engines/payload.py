@@ -21,6 +21,7 @@ from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .edge_replay import replayed_edge
 from .lifted_program import lifted_program
+from ..errors import Unsupported, UsageError
 
 
 def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
@@ -44,7 +45,7 @@ def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
             with graph.inserting_before(node):
                 new = graph.call_function(kv_op.OP, (cache, dim, index, src))
         else:
-            raise ValueError(f"node {name!r} ({node.target}) is not a KV write")
+            raise UsageError(f"node {name!r} ({node.target}) is not a KV write")
         new.meta.update(node.meta)
         node.replace_all_uses_with(new)
         graph.erase_node(node)
@@ -206,7 +207,7 @@ def dense_inputs(gm: GraphModule) -> None:
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     tensors = [v for v in vals if isinstance(v, torch.Tensor)]
-    if all(v.is_contiguous() for v in tensors):
+    if all(_dense(v) for v in tensors):
         return
     from torch._guards import detect_fake_mode
     mode = detect_fake_mode(tensors)   # a scalar input bound as 0-d is a plain meta tensor
@@ -214,6 +215,44 @@ def dense_inputs(gm: GraphModule) -> None:
         dense = [torch.empty(tuple(v.shape), dtype=v.dtype, device=v.device)
                  if isinstance(v, torch.Tensor) else v for v in vals]
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*dense)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Row-major strides exactly, size-1 dimensions included: ExecuTorch derives a tensor's dim
+    order from its strides alone, so [1, 4, 1, 16] with strides (64, 16, 64, 1) — contiguous to
+    PyTorch — is dim order (0, 2, 1, 3) to ExecuTorch, and its kernels refuse to mix it with
+    tensors of the default order."""
+    from torch._prims_common import make_contiguous_strides_for
+    return tuple(t.stride()) == tuple(make_contiguous_strides_for(tuple(t.shape)))
+
+
+def dense_constants(gm: GraphModule) -> None:
+    """Make every tensor constant of `gm` (a `get_attr` target) dense row-major, its value and
+    its recorded fake value alike. torch-tensorrt's constant folding freezes an `expand` of a
+    parameter (transformers' Mamba2 mixer: `A`, `D`, `dt_bias` expanded per head dim) and keeps
+    the expand's stride-0 fake value on the frozen constant; ExecuTorch refuses a tensor with a
+    0 stride and would plan a non-dense one in its recorded layout. The values are the same;
+    a non-dense tensor is copied dense once (its expanded size)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner_path, _, name = node.target.rpartition(".")
+        owner = gm.get_submodule(owner_path) if owner_path else gm
+        t = getattr(owner, name, None)
+        if isinstance(t, torch.Tensor) and not _dense(t):
+            dense = t.clone(memory_format=torch.contiguous_format)
+            if isinstance(t, torch.nn.Parameter):
+                dense = torch.nn.Parameter(dense, requires_grad=False)
+            if name in owner._buffers:
+                owner._buffers[name] = dense
+            else:
+                setattr(owner, name, dense)
+        val = node.meta.get("val")
+        if isinstance(val, FakeTensor) and not _dense(val):
+            with val.fake_mode:
+                node.meta["val"] = torch.empty(tuple(val.shape), dtype=val.dtype,
+                                               device=val.device)
 
 
 def _exported_edge(gm: GraphModule, dynamic_shapes, config):
@@ -228,7 +267,7 @@ def _exported_edge(gm: GraphModule, dynamic_shapes, config):
         if dynamic_shapes is None:
             raise
         first = str(e).splitlines()[0]
-        raise NotImplementedError(
+        raise Unsupported(
             f"a reference engine cannot plan this dynamic-shape partition: its shapes depend "
             f"on a value read from a tensor ({first}) that the program does not bound. Bound it "
             "where the model reads it, as ExecuTorch's llama does (torch._check(start >= 0), "
@@ -245,6 +284,7 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     ExecuTorch's whole `to_edge`."""
 
     dense_inputs(gm)
+    dense_constants(gm)
     config = edge_config()
     lifted = lifted_program(gm) if dynamic_shapes is None else None
     edge = replayed_edge(lifted, config) if lifted is not None else None

@@ -4,9 +4,11 @@ Invariant: every figure comes from the file's bytes alone — the flatbuffer pro
 blobs (parsed and validated like the runtime does) and its mutable-data segment — never from the
 model that wrote it. A buffer is `kv_alias` when a delegate writes it in place (its blob aliases
 an output to the buffer's input binding), `copy_back` when its new value is copied into it (a
-copy op of the program, or the delegate's own copy-back), `read_only` otherwise. A buffer the
-program itself copies names what forces that host path (`host_path`): the host kernels that
-touch the buffer or the value written back into it, else the write-back alone. `shared` is the
+copy op of the program, or the delegate's own copy-back), `in_place` when a host kernel of the
+program writes it in place (its schema marks the argument mutable: ExecuTorch llama's
+`llama::update_cache`), `read_only` otherwise. A buffer the program itself copies or writes names
+what forces that host path (`host_path`): the host kernels that write it in place, or that touch
+the buffer or the value written back into it, else the write-back alone. `shared` is the
 program's record of the state arenas its methods share (`shared_state.RECORD_KEY`), as written.
 """
 from __future__ import annotations
@@ -20,7 +22,9 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..contracts import blob as blobfmt
 from ..contracts.dtypes import SCALAR_TYPES
-from .traffic import COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, plan_copy_paths
+from .traffic import (COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, plan_copy_paths,
+                      written_args)
+from ..errors import UnknownName
 
 def _dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
@@ -47,7 +51,7 @@ class DelegateInfo:
 @dataclass(frozen=True)
 class BufferInfo:
     fqn: str
-    kind: str                  # kv_alias | copy_back | read_only
+    kind: str                  # kv_alias | copy_back | in_place | read_only
     dtype: str
     shape: Tuple[int, ...]
     nbytes: int
@@ -85,7 +89,7 @@ class PteInfo:
         for m in self.methods:
             if m.name == name:
                 return m
-        raise KeyError(f"no method {name!r}; methods: {[m.name for m in self.methods]}")
+        raise UnknownName(f"no method {name!r}; methods: {[m.name for m in self.methods]}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,9 +117,29 @@ def _kernel_calls(plan: schema.ExecutionPlan):
                 yield plan.operators[ins.instr_args.op_index].name, list(ins.instr_args.args)
 
 
-def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], index: int) -> str:
-    """What keeps buffer value `index` on a host path: the host kernels (`calls`, the plan's)
-    touching it or the value a host copy writes into it; else that copy (a write-back) alone."""
+def _in_place_writers(plan: schema.ExecutionPlan) -> Dict[int, List[str]]:
+    """Value index -> the host kernels (not copies) writing it in place, as `ns::op.overload`."""
+    out: Dict[int, List[str]] = {}
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            call = ins.instr_args
+            if not isinstance(call, schema.KernelCall):
+                continue
+            op = plan.operators[call.op_index]
+            if op.name in COPY_OPS:
+                continue
+            for k in written_args(op, len(call.args)):
+                out.setdefault(call.args[k], []).append(f"{op.name}.{op.overload or 'default'}")
+    return out
+
+
+def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], index: int,
+               writers: List[str]) -> str:
+    """What keeps buffer value `index` on a host path: the host kernels writing it in place
+    (`writers`), or touching it or the value a host copy writes into it (`calls`, the plan's);
+    else that copy (a write-back) alone."""
+    if writers:
+        return "host kernels write it in place: " + ", ".join(sorted(set(writers)))
     copies = [(name, args) for name, args in calls
               if name in COPY_OPS and name not in LINK_OPS and index in args]
     if not copies:
@@ -137,7 +161,7 @@ def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], i
 
 
 def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Dict[str, int],
-            has_mutable_data: bool, host_path: str) -> BufferInfo:
+            has_mutable_data: bool, host_path: str, written_in_place: bool) -> BufferInfo:
     copies = sum(paths.values())
     kind, where, binding, delegate_copies = "read_only", None, None, 0
     for d in delegates:
@@ -151,6 +175,8 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Di
             kind, delegate_copies = "copy_back", _nbytes(t)
     if kind == "read_only" and copies:
         kind = "copy_back"
+    if kind == "read_only" and written_in_place:
+        kind = "in_place"
     info = t.extra_tensor_info
     device = "cpu"
     if info is not None and info.device_type == schema.DeviceType.CUDA:
@@ -169,8 +195,9 @@ def inspect_pte(data: bytes) -> PteInfo:
         delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
         copies = plan_copy_paths(plan)
         calls = list(_kernel_calls(plan))
+        writers = _in_place_writers(plan)
         buffers = tuple(_buffer(fqn, t, delegates, copies.get(fqn, {}), has_mutable,
-                                _host_path(plan, calls, i))
+                                _host_path(plan, calls, i, writers.get(i, [])), i in writers)
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
     return PteInfo(tuple(methods), _shared(pte))

@@ -4,8 +4,9 @@ Invariant: `expected_writes(edge_manager)` reads, before `to_executorch`, which 
 method declares mutated and who writes each one (`Writes`: its engine in place — declared on the
 buffer's own placeholder — or the program's write-back); `check_writes(et_manager, expected)`
 returns only when, in the program ExecuTorch emits, every such buffer is still written: a
-write-back is an `aten.copy_` into the buffer's placeholder (or, a buffer resident on the device,
-an `et_copy._h2d_copy.out` into it), an engine's write needs the buffer's
+write-back is an op writing the buffer's placeholder in place — its schema marks the argument
+mutable: an `aten.copy_` into it, an `et_copy._h2d_copy.out` into a buffer resident on the device,
+a host custom op such as `llama::update_cache` — an engine's write needs the buffer's
 placeholder handed to a delegate call whose blob records writing it (an aliased output, or an
 output the delegate copies back into the buffer's input binding). A write lost in ExecuTorch's
 lowering raises `PlanError` naming the method, the buffer and what is missing. The check reads
@@ -85,6 +86,23 @@ def _blob_writes(ep, call) -> FrozenSet[str]:
     return frozenset(blobfmt.parse(lowered.processed_bytes).metadata.written_buffers().values())
 
 
+def _written_args(node: torch.fx.Node) -> Set[str]:
+    """Names of the nodes `node` writes in place: the arguments its schema marks mutable
+    (`Tensor(a!)`: `copy_`'s self, `llama::update_cache`'s cache, an out variant's `out`)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return set()
+    written = set()
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = node.kwargs.get(arg.name) if arg.kwarg_only or i >= len(node.args) \
+            else node.args[i]
+        if isinstance(value, torch.fx.Node):
+            written.add(value.name)
+    return written
+
+
 def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
     """Refuse a lowered program that no longer performs a declared buffer write."""
     for method, writes in expected.items():
@@ -94,18 +112,15 @@ def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
         for n in ep.graph.nodes:
             if n.op != "call_function":
                 continue
-            if n.target is torch.ops.aten.copy_.default and isinstance(n.args[0], torch.fx.Node):
-                copied.add(n.args[0].name)
-            elif n.target is torch.ops.et_copy._h2d_copy.out and \
-                    isinstance(n.kwargs.get("out"), torch.fx.Node):   # into a device buffer
-                copied.add(n.kwargs["out"].name)
-            elif "call_delegate" in getattr(n.target, "__name__", ""):
+            if "call_delegate" in getattr(n.target, "__name__", ""):
                 delegated |= _names_in(n.args[1:])
                 blob_written |= _blob_writes(ep, n)
+            else:   # a write-back copy_, an _h2d_copy into a device buffer, an in-place op
+                copied |= _written_args(n)
         for fqn in sorted(writes.written_back | writes.in_place):
             name = placeholder.get(fqn)
             if fqn in writes.written_back:
-                ok, need = name in copied, "write-back copy_ into it"
+                ok, need = name in copied, "write-back copy_ (or other in-place write) into it"
             elif name not in delegated:
                 ok, need = False, "delegate call taking it (its engine writes it)"
             else:

@@ -10,7 +10,7 @@ are not in the program; the runtime counts those itself (`runtime_lib.copy_bytes
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from executorch.exir import schema
 
@@ -30,6 +30,40 @@ def _where(t: schema.Tensor) -> Optional[Tuple[int, int]]:
     if a is None:
         return None
     return a.memory_id, (a.memory_offset_high << 32) | a.memory_offset_low
+
+
+# ExecuTorch's own custom-op namespaces, and the module whose import registers their schemas (a
+# process reading a `.pte` — `inspect`, the verifier — may not have imported them).
+_OP_LIBRARIES = {"llama": "executorch.extension.llm.custom_ops.custom_ops"}
+
+
+def _register_namespace(ns: str) -> None:
+    module = _OP_LIBRARIES.get(ns)
+    if module is None:
+        return
+    import importlib
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - unavailable: the schema-less fallback applies
+        pass
+
+
+def written_args(op: schema.Operator, n_args: int) -> List[int]:
+    """Argument positions a kernel writes, from its schema's alias annotations (`Tensor(a!)`);
+    an op torch does not know: the out variant's last argument, or an in-place op's first."""
+    import torch
+    ns, _, name = op.name.partition("::")
+    _register_namespace(ns)
+    try:
+        packet = getattr(getattr(torch.ops, ns), name)
+        overload = getattr(packet, op.overload or "default")
+        args = overload._schema.arguments
+    except (AttributeError, RuntimeError):
+        if op.overload == "out":
+            return [n_args - 1]
+        return [0] if name.endswith("_") else []
+    return [k for k, a in enumerate(args) if k < n_args and a.alias_info is not None
+            and a.alias_info.is_write]
 
 
 def mutable_buffers(plan: schema.ExecutionPlan) -> Dict[str, Tuple[int, schema.Tensor]]:

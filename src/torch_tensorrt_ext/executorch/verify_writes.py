@@ -27,7 +27,7 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ..errors import TteError
-from .traffic import _nbytes, mutable_buffers
+from .traffic import _nbytes, mutable_buffers, written_args
 
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
 
@@ -47,23 +47,6 @@ class Writer:
     value: Optional[int]
     nbytes: int
     shape: Tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
-
-
-def _written_args(op: schema.Operator, n_args: int) -> List[int]:
-    """Argument positions a kernel writes, from its schema's alias annotations (`Tensor(a!)`);
-    an op torch does not know: the out variant's last argument, or an in-place op's first."""
-    import torch
-    ns, _, name = op.name.partition("::")
-    try:
-        packet = getattr(getattr(torch.ops, ns), name)
-        overload = getattr(packet, op.overload or "default")
-        args = overload._schema.arguments
-    except (AttributeError, RuntimeError):
-        if op.overload == "out":
-            return [n_args - 1]
-        return [0] if name.endswith("_") else []
-    return [k for k, a in enumerate(args) if k < n_args and a.alias_info is not None
-            and a.alias_info.is_write]
 
 
 def _blob_writes(blob: bytes) -> List[Tuple[str, str, str]]:
@@ -156,7 +139,7 @@ class _Method:
     def _kernel(self, call: schema.KernelCall) -> None:
         op = self.plan.operators[call.op_index]
         args = list(call.args)
-        written = _written_args(op, len(args))
+        written = written_args(op, len(args))
         targets = {args[k] for k in written}   # an in-place op lists its result again, last
         sources = [a for k, a in enumerate(args) if k not in written and a not in targets
                    and isinstance(self.plan.values[a].val, schema.Tensor)]

@@ -16,6 +16,7 @@ import torch
 from torch.fx import Graph, GraphModule, Node
 
 from .device import has_cuda, require_device
+from ..errors import Unsupported
 
 ENGINE_ATTR = "_tte_aot_engine_bytes"
 
@@ -44,6 +45,17 @@ def _placeholder_args(inputs: Sequence[Any], strings: List[str], engine: Any) ->
     return (list(inputs), *strings[:ENGINE_IDX], engine, *strings[ENGINE_IDX + 1:])
 
 
+def _refuse_scalar_inputs(engine: str, scalars: Sequence[str]) -> None:
+    if scalars:
+        raise Unsupported(
+            f"TensorRT engine {engine!r} takes symbolic scalars ({', '.join(scalars)}) as shape "
+            "tensor inputs (a value read from a tensor, such as the start position ExecuTorch's "
+            "llama reads with item() when exported with enable_dynamic_shape=True, or its ring "
+            "KV cache's positions); the ExecuTorch delegate does not bind TensorRT shape tensors "
+            "yet. Export that model with static shapes (enable_dynamic_shape=False), or compile "
+            "it with reference engines")
+
+
 def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
     """`TorchTensorRTModule.forward` for an engine that is not set up."""
     if has_cuda():
@@ -52,6 +64,10 @@ def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
     if not torch.compiler.is_exporting():
         require_device(module.name)
     from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
+    names = list(getattr(module, "input_binding_names", None) or [])
+    _refuse_scalar_inputs(module.name, [names[i] if i < len(names) else f"input {i}"
+                                        for i, x in enumerate(inputs)
+                                        if not isinstance(x, torch.Tensor)])
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     outputs = op(*_placeholder_args(inputs, _string_slots(module), _engine_tensor(module)))
     if module.aliased_io:
@@ -90,16 +106,8 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
     # the engine's own record of its inputs (torch-tensorrt's `inout_symexprs`)
     recorded = (getattr(module, "symbolic_shape_expressions", None) or {}).get("inputs") or []
-    scalars = [e.get("name", f"input {i}") for i, e in enumerate(recorded)
-               if isinstance(e, dict) and e.get("is_scalar")]
-    if scalars:
-        raise NotImplementedError(
-            f"TensorRT engine {name!r} takes symbolic scalars ({', '.join(scalars)}) as shape "
-            "tensor inputs (a value read from a tensor, such as the start position ExecuTorch's "
-            "llama reads with item() when exported with enable_dynamic_shape=True); the "
-            "ExecuTorch delegate does not bind TensorRT shape tensors yet. Export that model "
-            "with static shapes (enable_dynamic_shape=False), or compile it with reference "
-            "engines")
+    _refuse_scalar_inputs(name, [e.get("name", f"input {i}") for i, e in enumerate(recorded)
+                                 if isinstance(e, dict) and e.get("is_scalar")])
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
 

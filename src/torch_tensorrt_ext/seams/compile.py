@@ -490,8 +490,10 @@ def stateful_program(program: torch.export.ExportedProgram
     from ..lowering.mutated_inputs import inputs_as_state
     from ..lowering.fill_writes import expand_fill_values
     from ..lowering.negative_indices import normalize_select_scatter
+    from ..lowering.empty_cat import drop_empty_cat_operands
     state = inputs_as_state(program)[0]
     normalize_select_scatter(state.graph_module)   # torch-tensorrt drops a write to buf[-1]
+    drop_empty_cat_operands(state.graph_module)    # a cat onto a legacy empty tensor stays on host
     expand_fill_values(state.graph_module)         # and the broadcast of a 0-d fill_ value
     writers = buffer_writers(state)
     if hides_writes(state):

@@ -1,0 +1,164 @@
+"""Stateful model families nobody here wrote, tiny and randomly initialised (nothing is
+downloaded), as `stateful_check` programs (the generator's protocol), so each goes through the
+same product path and the same comparison with eager as every generated program:
+
+* state-space mixers from transformers, state in its `StaticCache` registered as buffers by
+  `hybrid_models.HybridCacheDecoder`: Mamba2 (`mamba2`), Bamba (Mamba2 mixer + attention,
+  `bamba`), GraniteMoeHybrid (Mamba2 mixer + attention, plain-op MLP, `granite_hybrid`);
+* seq2seq decoders through transformers' own `Seq2SeqLMDecoderExportableModuleWithStaticCache`:
+  T5 (`t5`), BART (`bart`), Whisper's decoder with its own head `proj_out` (`whisper`);
+* ExecuTorch's llama with the source transforms its export applies: custom SDPA with its
+  `llama::update_cache` KV cache (`llama_custom_sdpa`), the int8 quantized KV cache
+  (`llama_quantized_kv`, scales and zero points as buffers), both (`llama_quantized_sdpa`), and
+  the ring KV cache of its sliding-window attention wrapping past its window
+  (`llama_ring`) — exported strict, as ExecuTorch's builder exports.
+
+The buffers compared are every buffer eager PyTorch changes within `STEPS` calls — read from the
+eager model, not from this package or torch.export (whose signature lists no mutation at all for
+transformers' seq2seq wrapper, whose caches it reaches through a Python object).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Dict, Tuple
+
+import torch
+
+SSM = ("mamba2", "bamba", "granite_hybrid")
+SEQ2SEQ = ("t5", "bart", "whisper")
+LLAMA = ("llama_custom_sdpa", "llama_quantized_kv", "llama_quantized_sdpa", "llama_ring")
+FAMILIES = SSM + SEQ2SEQ + LLAMA
+STEPS = 8
+
+_HF_TINY = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                num_key_value_heads=1, num_hidden_layers=2, max_position_embeddings=64)
+_MAMBA2 = dict(mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=1,
+               mamba_expand=2, mamba_chunk_size=8, mamba_d_conv=4)
+
+
+def _ssm(kind: str) -> torch.nn.Module:
+    import transformers
+    from hybrid_models import HybridCacheDecoder
+    if kind == "mamba2":
+        cfg = transformers.Mamba2Config(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                        state_size=8, expand=2, head_dim=16, num_heads=4,
+                                        n_groups=1, conv_kernel=4, chunk_size=8)
+        model = transformers.Mamba2ForCausalLM(cfg)
+    elif kind == "bamba":
+        model = transformers.BambaForCausalLM(
+            transformers.BambaConfig(attn_layer_indices=[1], **_MAMBA2, **_HF_TINY))
+    else:
+        model = transformers.GraniteMoeHybridForCausalLM(transformers.GraniteMoeHybridConfig(
+            layer_types=["mamba", "attention"], num_local_experts=0, **_MAMBA2, **_HF_TINY))
+    return HybridCacheDecoder(model.eval()).eval()
+
+
+def _seq2seq(kind: str) -> torch.nn.Module:
+    import transformers
+    from transformers.integrations.executorch import (
+        Seq2SeqLMDecoderExportableModuleWithStaticCache)
+    layers = dict(vocab_size=128, d_model=32, decoder_layers=2, decoder_attention_heads=4,
+                  decoder_ffn_dim=64, encoder_layers=1, encoder_attention_heads=4,
+                  encoder_ffn_dim=64)
+    if kind == "t5":
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+            num_heads=4))
+    elif kind == "bart":
+        model = transformers.BartForConditionalGeneration(
+            transformers.BartConfig(max_position_embeddings=64, **layers))
+    else:
+        model = transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(
+            max_target_positions=64, num_mel_bins=8, max_source_positions=16, pad_token_id=0,
+            bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, **layers))
+        model.lm_head = model.proj_out   # the wrapper takes the head as `lm_head`
+    return Seq2SeqLMDecoderExportableModuleWithStaticCache(
+        model.eval(), max_static_cache_length=16, batch_size=1).eval()
+
+
+class _LlamaDecoder(torch.nn.Module):
+    """ExecuTorch's `Transformer`, called as its runner calls it."""
+
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.m = inner
+
+    def forward(self, tokens, input_pos):
+        return self.m(tokens, {"input_pos": input_pos})
+
+
+def _llama(kind: str) -> torch.nn.Module:
+    from executorch.examples.models.llama import llama_transformer, model_args
+    from executorch.examples.models.llama.source_transformation import custom_kv_cache, sdpa
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401 (llama:: ops)
+    args = model_args.ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=128,
+                                max_seq_len=16, max_context_len=16, use_kv_cache=True,
+                                enable_dynamic_shape=False, hidden_dim=128)
+    m = llama_transformer.construct_transformer(args).eval()
+    # in the order ExecuTorch's export_llama applies its source transforms
+    if kind in ("llama_quantized_kv", "llama_quantized_sdpa"):
+        m = custom_kv_cache.replace_kv_cache_with_quantized_kv_cache(m)
+    if kind in ("llama_custom_sdpa", "llama_quantized_sdpa", "llama_ring"):
+        m = custom_kv_cache.replace_kv_cache_with_custom_kv_cache(m)
+        m = sdpa.replace_sdpa_with_quantized_sdpa(m) if kind == "llama_quantized_sdpa" \
+            else sdpa.replace_sdpa_with_custom_op(m)
+    if kind == "llama_ring":   # a window of 4 per layer: ring of 8 positions, wrapped by step 8
+        m = custom_kv_cache.replace_kv_cache_with_ring_kv_cache(m, [4, 4])
+    return _LlamaDecoder(m).eval()
+
+
+def _token_args(step: int) -> Tuple[torch.Tensor, ...]:
+    return torch.tensor([[(7 * step + 3) % 128]]), torch.tensor([step])
+
+
+@functools.lru_cache(maxsize=None)
+def _encoder_states() -> torch.Tensor:
+    return torch.randn(1, 6, 32, generator=torch.Generator().manual_seed(5))
+
+
+def _seq2seq_args(step: int) -> Tuple[torch.Tensor, ...]:
+    return torch.tensor([[(5 * step + 1) % 128]]), _encoder_states(), torch.tensor([step])
+
+
+_BUILD: Dict[str, Callable[[str], torch.nn.Module]] = {
+    **{k: _ssm for k in SSM}, **{k: _seq2seq for k in SEQ2SEQ}, **{k: _llama for k in LLAMA}}
+
+
+class ModelProgram:
+    """A model family as a `stateful_check` program: built afresh (seed 0) on every `build`."""
+
+    bufs = ()                        # no bf16 state: floats compare to fp32's tolerance
+    torch_executed_ops = staticmethod(lambda: ())
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.strict = kind in LLAMA
+        self.args = _seq2seq_args if kind in SEQ2SEQ else _token_args
+
+    def build(self) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return _BUILD[self.kind](self.kind)
+
+    @functools.cached_property
+    def _written(self) -> Tuple[str, ...]:
+        model = self.build()
+        before = {n: b.clone() for n, b in model.named_buffers()}
+        changed = set()
+        for step in range(STEPS):
+            with torch.no_grad():
+                model(*self.args(step))
+            changed |= {n for n, b in model.named_buffers() if not torch.equal(b, before[n])}
+        return tuple(sorted(changed))
+
+    def fqns(self) -> Tuple[str, ...]:
+        return self._written
+
+    def kind_of(self, fqn: str) -> str:
+        return f"{self.kind} state"
+
+    def source(self) -> str:
+        return f"model_families.ModelProgram({self.kind!r})"
+
+    def __repr__(self) -> str:
+        return self.source()
+
