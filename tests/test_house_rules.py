@@ -31,3 +31,21 @@ def test_every_module_states_its_invariant():
     bare = [str(p.relative_to(ROOT)) for p, tree in _trees()
             if p.stat().st_size and not ast.get_docstring(tree)]
     assert bare == []
+
+
+BUILTINS = {"ValueError", "RuntimeError", "TypeError", "KeyError", "IndexError",
+            "NotImplementedError", "AssertionError", "LookupError", "OSError", "Exception"}
+
+
+def test_no_bare_builtin_exception_is_raised():
+    """The package raises its own errors (`errors.TteError` and kin, each keeping its built-in
+    base), so `except TteError` catches whatever it raises on purpose; a module `__getattr__`'s
+    AttributeError is the protocol's, not a choice."""
+    bare = []
+    for path, tree in _trees():
+        for node in ast.walk(tree):
+            exc = node.exc if isinstance(node, ast.Raise) else None
+            name = exc.func if isinstance(exc, ast.Call) else exc
+            if isinstance(name, ast.Name) and name.id in BUILTINS:
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno} {name.id}")
+    assert bare == []

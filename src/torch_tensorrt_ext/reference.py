@@ -22,6 +22,7 @@ import torch
 
 from .contracts.engine import AliasedIO, EngineInfo
 from .contracts.plan import MutationPlan
+from .errors import UsageError
 
 __all__ = ["CompiledModule", "compile", "engines", "export", "export_methods", "export_program"]
 
@@ -107,7 +108,7 @@ def _user_args(model: Model, args) -> tuple:
         return tuple(args)
     if isinstance(model, torch.export.ExportedProgram) and model.example_inputs is not None:
         return tuple(torch.utils._pytree.tree_leaves(model.example_inputs))
-    raise ValueError("example_args are needed: pass them, or an ExportedProgram that recorded "
+    raise UsageError("example_args are needed: pass them, or an ExportedProgram that recorded "
                      "its example inputs")
 
 
@@ -121,10 +122,10 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
     for name, (shape, dtype) in before.items():
         b = after.get(name)
         if b is None:
-            raise ValueError(f"buffer {name!r} is deleted in forward; exported state needs every "
+            raise UsageError(f"buffer {name!r} is deleted in forward; exported state needs every "
                              "buffer to persist")
         if b.shape != shape or b.dtype != dtype:
-            raise ValueError(f"buffer {name!r} changes from {dtype} {list(shape)} to {b.dtype} "
+            raise UsageError(f"buffer {name!r} changes from {dtype} {list(shape)} to {b.dtype} "
                              f"{list(b.shape)} in forward; exported state needs fixed shapes "
                              "(preallocate it at its maximum size)")
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 from .blob_checks import BlobError
 from .dtypes import DTYPES
 from .engine import AliasedIO  # one definition for the engine interface and the blob
+from ..errors import UnknownName
 
 __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
@@ -149,7 +150,7 @@ class BlobMetadata:
         for b in self.io_bindings:
             if b.name == name:
                 return b
-        raise KeyError(name)
+        raise UnknownName(name)
 
     def to_json_dict(self) -> Dict[str, Any]:
         """TR03 metadata: upstream's keys first, in upstream's order, then the extensions."""

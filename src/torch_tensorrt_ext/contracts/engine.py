@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Tuple
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -48,39 +49,39 @@ class EngineInfo:
     def __post_init__(self) -> None:
         ins, outs = set(self.input_names), set(self.output_names)
         if len(ins) != len(self.input_names):
-            raise ValueError(f"engine {self.name!r}: duplicate input binding names "
+            raise UsageError(f"engine {self.name!r}: duplicate input binding names "
                              f"{self.input_names}")
         if len(outs) != len(self.output_names):
-            raise ValueError(f"engine {self.name!r}: duplicate output binding names "
+            raise UsageError(f"engine {self.name!r}: duplicate output binding names "
                              f"{self.output_names}")
         seen = set()
         for a in self.aliased_io:
             if a.output not in outs:
-                raise ValueError(
+                raise UsageError(
                     f"engine {self.name!r}: aliased_io names output binding {a.output!r}, "
                     f"which is not among its outputs {list(self.output_names)}")
             if a.input not in ins:
-                raise ValueError(
+                raise UsageError(
                     f"engine {self.name!r}: aliased_io names input binding {a.input!r}, "
                     f"which is not among its inputs {list(self.input_names)}")
             if a.output in seen:
-                raise ValueError(f"engine {self.name!r}: output binding {a.output!r} "
+                raise UsageError(f"engine {self.name!r}: output binding {a.output!r} "
                                  "is aliased twice")
             seen.add(a.output)
         for out, inp in self.copy_back:
             if out not in outs or inp not in ins or out in seen:
-                raise ValueError(
+                raise UsageError(
                     f"engine {self.name!r}: copy_back ({out!r} -> {inp!r}) must name an output "
                     f"binding that is neither aliased nor copied twice and an input binding "
                     f"(outputs {list(self.output_names)}, inputs {list(self.input_names)})")
             seen.add(out)
         for binding, _fqn in self.input_buffers:
             if binding not in ins:
-                raise ValueError(
+                raise UsageError(
                     f"engine {self.name!r}: buffer binding {binding!r} is not among its inputs")
         for binding, _fqn in self.output_buffers:
             if binding not in outs:
-                raise ValueError(
+                raise UsageError(
                     f"engine {self.name!r}: buffer binding {binding!r} is not among its outputs")
 
     def aliased_buffers(self) -> dict:

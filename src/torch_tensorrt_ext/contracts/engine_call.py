@@ -22,6 +22,7 @@ from typing import Sequence, Tuple
 from torch.fx import Node
 
 from . import blob, blob_validate
+from ..errors import UsageError
 
 __all__ = ["SCHEMA", "TTE_OP", "TRT_OPS", "Signature", "schema_name", "is_engine_call",
            "is_reference_call", "is_tensorrt_call"]
@@ -72,7 +73,7 @@ class Signature:
         for k, i, d in dict(self.output_dims).get(b.name, ()):
             shape[k] = input_shapes[i][d]
         if any(isinstance(s, int) and s < 0 for s in shape):
-            raise ValueError(f"engine {self.name!r}: output {b.name!r} has shape {list(b.shape)} "
+            raise UsageError(f"engine {self.name!r}: output {b.name!r} has shape {list(b.shape)} "
                              "and its signature does not say which input dimensions size it")
         return shape
 

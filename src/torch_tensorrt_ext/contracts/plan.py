@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, Optional, Tuple
 
-from ..errors import TteError
+from ..errors import TteError, UnknownName
 
 
 class WriteKind(enum.Enum):
@@ -151,7 +151,7 @@ class MutationPlan:
     def __getitem__(self, fqn: str) -> BufferWrite:
         if fqn in self._by_fqn:
             return self._by_fqn[fqn]
-        raise KeyError(f"buffer {fqn!r} is not written by this program; "
+        raise UnknownName(f"buffer {fqn!r} is not written by this program; "
                        f"written buffers: {[w.fqn for w in self.writes]}")
 
     @property

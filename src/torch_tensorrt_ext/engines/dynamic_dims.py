@@ -17,6 +17,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 from torch.fx import GraphModule, Node
+from ..errors import Unsupported
 
 __all__ = ["OutputDim", "PartitionDims", "partition_dims", "max_shape"]
 
@@ -42,7 +43,7 @@ def _bounds(size) -> Tuple[int, int]:
     lo = int(r.lower) if r is not None and r.lower.is_finite else 0
     hi = r.upper if r is not None else None
     if hi is None or not hi.is_finite or int(hi) > 2**31 - 1:
-        raise NotImplementedError(
+        raise Unsupported(
             f"dimension {expr} has no finite upper bound; give it one (torch.export.Dim(..., "
             "max=N) or torch_tensorrt.Input(max_shape=...)): an engine binding's memory is "
             "planned for its largest shape")
@@ -56,7 +57,7 @@ def max_shape(val: torch.Tensor, shape: Sequence[int], name: str) -> Tuple[int, 
     if all(s >= 0 for s in shape):
         return ()
     if len(val.shape) != len(shape):
-        raise NotImplementedError(f"engine binding {name!r} has shape {list(shape)}, its value "
+        raise Unsupported(f"engine binding {name!r} has shape {list(shape)}, its value "
                                   f"in the graph {list(val.shape)}")
     out = []
     for s, v in zip(shape, val.shape):
@@ -90,7 +91,7 @@ class PartitionDims:
             if expr is None:
                 continue
             if expr not in self.first:
-                raise NotImplementedError(
+                raise Unsupported(
                     f"engine output {name!r} has dimension {k} = {expr}, which no engine input "
                     f"dimension is; a reference engine sizes each dynamic output dimension as "
                     f"one of its inputs' (shape {list(val.shape)})")
@@ -102,7 +103,7 @@ class PartitionDims:
         """(input, dim) whose size a symbolic-int result `val` is (refused when none is)."""
         expr = _expr(val)
         if expr is None or expr not in self.first:
-            raise NotImplementedError(
+            raise Unsupported(
                 f"engine {name} is the integer {val}, which is no engine input's dimension; a "
                 "reference engine returns tensors and its inputs' sizes only")
         return self.first[expr]
@@ -117,7 +118,7 @@ class PartitionDims:
                 continue
             if expr not in self.bounds:
                 if not expr.is_Symbol:
-                    raise NotImplementedError(
+                    raise Unsupported(
                         f"engine binding {name!r} has dimension {k} = {expr}; a reference engine "
                         f"takes dynamic dimensions that are one symbol each (shape "
                         f"{list(val.shape)})")

@@ -14,6 +14,7 @@ Importing this module defines the op (once per process).
 from __future__ import annotations
 
 import torch
+from ..errors import OutOfRange, UsageError
 
 __all__ = ["kv_cache_update", "OP", "OUT_OP"]
 
@@ -32,25 +33,25 @@ def _check_meta(cache: torch.Tensor, dim: int, index: torch.Tensor, update: torc
     """Shape/dtype rules of §3 that need no data; returns `dim` normalised to [0, rank)."""
     rank = cache.dim()
     if not -rank <= dim < rank:
-        raise IndexError(f"tte::kv_cache_update: dim {dim} is out of range for a rank-{rank} cache")
+        raise OutOfRange(f"tte::kv_cache_update: dim {dim} is out of range for a rank-{rank} cache")
     d = dim % rank
     if update.dim() != rank:
-        raise ValueError(
+        raise UsageError(
             f"tte::kv_cache_update: update has rank {update.dim()}, cache has rank {rank}")
     if update.dtype != cache.dtype:
-        raise ValueError(
+        raise UsageError(
             f"tte::kv_cache_update: update dtype {update.dtype} != cache dtype {cache.dtype}")
     for i in range(rank):
         if i != d and update.shape[i] != cache.shape[i]:
-            raise ValueError(
+            raise UsageError(
                 f"tte::kv_cache_update: update shape {list(update.shape)} differs from cache "
                 f"shape {list(cache.shape)} at dim {i} (only dim {d} may differ)")
     if index.dtype != torch.int64 or index.dim() != 1:
-        raise ValueError(
+        raise UsageError(
             f"tte::kv_cache_update: index must be a 1-D int64 tensor, got {index.dtype} "
             f"of rank {index.dim()}")
     if index.shape[0] != update.shape[d]:
-        raise ValueError(
+        raise UsageError(
             f"tte::kv_cache_update: index has {index.shape[0]} entries, update has "
             f"{update.shape[d]} positions along dim {d}")
     return d
@@ -60,7 +61,7 @@ def _check_bounds(cache: torch.Tensor, d: int, index: torch.Tensor) -> None:
     size = cache.shape[d]
     for i, v in enumerate(index.tolist()):
         if not 0 <= v < size:
-            raise IndexError(
+            raise OutOfRange(
                 f"tte::kv_cache_update: index[{i}] = {v} is outside [0, {size}) along dim {d}")
 
 
@@ -73,7 +74,7 @@ def _functional(cache, dim, index, update):
 def _out(cache, dim, index, update, *, out):
     d = _check_meta(cache, dim, index, update)
     if out.shape != cache.shape or out.dtype != cache.dtype:
-        raise ValueError(
+        raise UsageError(
             f"tte::kv_cache_update.out: out is {out.dtype} {list(out.shape)}, cache is "
             f"{cache.dtype} {list(cache.shape)}")
     _check_bounds(cache, d, index)

@@ -228,12 +228,13 @@ def _binding_names(text: str, engine: str, idx: int) -> Tuple[str, ...]:
 def _device(text: str, engine: str) -> str:
     tokens = text.split(DEVICE_DELIM, 4)
     try:
-        if len(tokens) != 5:
-            raise ValueError
-        gpu_id, _major, _minor, dev_type = (int(t) for t in tokens[:4])
+        numbers = [int(t) for t in tokens[:4]]
     except ValueError:
+        numbers = []
+    if len(tokens) != 5 or len(numbers) != 4:
         raise TensorRTInfoError(f"engine {engine!r}: device info {text!r} is not "
-                                "'id%sm_major%sm_minor%device_type%name'") from None
+                                "'id%sm_major%sm_minor%device_type%name'")
+    gpu_id, _major, _minor, dev_type = numbers
     if dev_type not in _DEVICE_TYPES or gpu_id < 0:
         raise TensorRTInfoError(f"engine {engine!r}: device info {text!r} names device type "
                                 f"{dev_type} / id {gpu_id}; known types are 0 (GPU) and 1 (DLA)")

@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional, Union
 import torch
 
 from ..contracts.dtypes import SCALAR_TYPES
-from ..errors import TteError
+from ..errors import ArgumentTypeError, ExecutionError, TteError, UnknownName, UsageError
 from .. import runtime_lib
 from . import log_sink, shared_state
 from .pte_check import PteError, read_pte_program
@@ -52,9 +52,10 @@ def _value(arg: object, keep: List[torch.Tensor]) -> runtime_lib.TteValue:
         t = arg if arg.is_cpu and arg.is_contiguous() else arg.detach().to("cpu").contiguous()
         code, ndim = _CODES.get(t.dtype), t.dim()
         if code is None:
-            raise TypeError(f"input of dtype {t.dtype}: a program takes {sorted(map(str, _CODES))}")
+            raise ArgumentTypeError(
+                f"input of dtype {t.dtype}: a program takes {sorted(map(str, _CODES))}")
         if ndim > 16:
-            raise TypeError(f"input of rank {ndim}: at most 16 dimensions")
+            raise ArgumentTypeError(f"input of rank {ndim}: at most 16 dimensions")
         keep.append(t)
         v.kind, v.dtype, v.ndim = 0, code, ndim
         v.sizes[:ndim] = t.shape
@@ -68,7 +69,7 @@ def _value(arg: object, keep: List[torch.Tensor]) -> runtime_lib.TteValue:
     elif arg is None:
         v.kind = 4
     else:
-        raise TypeError(f"a program input is a tensor, int, float, bool or None, not "
+        raise ArgumentTypeError(f"a program input is a tensor, int, float, bool or None, not "
                         f"{type(arg).__name__}")
     return v
 
@@ -87,7 +88,7 @@ def _from(v: runtime_lib.TteValue):
     if v.nbytes:
         code = runtime_lib.load().tte_runtime_copy(t.data_ptr(), v.data, v.nbytes)
         if code:
-            raise RuntimeError(f"reading a {v.nbytes}-byte value out of the program failed "
+            raise ExecutionError(f"reading a {v.nbytes}-byte value out of the program failed "
                                f"(error 0x{code:x})")
     return t
 
@@ -176,7 +177,7 @@ class Program:
         for j in range(n_out.value):
             v = runtime_lib.TteValue()
             if lib.tte_program_output(self._handle, key, j, ctypes.byref(v)):
-                raise RuntimeError(f"output {j} of {name!r} is not a value Python can take")
+                raise ExecutionError(f"output {j} of {name!r} is not a value Python can take")
             outs.append(_from(v))
         return outs
 
@@ -192,7 +193,7 @@ class Program:
             code = lib.tte_program_buffer(self._handle, key, i, ctypes.byref(fqn),
                                           ctypes.byref(v))
             if code:
-                raise RuntimeError(f"buffer {i} of {name!r} cannot be read (error 0x{code:x})")
+                raise ExecutionError(f"buffer {i} of {name!r} cannot be read (error 0x{code:x})")
             yield fqn.value.decode(), v
 
     def state(self) -> Dict[str, torch.Tensor]:
@@ -214,7 +215,7 @@ class Program:
                 targets.setdefault(fqn, []).append(v)
         unknown = sorted(set(values) - set(targets))
         if unknown:
-            raise KeyError(f"{self.path} has no mutable buffer {unknown[0]!r}; it has "
+            raise UnknownName(f"{self.path} has no mutable buffer {unknown[0]!r}; it has "
                            f"{sorted(targets)}")
         staged = {}
         for fqn, value in values.items():
@@ -222,14 +223,14 @@ class Program:
             want = ([v.sizes[k] for k in range(v.ndim)], _DTYPES[v.dtype])
             t = value.detach().to("cpu").contiguous()
             if (list(t.shape), t.dtype) != (want[0], want[1]):
-                raise ValueError(f"buffer {fqn!r} is {want[1]} {want[0]}; the value given is "
+                raise UsageError(f"buffer {fqn!r} is {want[1]} {want[0]}; the value given is "
                                  f"{t.dtype} {list(t.shape)}")
             staged[fqn] = t
         for fqn, t in staged.items():
             for v in targets[fqn]:
                 code = lib.tte_runtime_copy(v.data, t.data_ptr(), v.nbytes)
                 if code:
-                    raise RuntimeError(f"writing buffer {fqn!r} failed (error 0x{code:x})")
+                    raise ExecutionError(f"writing buffer {fqn!r} failed (error 0x{code:x})")
 
     def reset(self) -> None:
         """Every mutable buffer of every method back to its initial value, without reloading
@@ -237,7 +238,7 @@ class Program:
         why = ctypes.create_string_buffer(1024)
         code = runtime_lib.load().tte_program_reset(self._handle, why, len(why))
         if code:
-            raise RuntimeError(f"{self.path}: {why.value.decode('utf-8', 'replace')}")
+            raise ExecutionError(f"{self.path}: {why.value.decode('utf-8', 'replace')}")
 
     def state_traffic(self) -> Dict[str, int]:
         """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""

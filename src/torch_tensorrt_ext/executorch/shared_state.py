@@ -24,6 +24,7 @@ import warnings
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
+from ..errors import UsageError
 
 RECORD_KEY = "tte.shared_state"
 RECORD_VERSION = 1
@@ -70,7 +71,7 @@ class _Layout:
             if spec is None:
                 continue
             if getattr(spec, "mem_id", None) is not None:
-                raise ValueError(f"method {method!r}: buffer {fqn!r} was planned before the "
+                raise UsageError(f"method {method!r}: buffer {fqn!r} was planned before the "
                                  "cross-method state planner (mem_id set): cannot share it")
             self.uses.setdefault(fqn, {}).setdefault(method, []).append(spec)
             if fqn in mutated:
@@ -175,7 +176,7 @@ class _MethodPlanner:
 
     def run(self, graph_module, graph_signature=None):
         if graph_signature is None:
-            raise ValueError(f"method {self.method!r}: the cross-method state planner needs "
+            raise UsageError(f"method {self.method!r}: the cross-method state planner needs "
                              "the graph signature")
         result = self.layout.planner.run(graph_module, graph_signature)
         self.layout.collect(self.method, graph_module, graph_signature)

@@ -26,6 +26,7 @@ from torch.export.graph_signature import (ExportGraphSignature, OutputKind, Outp
 from ..contracts.engine import EngineInfo
 from ..contracts.plan import BufferWrite, Copier, MutationPlan, PlanError
 from .engine_calls import EngineCall, engine_calls
+from ..errors import ArgumentTypeError
 
 
 def _check_engine(info: EngineInfo, call: EngineCall) -> None:
@@ -133,7 +134,7 @@ def declare_mutations(ep: Union[ExportedProgram, Mapping[str, ExportedProgram]],
     (`plan` and `engines` then map method names too)."""
     if isinstance(ep, Mapping):
         if not isinstance(plan, Mapping):
-            raise TypeError("a multi-method program needs a {method: MutationPlan} mapping")
+            raise ArgumentTypeError("a multi-method program needs a {method: MutationPlan} mapping")
         missing = sorted(set(ep) - set(plan))
         if missing:
             raise PlanError(f"no plan for methods {missing}")

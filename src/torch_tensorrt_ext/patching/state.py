@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import testhook
+from ..errors import UsageError
 from .errors import PatchError
 
 STATE_NAME = "torch_tensorrt_ext_patches.json"
@@ -96,7 +97,7 @@ def read_state(site: Path) -> Optional[State]:
                          f"changed. {_DAMAGED.format(path=path)}") from None
     try:
         if doc.get("format") != FORMAT:
-            raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT}")
+            raise UsageError(f"format {doc.get('format')!r}, expected {FORMAT}")
         targets = {name: _target_record(t) for name, t in doc["targets"].items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PatchError(f"the patch record {path} is not one this version of torch-tensorrt-ext "
@@ -120,7 +121,7 @@ def _target_record(t: dict) -> TargetRecord:
     for rp, f in t["files"].items():
         pristine = base64.b64decode(f["pristine_base64"], validate=True)
         if sha256(pristine) != f["pristine_sha256"]:
-            raise ValueError(f"the pristine copy of {rp} does not match its recorded hash")
+            raise UsageError(f"the pristine copy of {rp} does not match its recorded hash")
         files[rp] = FileRecord(f["site_path"], pristine, f["pristine_sha256"], f["patched_sha256"])
     patches = tuple(PatchRecord(p["name"], p["sha256"], tuple(p["files"])) for p in t["patches"])
     return TargetRecord(t["distribution"], t["version"], patches, files)

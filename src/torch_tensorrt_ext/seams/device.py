@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ..errors import TteError
+from ..errors import TteError, UsageError
 
 ENV_TARGET = "TTE_TARGET_COMPUTE_CAPABILITY"
 DEFAULT_TARGET = (8, 6)
@@ -39,7 +39,7 @@ def target_capability() -> Tuple[int, int]:
     try:
         major, minor = (int(p) for p in raw.split("."))
     except ValueError:
-        raise ValueError(f"{ENV_TARGET}={raw!r}: expected MAJOR.MINOR, e.g. 8.6") from None
+        raise UsageError(f"{ENV_TARGET}={raw!r}: expected MAJOR.MINOR, e.g. 8.6") from None
     return major, minor
 
 

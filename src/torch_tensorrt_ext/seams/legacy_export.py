@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule
+from ..errors import UsageError
 
 # the key torch-tensorrt 2.14.0's create_trt_exp_program reads on output nodes
 UPSTREAM_MUTATION_TARGET = "_kv_mutation_target"
@@ -28,7 +29,7 @@ def copies_to_mutation_outputs(gm: GraphModule) -> None:
         if node.users or getattr(dst, "op", None) != "get_attr" or dst.target not in buffers:
             continue
         if UPSTREAM_MUTATION_TARGET in value.meta:
-            raise ValueError(f"{value.name} is written into two buffers "
+            raise UsageError(f"{value.name} is written into two buffers "
                              f"({value.meta[UPSTREAM_MUTATION_TARGET]!r} and {dst.target!r})")
         value.meta[UPSTREAM_MUTATION_TARGET] = str(dst.target)
         graph.erase_node(node)
