@@ -29,6 +29,12 @@ PUBLIC_ERRORS = [
     ("torch_tensorrt_ext.seams.device", "NoDeviceError", RuntimeError),
     ("torch_tensorrt_ext.upstream_api", "UpstreamUnavailable", RuntimeError),
     ("torch_tensorrt_ext.patching.errors", "PatchError", Exception),
+    ("torch_tensorrt_ext.errors", "UsageError", ValueError),
+    ("torch_tensorrt_ext.errors", "ArgumentTypeError", TypeError),
+    ("torch_tensorrt_ext.errors", "UnknownName", KeyError),
+    ("torch_tensorrt_ext.errors", "Unsupported", NotImplementedError),
+    ("torch_tensorrt_ext.errors", "OutOfRange", IndexError),
+    ("torch_tensorrt_ext.errors", "ExecutionError", RuntimeError),
 ]
 
 

@@ -62,7 +62,7 @@ def test_a_record_of_another_format_says_which_version_can_revert_it(tmp_path, c
     rc, out, err = run(capsys, "apply", site, patches)
     assert (rc, out) == (1, "")
     assert err == (f"torch-tensorrt-ext patch apply: error: the patch record {record} is not one "
-                   f"this version of torch-tensorrt-ext understands (ValueError: format 2, "
+                   f"this version of torch-tensorrt-ext understands (UsageError: format 2, "
                    f"expected 1); nothing was changed. If another version wrote it, run that "
                    f"version's `patch revert`. Otherwise: {damaged(record)}\n")
 
