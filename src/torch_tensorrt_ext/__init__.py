@@ -7,7 +7,7 @@ from .contracts.plan import (BufferWrite, Copier, MutationPlan, PlanError, Rebui
                              WriteKind)
 from .lowering import LiftedGraph, lift_mutated_buffers, plan_mutations, reconcile
 
-_SUBMODULES = ("reference", "executorch", "cuda", "export", "engines")
+_SUBMODULES = ("reference", "executorch", "cuda", "export", "engines", "runtime_lib")
 
 
 def __getattr__(name):  # `tte.reference`, `tte.executorch`, ... imported on first use

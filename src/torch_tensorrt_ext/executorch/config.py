@@ -156,8 +156,12 @@ def stateful_edge(edge_manager):
     `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
     themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and a
     declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`), as does an
-    emitted program that does not write each declared buffer exactly once (`verify_writes`)."""
+    emitted program that does not write each declared buffer exactly once (`verify_writes`).
+    Constant methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
     from executorch.exir import EdgeProgramManager
+
+    from .llm_metadata import check_runner_metadata
+    check_runner_metadata(getattr(edge_manager, "_config_methods", None) or {})
 
     class StatefulEdgeProgramManager(type(edge_manager)):
         def to_executorch(self, config=None):
