@@ -24,7 +24,7 @@ from torch._inductor.utils import clone_preserve_strides
 from torch.export.pt2_archive._package_weights import TensorProperties, Weights
 
 REPO = Path(__file__).resolve().parents[1]
-PATCH = REPO / "patches/executorch/0001-cuda-weight-collector-accept-compact-clones.patch"
+PATCH = REPO / "patches/executorch/0001-cuda-accept-AOTInductor-s-compact-clones-of-view-buf.patch"
 REPO_PATH = "backends/cuda/cuda_weight_collector.py"
 MiB = 1 << 20
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-PATCH = REPO / "patches/executorch/0001-cuda-weight-collector-accept-compact-clones.patch"
+PATCH = REPO / "patches/executorch/0001-cuda-accept-AOTInductor-s-compact-clones-of-view-buf.patch"
 REPO_PATH = "backends/cuda/cuda_weight_collector.py"
 SEAM = "from torch_tensorrt_ext.cuda import "
 MANIFEST_MAGIC = b"ETCUDAFQN3"

@@ -124,3 +124,80 @@ def test_apply_check_revert_on_the_real_torch_tensorrt_wheel(tmp_path, capsys):
     assert out.endswith("  applied      0001-Mark-the-save-seam.patch\n")
     assert cli.main(["patch", "revert", "--site-packages", str(site)]) == 0
     assert snapshot(site) == pristine
+
+
+def _release_repo_or_skip(tmp_path, target: str) -> Path:
+    from torch_tensorrt_ext.patching.release_repo import release_checkout
+    dist = find_distribution(SITE, "executorch")
+    if dist is None or dist.version != "1.5.1":
+        pytest.skip(f"the pinned releases are not installed in {SITE}")
+    return release_checkout(SITE, load_manifest(PATCHES), target, tmp_path / target)
+
+
+def _git(repo: Path, *args: str, check: bool = True):
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_AUTHOR_NAME="u",
+               GIT_AUTHOR_EMAIL="u@invalid", GIT_COMMITTER_NAME="u",
+               GIT_COMMITTER_EMAIL="u@invalid")
+    proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+    assert not check or proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _move_and_edit_upstream(repo: Path, patch) -> str:
+    """An upstream commit over the release: 7 lines inserted at the top of every file the series
+    touches, and in `patch`'s first hunk its first context line edited (two lines from the
+    patch's change, so a three-way merge takes both, but the patch no longer applies as is)."""
+    for f in sorted(p for p in repo.rglob("*.py") if ".git" not in p.parts):
+        f.write_text("".join(f"# upstream moved this file down ({k})\n" for k in range(7))
+                     + f.read_text())
+    text = patch.path.read_text()
+    first = next(ln for ln in text.splitlines() if ln.startswith("+++ b/"))[6:]
+    at = text.index("@@ -", text.index(f"+++ b/{first}"))
+    start = int(text[at + 4:].split(",")[0])
+    body = text[text.index("\n", at) + 1:].splitlines()
+    assert body[0].startswith(" ") and not body[1].startswith(("+", "-")), body[:3]
+    lines = (repo / first).read_text().splitlines(keepends=True)
+    row = start - 1 + 7
+    assert lines[row].rstrip("\n") == body[0][1:]
+    lines[row] = lines[row].rstrip("\n") + "  # edited upstream\n"
+    (repo / first).write_text("".join(lines))
+    _git(repo, "commit", "-qam", "upstream moves and edits the patched regions")
+    return first
+
+
+@pytest.mark.parametrize("target", ["torch_tensorrt", "executorch"])
+def test_the_series_rebases_with_git_am_3way_over_a_moved_and_edited_upstream(tmp_path, target):
+    """Issue 33: the exported patches carry the pinned release's blob ids (`index` lines), so
+    `git am -3` — a contributor's rebase — merges three-way where the patch no longer applies as
+    is; without the index lines git cannot build the ancestor and stops."""
+    series = load_series(load_manifest(PATCHES), target)
+    files = [str(p.path) for p in series.patches]
+    assert all("\nindex " in p.path.read_text() for p in series.patches)
+    repo = _release_repo_or_skip(tmp_path, target)
+    edited = _move_and_edit_upstream(repo, series.patches[0])
+    upstream = _git(repo, "rev-parse", "HEAD").stdout.strip()
+
+    plain = _git(repo, "am", "--no-3way", files[0], check=False)
+    assert plain.returncode != 0, "the edit must stop a plain apply, or 3-way is not tested"
+    _git(repo, "am", "--abort")
+
+    stripped = tmp_path / "stripped"
+    stripped.mkdir()
+    for f in files:
+        text = Path(f).read_text()
+        (stripped / Path(f).name).write_text(
+            "\n".join(ln for ln in text.split("\n") if not ln.startswith("index ")))
+    blind = _git(repo, "am", "-3", str(stripped / Path(files[0]).name), check=False)
+    assert blind.returncode != 0 and "lacking or useless" in blind.stdout + blind.stderr
+    _git(repo, "am", "--abort")
+
+    merged = _git(repo, "am", "-3", *files, check=False)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert int(_git(repo, "rev-list", "--count", f"{upstream}..HEAD").stdout) == len(files)
+    result = (repo / edited).read_text()
+    assert "  # edited upstream\n" in result and result.startswith("# upstream moved")
+    added = [ln[1:] for ln in series.patches[0].path.read_text().splitlines()
+             if ln.startswith("+") and not ln.startswith("+++")]
+    assert any(a.strip() and a in result for a in added)

@@ -2,14 +2,13 @@
 
 Invariant: a patch file is what `git format-patch` with `FORMAT_PATCH_ARGS` writes for one commit
 (zero commit hash, no signature, no diffstat, no numbering, fixed prefixes, context and diff
-algorithm, whatever the user's git configuration), with two normalisations that keep re-exports
-quiet: the `index <blob>..<blob>` lines, which change whenever upstream touches the file, are
-dropped, and a `---` line separates the message from the diff. `normalise_patch` is idempotent,
-and `git am` of its output re-creates the same commit message, author and date.
+algorithm, full `index <old blob>..<new blob>` lines, whatever the user's git configuration), with
+one normalisation: a `---` line separates the message from the diff. The index lines name the
+blobs of the pinned release (and of the patches before it), so `git am -3` onto a moved upstream
+can build the ancestor and merge three-way. `normalise_patch` is idempotent, and `git am` of its
+output re-creates the same commit message, author and date.
 """
 from __future__ import annotations
-
-import re
 
 FORMAT_PATCH_ARGS = (
     "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "diff.relative=false",
@@ -22,11 +21,8 @@ FORMAT_PATCH_ARGS = (
     "--suffix=.patch", "--no-base", "--no-add-header", "--no-to", "--no-cc",
 )
 
-_INDEX_LINE = re.compile(r"index [0-9a-f]+\.\.[0-9a-f]+( [0-7]{6})?")
-
-
 def normalise_patch(raw: bytes) -> bytes:
-    """Drop `index` lines and put a `---` line between the message and the first diff."""
+    """Put a `---` line between the message and the first diff."""
     lines = raw.decode("utf-8").split("\n")
     first_diff = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")),
                       len(lines))
@@ -37,5 +33,4 @@ def normalise_patch(raw: bytes) -> bytes:
         message.append("")         # no body: keep the blank line that ends the headers
     if message[-1] != "---":
         message.append("---")
-    diff = [ln for ln in diff if not _INDEX_LINE.fullmatch(ln)]
     return "\n".join(message + diff).encode("utf-8")
