@@ -38,11 +38,17 @@ def insert_lines(data: bytes, before: int, new: Sequence[str]) -> bytes:
     return "".join(lines).encode()
 
 
+def git_blob(data: bytes) -> str:
+    """The id git gives `data` as a blob (what a patch's `index` line names)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def unified(path: str, old: bytes, new: bytes) -> str:
     diff = difflib.unified_diff(old.decode().splitlines(keepends=True),
                                 new.decode().splitlines(keepends=True),
                                 fromfile=f"a/{path}", tofile=f"b/{path}", n=3)
-    return f"diff --git a/{path} b/{path}\n" + "".join(diff)
+    return (f"diff --git a/{path} b/{path}\nindex {git_blob(old)}..{git_blob(new)} 100644\n"
+            + "".join(diff))
 
 
 def patch_text(subject: str, body: str, diffs: Iterable[Tuple[str, bytes, bytes]]) -> bytes:

@@ -41,7 +41,7 @@ def test_a_corrupt_hunk_names_the_patch_and_the_file(tmp_path, site, capsys):
     patches = write_series(tmp_path / "p", {"demo": TARGET}, {"demo": [("0001-x.patch", bad)]})
     assert apply(capsys, site, patches) == (
         "torch-tensorrt-ext patch apply: error: patch demo/0001-x.patch: lib/core.py: the hunk at "
-        "line 12 is corrupt (its header's line counts do not match its lines); regenerate the "
+        "line 13 is corrupt (its header's line counts do not match its lines); regenerate the "
         "patch with `torch-tensorrt-ext patch export`\n")
 
 
