@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from patch_fixtures import (A2, ALPHA, B2, G3, GAMMA, NAMES, PRISTINE,  # noqa: E402
+from patch_fixtures import (A2, ALPHA, B2, G3, GAMMA, NAMES, PRISTINE, patch_text,  # noqa: E402
                             SUBJECTS, WHY, commit_files, git, insert_lines, make_repo,
                             replace_line, sha, snapshot, target, three_patches, unified,
                             write_series)
@@ -190,3 +190,64 @@ def test_drift_reports_clean_fuzz_and_already_applied(repo, patches, capsys):
     assert rc == 0 and out.splitlines()[-1] == (
         "summary: 3 clean, 0 applies with offset, 0 applies with fuzz, 0 already applied, "
         "0 conflicts")
+
+
+def test_drift_says_whether_a_missing_file_was_removed_or_added_after_the_tree(tmp_path, patches,
+                                                                              capsys):
+    """Issue 33: a file the series patches that a tree lacks is reported as not present
+    upstream, saying which the history tells — removed by a commit the tree contains, or added
+    by a commit after it (a tree that predates the file) — never as 'moved or deleted'."""
+    r = make_repo(tmp_path / "up", {"src/alpha.py": ALPHA, "src/beta.py": PRISTINE["src/beta.py"]},
+                  "before gamma existed")
+    old = git(r, "rev-parse", "HEAD")
+    commit_files(r, {"src/gamma.py": GAMMA}, "add gamma")
+    added = git(r, "log", "-1", "--format=%h %cs %s")
+    git(r, "rm", "-q", "src/gamma.py")
+    git(r, "commit", "-q", "-m", "drop gamma")
+    removed = git(r, "log", "-1", "--format=%h %cs %s")
+    head = git(r, "rev-parse", "HEAD")
+
+    _, out, _ = run(capsys, "drift", r, patches, "--rev", old)
+    assert f"      src/gamma.py: not present upstream at {old[:12]}: added after this tree, by " \
+           f"{added}\n" in out
+    _, out, _ = run(capsys, "drift", r, patches)
+    assert f"      src/gamma.py: not present upstream at {head[:12]}: removed by {removed}\n" \
+        in out
+    assert "moved or deleted" not in out
+
+
+def test_a_clean_3way_merge_that_leaves_an_undefined_name_is_a_conflict(tmp_path, capsys):
+    """Issue 33: upstream renames a function's parameter the patch's added line uses; git merges
+    the hunk without a conflict (the rename is on a line the patch keeps as context, far enough
+    from its change), and the merged file reads a name nothing defines. `patch import --3way`
+    reports it as a conflict naming file, line and name; the same series onto the release
+    imports clean."""
+    def source(param, body):
+        head = [f"# line {k}" for k in range(12)]
+        return ("\n".join(head + [f"def scale(x, {param}):", '    """Scale x."""',
+                                  "    y = x * 2", "    z = y + 1", *body,
+                                  "    return z"] + [f"# tail {k}" for k in range(6)])
+                + "\n").encode()
+    release = source("factor", [])
+    patched = source("factor", ["    z = z * factor"])
+    renamed = source("scale_by", [])
+    pkg = {"version": "1.0", "distribution": "fake-pkg", "repo_prefix": "", "site_prefix": "",
+           "baseline": {"src/calc.py": sha(release)}}
+    patches = write_series(tmp_path / "patches", {"fakepkg": pkg}, {"fakepkg": [(
+        "0001-Scale-by-the-factor.patch", patch_text(
+            "Scale by the factor", WHY, [("src/calc.py", release, patched)]))]})
+    up = make_repo(tmp_path / "up", {"src/calc.py": release})
+    git(up, "tag", "v1.0")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(up), str(clone))
+    git(clone, "config", "user.email", "dev@example.invalid")
+    commit_files(clone, {"src/calc.py": renamed}, "upstream renames the parameter")
+
+    rc, out, err = run(capsys, "import", clone, patches, "--3way")
+    assert (rc, out) == (1, "")
+    assert "but the merged files do not check — a conflict git did not see: src/calc.py:17: " \
+           "F821 Undefined name `factor`" in err
+    assert b"z = z * factor" in (clone / "src/calc.py").read_bytes()   # git did merge it
+
+    rc, out, err = run(capsys, "import", up, patches)
+    assert (rc, err) == (0, "")

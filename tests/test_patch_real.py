@@ -201,3 +201,16 @@ def test_the_series_rebases_with_git_am_3way_over_a_moved_and_edited_upstream(tm
     added = [ln[1:] for ln in series.patches[0].path.read_text().splitlines()
              if ln.startswith("+") and not ln.startswith("+++")]
     assert any(a.strip() and a in result for a in added)
+
+
+@pytest.mark.parametrize("target", ["torch_tensorrt", "executorch"])
+def test_the_series_imports_onto_its_release_and_the_merged_files_check(tmp_path, target):
+    """What `patch import` checks after merging (compile, undefined names, unused imports that
+    the release files do not have) holds for the project's own series on its pinned release:
+    it imports with nothing to report."""
+    from torch_tensorrt_ext.patching.contributor import import_series
+    manifest = load_manifest(PATCHES)
+    repo = _release_repo_or_skip(tmp_path, target)
+    lines = import_series(repo, load_series(manifest, target))
+    assert len(lines) == 1 and lines[0].startswith(
+        f"imported {len(load_series(manifest, target).patches)} patch(es) of {target}")

@@ -4,8 +4,10 @@ drift.
 Invariant: `import` only ever adds a new branch whose commits are the series (recording the
 branch point in the branch's git config), `export` only writes the target's patch folder — and
 writes exactly what `git format-patch` of the branch's commits says, normalised so that an export of
-an unchanged import reproduces the patch files byte for byte — and `drift` reads blobs and never
-changes the checkout, its index or its refs.
+an unchanged import reproduces the patch files byte for byte — an import whose merged Python files
+gain a problem the upstream files did not have (a syntax error, an undefined name, an unused
+import: `tree_check`) is reported as a conflict naming file, line and name — and `drift` reads
+blobs and never changes the checkout, its index or its refs.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from .gitapply import git
 from .manifest import Manifest, hash_hint
 from .series import ORDER_FILE, Series, parse_patch
 from .state import sha256
+from .tree_check import NOT_CHECKED, tree_problems
 
 DEFAULT_BRANCH = "tte-patches"
 
@@ -99,9 +102,18 @@ def import_series(repo: Path, series: Series, *, branch: str = DEFAULT_BRANCH,
             f"`git {step} --continue`, then `torch-tensorrt-ext patch export --repo {top} "
             f"--target {series.target.name}`; or `git {step} --abort` to give up"
             + ("" if three_way else " (or retry with --3way)"))
+    problems = tree_problems(top, list(series.files), base=head)
+    notes = [p for p in problems if p.startswith(NOT_CHECKED)]
+    broken = [p for p in problems if not p.startswith(NOT_CHECKED)]
+    if broken:
+        raise PatchError(
+            f"import of {series.target.name} merged onto {head[:12]} as branch {branch} in "
+            f"{top}, but the merged files do not check — a conflict git did not see: "
+            + "; ".join(broken) + f". Fix them on {branch} (commit), then `torch-tensorrt-ext "
+            f"patch export --repo {top} --target {series.target.name}`")
     return [f"imported {len(files)} patch(es) of {series.target.name} onto {head[:12]} as "
             f"branch {branch} in {top}; edit, commit, then `torch-tensorrt-ext patch export "
-            f"--repo {top} --target {series.target.name}`"]
+            f"--repo {top} --target {series.target.name}`", *notes]
 
 
 def _record_branch(top: Path, branch: str, base: str, series: Series) -> None:
@@ -229,6 +241,20 @@ def _write_folder(folder: Path, patches: List[Tuple[str, bytes]]) -> List[str]:
             f"rewritten)"] + lines
 
 
+def _absence(top: Path, commit: str, rp: str) -> str:
+    """Why `rp` is not in `commit`, as far as the checkout's history tells."""
+    removed = _out(top, "log", "-1", "--diff-filter=D", "--format=%h %cs %s", commit, "--", rp)
+    if removed:
+        return f"not present upstream at {commit[:12]}: removed by {removed}"
+    added = _out(top, "log", "--all", "--diff-filter=A", "--format=%H", "--", rp).split()
+    if added and git(["merge-base", "--is-ancestor", added[-1], commit], top,
+                     check=False).returncode != 0:
+        first = _out(top, "log", "-1", "--format=%h %cs %s", added[-1])
+        return f"not present upstream at {commit[:12]}: added after this tree, by {first}"
+    return (f"not present upstream at {commit[:12]} (added after this tree or removed; its "
+            "history here does not say which)")
+
+
 def drift(repo: Path, series: Series, rev: str = "HEAD") -> Tuple[List[str], bool]:
     """How each patch fares on `rev` of a checkout, read from git objects; True when none
     conflicts."""
@@ -251,7 +277,7 @@ def drift(repo: Path, series: Series, rev: str = "HEAD") -> Tuple[List[str], boo
     for r in results:
         lines.append(f"  {r.outcome.value:<20} {r.patch.name}")
         gone = [rp for rp in r.patch.files if rp in missing]
-        lines += [f"      {rp}: not in {commit[:12]} (moved or deleted upstream)" for rp in gone]
+        lines += [f"      {rp}: {_absence(top, commit, rp)}" for rp in gone]
         lines += [f"      {n}" for n in r.notes]
     counts = {o: sum(r.outcome is o for r in results) for o in gitapply.Outcome}
     lines.append("summary: " + ", ".join(f"{n} {o.value}" for o, n in counts.items()))
