@@ -116,4 +116,4 @@ def test_the_family_with_scalar_engine_inputs_is_refused_by_tensorrt_rtx_save(ki
 def _compile_rtx(program: ModelProgram):
     import torch
     ep = torch.export.export(program.build(), program.args(0), strict=program.strict)
-    return compile_rtx(ep, program.args(0))
+    return compile_rtx(ep, program.args(0), torch_executed_ops=program.torch_executed_ops())
