@@ -67,12 +67,91 @@ float time_steps(cudaStream_t s, int reps, Step step) {
   return ms * 1000.0f / reps;
 }
 
+// Each buffer of one step's copy-back: its state and scratch on the device, and the host copies
+// upstream's pattern stages through (pageable and pinned).
+struct Step {
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  std::vector<tte::CopyRange> ranges;
+  std::vector<char*> host_state, host_tmp, pinned_state, pinned_tmp;
+  void *flat_dst = nullptr, *flat_src = nullptr;
+};
+
+bool allocate(tte::Device* dev, cudaStream_t s, Step& st) {
+  for (size_t n : st.sizes) {
+    auto state = dev->allocate(n);
+    auto scratch = dev->allocate(n);
+    if (!state.ok() || !scratch.ok()) return false;
+    CHECK_CUDA(cudaMemsetAsync(scratch.get(), 1, n, s));
+    st.ranges.push_back({state.get(), scratch.get(), n});
+    st.host_state.push_back(static_cast<char*>(std::malloc(n)));
+    st.host_tmp.push_back(static_cast<char*>(std::malloc(n)));
+    char *ps, *pt;
+    CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&ps), n));
+    CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&pt), n));
+    st.pinned_state.push_back(ps);
+    st.pinned_tmp.push_back(pt);
+    st.total += n;
+  }
+  CHECK_CUDA(cudaMalloc(&st.flat_dst, st.total));
+  CHECK_CUDA(cudaMalloc(&st.flat_src, st.total));
+  return true;
+}
+
+// upstream 2.14.0's pattern per buffer: stage in, (engine), fetch, write back on the host
+void upstream_step(cudaStream_t s, Step& st, std::vector<char*>& state, std::vector<char*>& tmp) {
+  for (size_t i = 0; i < st.ranges.size(); ++i) {
+    CHECK_CUDA(cudaMemcpyAsync(st.ranges[i].dst, state[i], st.sizes[i], cudaMemcpyHostToDevice, s));
+    CHECK_CUDA(cudaMemcpyAsync(tmp[i], st.ranges[i].src, st.sizes[i], cudaMemcpyDeviceToHost, s));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  for (size_t i = 0; i < st.ranges.size(); ++i) std::memcpy(state[i], tmp[i], st.sizes[i]);
+}
+
+void time_every_way(tte::Device* dev, cudaStream_t s, int reps, Step& st) {
+  auto report = [&](const char* way, float us) {
+    std::printf("%s per_step_us=%.2f bytes=%zu copies=%zu\n", way, us, st.total, st.sizes.size());
+  };
+  report("batched", time_steps(s, reps, [&] {
+           if (dev->device_copy_batch(st.ranges.data(), st.ranges.size()) != tte::Error::Ok) {
+             std::exit(1);
+           }
+         }));
+  report("per_buffer", time_steps(s, reps, [&] {
+           for (const auto& r : st.ranges) {
+             if (dev->device_copy(r.dst, r.src, r.nbytes) != tte::Error::Ok) std::exit(1);
+           }
+         }));
+  report("flat", time_steps(s, reps, [&] {
+           CHECK_CUDA(
+               cudaMemcpyAsync(st.flat_dst, st.flat_src, st.total, cudaMemcpyDeviceToDevice, s));
+         }));
+  const int few = std::max(reps / 5, 5);
+  report("upstream_pageable",
+         time_steps(s, few, [&] { upstream_step(s, st, st.host_state, st.host_tmp); }));
+  report("upstream_pinned",
+         time_steps(s, few, [&] { upstream_step(s, st, st.pinned_state, st.pinned_tmp); }));
+}
+
+// The batched copy really copies: every byte of buffer 0 holds its scratch's bytes again.
+bool batch_wrote_every_byte(tte::Device* dev, cudaStream_t s, Step& st) {
+  CHECK_CUDA(cudaMemsetAsync(st.ranges[0].dst, 0, st.sizes[0], s));
+  if (dev->device_copy_batch(st.ranges.data(), st.ranges.size()) != tte::Error::Ok) return false;
+  std::vector<char> back(st.sizes[0]);
+  CHECK_CUDA(
+      cudaMemcpyAsync(back.data(), st.ranges[0].dst, st.sizes[0], cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  for (char c : back) {
+    if (c != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "qwen3next";
   const int reps = argc > 2 ? std::atoi(argv[2]) : 100;
-  const std::vector<size_t> sizes = sizes_for(what);
   tte::Device* dev = tte::cuda_device();
   if (dev == nullptr) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -81,64 +160,13 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (dev->set_stream(s) != tte::Error::Ok) return 1;
-  size_t total = 0;
-  std::vector<tte::CopyRange> ranges;
-  std::vector<char*> host_state, host_tmp, pinned_state, pinned_tmp;
-  for (size_t n : sizes) {
-    auto state = dev->allocate(n);
-    auto scratch = dev->allocate(n);
-    if (!state.ok() || !scratch.ok()) return 1;
-    CHECK_CUDA(cudaMemsetAsync(scratch.get(), 1, n, s));
-    ranges.push_back({state.get(), scratch.get(), n});
-    host_state.push_back(static_cast<char*>(std::malloc(n)));
-    host_tmp.push_back(static_cast<char*>(std::malloc(n)));
-    char *ps, *pt;
-    CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&ps), n));
-    CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&pt), n));
-    pinned_state.push_back(ps);
-    pinned_tmp.push_back(pt);
-    total += n;
-  }
-  void *flat_dst, *flat_src;
-  CHECK_CUDA(cudaMalloc(&flat_dst, total));
-  CHECK_CUDA(cudaMalloc(&flat_src, total));
-  auto report = [&](const char* way, float us) {
-    std::printf("%s per_step_us=%.2f bytes=%zu copies=%zu\n", way, us, total, sizes.size());
-  };
-  report("batched", time_steps(s, reps, [&] {
-           if (dev->device_copy_batch(ranges.data(), ranges.size()) != tte::Error::Ok) std::exit(1);
-         }));
-  report("per_buffer", time_steps(s, reps, [&] {
-           for (const auto& r : ranges) {
-             if (dev->device_copy(r.dst, r.src, r.nbytes) != tte::Error::Ok) std::exit(1);
-           }
-         }));
-  report("flat", time_steps(s, reps, [&] {
-           CHECK_CUDA(cudaMemcpyAsync(flat_dst, flat_src, total, cudaMemcpyDeviceToDevice, s));
-         }));
-  auto upstream = [&](std::vector<char*>& state, std::vector<char*>& tmp) {
-    for (size_t i = 0; i < ranges.size(); ++i) {  // stage in, (engine), fetch, write back
-      CHECK_CUDA(cudaMemcpyAsync(ranges[i].dst, state[i], sizes[i], cudaMemcpyHostToDevice, s));
-      CHECK_CUDA(cudaMemcpyAsync(tmp[i], ranges[i].src, sizes[i], cudaMemcpyDeviceToHost, s));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < ranges.size(); ++i) std::memcpy(state[i], tmp[i], sizes[i]);
-  };
-  report("upstream_pageable",
-         time_steps(s, std::max(reps / 5, 5), [&] { upstream(host_state, host_tmp); }));
-  report("upstream_pinned",
-         time_steps(s, std::max(reps / 5, 5), [&] { upstream(pinned_state, pinned_tmp); }));
-  // the batched copy really copies: every state buffer now holds its scratch's bytes
-  CHECK_CUDA(cudaMemsetAsync(ranges[0].dst, 0, sizes[0], s));
-  if (dev->device_copy_batch(ranges.data(), ranges.size()) != tte::Error::Ok) return 1;
-  std::vector<char> back(sizes[0]);
-  CHECK_CUDA(cudaMemcpyAsync(back.data(), ranges[0].dst, sizes[0], cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  for (char c : back) {
-    if (c != 1) {
-      std::fprintf(stderr, "batched copy left wrong bytes\n");
-      return 1;
-    }
+  Step st;
+  st.sizes = sizes_for(what);
+  if (!allocate(dev, s, st)) return 1;
+  time_every_way(dev, s, reps, st);
+  if (!batch_wrote_every_byte(dev, s, st)) {
+    std::fprintf(stderr, "batched copy left wrong bytes\n");
+    return 1;
   }
   std::printf("checked: the batched copy wrote every byte of buffer 0\n");
   return 0;

@@ -104,6 +104,84 @@ void init_runtime_once() {
   std::call_once(once, [] { executorch::runtime::runtime_init(); });
 }
 
+// The names of `meta`'s buffers, quoted, for a message.
+std::string buffer_names(const executorch::runtime::MethodMeta& meta) {
+  std::string names;
+  for (size_t a = 0; a < meta.num_attributes(); ++a) {
+    auto ti = meta.attribute_tensor_meta(a);
+    if (ti.ok()) names += (names.empty() ? "'" : ", '") + std::string(ti->name()) + "'";
+  }
+  return names.empty() ? "none named" : names;
+}
+
+// Each method's name and buffers into `p`; `device_arenas` when any plans memory on a device
+// (refused without a device in force, naming the method, the arena and its buffers).
+Error read_methods(tte_program* p, bool& device_arenas, std::string& text) {
+  for (size_t i = 0; i < p->program->num_methods(); ++i) {
+    auto name = p->program->get_method_name(i);
+    if (!name.ok()) {
+      text = "Failed to read the method names";
+      return name.error();
+    }
+    p->methods.emplace_back(name.get());
+    auto meta = p->program->method_meta(name.get());
+    if (!meta.ok()) {
+      text = "Failed to read method " + p->methods.back();
+      return meta.error();
+    }
+    for (size_t b = 0; b < meta->num_memory_planned_buffers(); ++b) {
+      auto dev = meta->memory_planned_buffer_device(b);
+      if (!dev.ok() || dev->is_cpu()) continue;
+      device_arenas = true;
+      if (tte::active_device() == nullptr) {
+        text = tte::format(
+            "method '%s': memory arena %zu lives on cuda:%d, where the program "
+            "keeps its state (its buffers: %s), but no device is in force: load "
+            "it on a GPU machine (device 'cuda'), or with the emulated device to "
+            "test on CPU",
+            p->methods.back().c_str(), b, static_cast<int>(dev->index()),
+            buffer_names(meta.get()).c_str());
+        return Error::NotSupported;
+      }
+    }
+    for (size_t a = 0; a < meta->num_attributes(); ++a) {
+      auto ti = meta->attribute_tensor_meta(a);
+      if (ti.ok()) p->buffers[p->methods.back()].emplace_back(ti->name());
+    }
+  }
+  return Error::Ok;
+}
+
+// Every method loaded into `p->module`, in the shared arenas' memory where the program has them.
+Error load_methods(tte_program* p, std::string& text) {
+  tte::Reason reason;
+  for (const std::string& m : p->methods) {
+    executorch::runtime::HierarchicalAllocator* planned = nullptr;
+    if (p->shared != nullptr) {
+      auto memory = p->shared->memory_for(*p->program, m, reason);
+      if (!memory.ok()) {
+        text = reason.text;
+        return memory.error();
+      }
+      planned = memory.get();
+    }
+    const Error e = p->module->load_method(m, planned);
+    if (e != Error::Ok) {
+      text =
+          tte::format("Failed to load method %s, error: 0x%x", m.c_str(), static_cast<unsigned>(e));
+      return e;
+    }
+    if (p->shared != nullptr) {
+      const Error placed = p->shared->check(*method_of(p, m.c_str()), m, reason);
+      if (placed != Error::Ok) {
+        text = reason.text;
+        return placed;
+      }
+    }
+  }
+  return Error::Ok;
+}
+
 tte_program* open_program(const char* path, int* code, char* why, size_t why_size) {
   init_runtime_once();
   auto fail = [&](Error e, const std::string& text) -> tte_program* {
@@ -124,61 +202,17 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
   }
   p->program = std::make_shared<Program>(std::move(program.get()));
   bool device_arenas = false;
-  for (size_t i = 0; i < p->program->num_methods(); ++i) {
-    auto name = p->program->get_method_name(i);
-    if (!name.ok()) return fail(name.error(), "Failed to read the method names");
-    p->methods.emplace_back(name.get());
-    auto meta = p->program->method_meta(name.get());
-    if (!meta.ok()) return fail(meta.error(), "Failed to read method " + p->methods.back());
-    for (size_t b = 0; b < meta->num_memory_planned_buffers(); ++b) {
-      auto dev = meta->memory_planned_buffer_device(b);
-      if (!dev.ok() || dev->is_cpu()) continue;
-      device_arenas = true;
-      if (tte::active_device() == nullptr) {
-        std::string names;
-        for (size_t a = 0; a < meta->num_attributes(); ++a) {
-          auto ti = meta->attribute_tensor_meta(a);
-          if (ti.ok()) names += (names.empty() ? "'" : ", '") + std::string(ti->name()) + "'";
-        }
-        return fail(Error::NotSupported,
-                    tte::format("method '%s': memory arena %zu lives on cuda:%d, where the "
-                                "program keeps its state (its buffers: %s), but no device is in "
-                                "force: load it on a GPU machine (device 'cuda'), or with the "
-                                "emulated device to test on CPU",
-                                p->methods.back().c_str(), b, static_cast<int>(dev->index()),
-                                names.empty() ? "none named" : names.c_str()));
-      }
-    }
-    for (size_t a = 0; a < meta->num_attributes(); ++a) {
-      auto ti = meta->attribute_tensor_meta(a);
-      if (ti.ok()) p->buffers[p->methods.back()].emplace_back(ti->name());
-    }
-  }
-  // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
-  // does; without one it logs "No temp allocator provided" once per call and falls back).
+  std::string text;
+  if (Error e = read_methods(p.get(), device_arenas, text); e != Error::Ok) return fail(e, text);
   tte::Reason reason;
   const Error shared = tte::SharedArenas::open(*p->program, p->shared, reason);
   if (shared != Error::Ok) return fail(shared, reason.text);
+  // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
+  // does; without one it logs "No temp allocator provided" once per call and falls back).
   p->module = std::make_unique<Module>(
       p->program, nullptr, std::make_unique<MallocMemoryAllocator>(), nullptr, nullptr,
       /*share_memory_arenas=*/!device_arenas && p->shared == nullptr);
-  for (const std::string& m : p->methods) {
-    executorch::runtime::HierarchicalAllocator* planned = nullptr;
-    if (p->shared != nullptr) {
-      auto memory = p->shared->memory_for(*p->program, m, reason);
-      if (!memory.ok()) return fail(memory.error(), reason.text);
-      planned = memory.get();
-    }
-    const Error e = p->module->load_method(m, planned);
-    if (e != Error::Ok) {
-      return fail(e, tte::format("Failed to load method %s, error: 0x%x", m.c_str(),
-                                 static_cast<unsigned>(e)));
-    }
-    if (p->shared != nullptr) {
-      const Error placed = p->shared->check(*method_of(p.get(), m.c_str()), m, reason);
-      if (placed != Error::Ok) return fail(placed, reason.text);
-    }
-  }
+  if (Error e = load_methods(p.get(), text); e != Error::Ok) return fail(e, text);
   if (code) *code = 0;
   return p.release();
 }

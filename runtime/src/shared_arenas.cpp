@@ -36,6 +36,11 @@ bool is_size(const Json& v) { return v.is_number_unsigned(); }
 
 }  // namespace
 
+static Error bad_record(Reason& why, const std::string& sentence) {
+  return why.fail(Error::InvalidProgram, "shared_state.record",
+                  std::string(kSharedStateKey) + ": " + sentence);
+}
+
 Error SharedArenas::open(const executorch::runtime::Program& program,
                          std::unique_ptr<SharedArenas>& out, Reason& why) {
   out.reset();
@@ -48,48 +53,59 @@ Error SharedArenas::open(const executorch::runtime::Program& program,
   if (!read_json(static_cast<const char*>(text.data()), text.size(), record, why)) {
     return Error::InvalidProgram;
   }
-  auto bad = [&](const std::string& sentence) {
-    return why.fail(Error::InvalidProgram, "shared_state.record",
-                    std::string(kSharedStateKey) + ": " + sentence);
-  };
   if (!record.is_object() || record.value("version", Json()) != Json(1)) {
-    return bad("not a version-1 record of shared state arenas");
+    return bad_record(why, "not a version-1 record of shared state arenas");
   }
   const Json& arenas = record.value("arenas", Json());
   const Json& methods = record.value("methods", Json());
-  if (!arenas.is_array() || !methods.is_object()) return bad("needs 'arenas' and 'methods'");
+  if (!arenas.is_array() || !methods.is_object()) {
+    return bad_record(why, "needs 'arenas' and 'methods'");
+  }
   auto shared = std::make_unique<SharedArenas>();
+  if (Error e = shared->read_arenas(arenas, why); e != Error::Ok) return e;
+  if (Error e = shared->index_methods(program, methods, why); e != Error::Ok) return e;
+  if (Error e = shared->allocate(why); e != Error::Ok) return e;
+  out = std::move(shared);
+  return Error::Ok;
+}
+
+Error SharedArenas::read_arenas(const Json& arenas, Reason& why) {
   for (const Json& a : arenas) {
     Arena arena;
     if (!a.is_object() || !a.value("device", Json()).is_string() ||
         !parse_device(a["device"].get<std::string>(), arena.where) ||
         !is_size(a.value("bytes", Json())) || !a.value("buffers", Json()).is_object()) {
-      return bad("an arena needs a device ('cpu' or 'cuda:N'), 'bytes' and 'buffers'");
+      return bad_record(why, "an arena needs a device ('cpu' or 'cuda:N'), 'bytes' and 'buffers'");
     }
     arena.device = a["device"].get<std::string>();
     arena.bytes = a["bytes"].get<size_t>();
     for (const auto& [fqn, offset] : a["buffers"].items()) {
       if (!is_size(offset) || offset.get<size_t>() >= arena.bytes) {
-        return bad("buffer '" + fqn + "' has no offset inside its arena of " +
-                   std::to_string(arena.bytes) + " bytes");
+        return bad_record(why, "buffer '" + fqn + "' has no offset inside its arena of " +
+                                   std::to_string(arena.bytes) + " bytes");
       }
       arena.buffers.emplace_back(fqn, offset.get<size_t>());
     }
-    shared->arenas_.push_back(std::move(arena));
+    arenas_.push_back(std::move(arena));
   }
+  return Error::Ok;
+}
+
+Error SharedArenas::index_methods(const executorch::runtime::Program& program, const Json& methods,
+                                  Reason& why) {
   for (size_t m = 0; m < program.num_methods(); ++m) {
     const std::string name = program.get_method_name(m).get();
     const Json& indices = methods.value(name, Json());
-    if (!indices.is_array() || indices.size() != shared->arenas_.size()) {
+    if (!indices.is_array() || indices.size() != arenas_.size()) {
       return why.fail(Error::InvalidProgram, "shared_state.method",
                       format("%s: method '%s' has no index for each of the %zu arenas",
-                             kSharedStateKey, name.c_str(), shared->arenas_.size()));
+                             kSharedStateKey, name.c_str(), arenas_.size()));
     }
     auto meta = program.method_meta(name.c_str());
     if (!meta.ok()) return meta.error();
-    std::vector<size_t>& mine = shared->index_[name];
+    std::vector<size_t>& mine = index_[name];
     for (size_t a = 0; a < indices.size(); ++a) {
-      const Arena& arena = shared->arenas_[a];
+      const Arena& arena = arenas_[a];
       const size_t b = is_size(indices[a]) ? indices[a].get<size_t>() : SIZE_MAX;
       auto size = meta->memory_planned_buffer_size(b);
       auto device = meta->memory_planned_buffer_device(b);
@@ -105,7 +121,11 @@ Error SharedArenas::open(const executorch::runtime::Program& program,
       mine.push_back(b);
     }
   }
-  for (Arena& arena : shared->arenas_) {
+  return Error::Ok;
+}
+
+Error SharedArenas::allocate(Reason& why) {
+  for (Arena& arena : arenas_) {
     if (arena.where.is_cpu()) {
       arena.host.assign(arena.bytes, 0);
       continue;
@@ -119,7 +139,6 @@ Error SharedArenas::open(const executorch::runtime::Program& program,
     }
     arena.device_memory = std::move(memory.get());
   }
-  out = std::move(shared);
   return Error::Ok;
 }
 

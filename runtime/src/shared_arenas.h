@@ -17,6 +17,7 @@
 #include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <map>
 #include <memory>
@@ -61,6 +62,12 @@ class SharedArenas {
     std::vector<executorch::runtime::etensor::Device> devices;
     std::unique_ptr<executorch::runtime::HierarchicalAllocator> allocator;
   };
+
+  // The steps of `open`: the record's arenas, each method's planned buffer for each, the memory.
+  Error read_arenas(const nlohmann::ordered_json& arenas, Reason& why);
+  Error index_methods(const executorch::runtime::Program& program,
+                      const nlohmann::ordered_json& methods, Reason& why);
+  Error allocate(Reason& why);
 
   std::vector<Arena> arenas_;
   std::map<std::string, std::vector<size_t>> index_;  // method -> planned-buffer index per arena

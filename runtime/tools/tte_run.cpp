@@ -144,89 +144,124 @@ std::string run_steps(tte_program* p, const std::string& fallback, const std::st
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   std::string pte, io, method = "forward", device = "auto";
   long steps = 1;
-  bool stream = false, reset = false, ok = true;
+  bool stream = false, reset = false;
+};
+
+bool parse_options(int argc, char** argv, Options& o) {
+  bool ok = true;
   for (int i = 1; i < argc && ok; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--io" && has_value)
-      io = argv[++i];
+      o.io = argv[++i];
     else if (a == "--method" && has_value)
-      method = argv[++i];
+      o.method = argv[++i];
     else if (a == "--device" && has_value)
-      device = argv[++i];
+      o.device = argv[++i];
     else if (a == "--steps" && has_value)
-      steps = std::strtol(argv[++i], nullptr, 10);
+      o.steps = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--stream")
-      stream = true;
+      o.stream = true;
     else if (a == "--reset")
-      reset = true;
-    else if (!a.empty() && a[0] != '-' && pte.empty())
-      pte = a;
+      o.reset = true;
+    else if (!a.empty() && a[0] != '-' && o.pte.empty())
+      o.pte = a;
     else
       ok = false;
   }
-  if (!ok || pte.empty() || io.empty() || steps < 1) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  std::string why;
-  if (tte::use_device(device.c_str(), why) != 0) return fail("--device " + device + ": " + why);
-  if (stream) {
-    void* s = tte::new_stream(why);  // the caller's: non-blocking, as an app's own would be
-    if (s == nullptr || tte::use_stream(s, why) != 0) return fail("--stream: " + why);
-  }
-  int code = 0;
-  char text[4096] = "";
-  tte_runtime_clear_last_refusal();
-  tte_program* p = tte_program_open(pte.c_str(), &code, text, sizeof text);
-  if (p == nullptr) {
-    const std::string refusal = tte_runtime_last_refusal();
-    return fail(pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
-  }
-  const std::string first = method_of_step(io, 0, method);  // its buffers are the summary's
-  if (!has_method(p, first)) {
-    tte_program_close(p);
-    return fail(pte + ": no method '" + first + "'");
-  }
-  tte_runtime_reset_counters();
-  std::vector<std::vector<std::vector<uint8_t>>> outs;
-  std::string err = run_steps(p, method, io, steps, outs);
-  std::string copies, paths;  // paths: per buffer [device, link, host] bytes
-  for (size_t b = 0; err.empty() && b < tte_program_buffer_count(p, first.c_str()); ++b) {
+  return ok && !o.pte.empty() && !o.io.empty() && o.steps >= 1;
+}
+
+// The summary's per-buffer figures: copied bytes, and [device, link, host] bytes by path.
+void buffer_figures(tte_program* p, const std::string& method, std::string& copies,
+                    std::string& paths) {
+  for (size_t b = 0; b < tte_program_buffer_count(p, method.c_str()); ++b) {
     const char* fqn = nullptr;
     tte_value v;
-    if (tte_program_buffer(p, first.c_str(), b, &fqn, &v) != 0) continue;
+    if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
     const std::string key = (copies.empty() ? "\"" : ", \"") + json_escape(fqn) + "\": ";
     copies += key + std::to_string(tte_runtime_copy_bytes(fqn));
     paths += key + "[" + std::to_string(tte_runtime_copy_bytes_by_path(fqn, 0)) + ", " +
              std::to_string(tte_runtime_copy_bytes_by_path(fqn, 1)) + ", " +
              std::to_string(tte_runtime_copy_bytes_by_path(fqn, 2)) + "]";
   }
-  for (size_t s = 0; err.empty() && s < outs.size(); ++s) {
+}
+
+std::string write_outputs(const std::string& io,
+                          const std::vector<std::vector<std::vector<uint8_t>>>& outs) {
+  for (size_t s = 0; s < outs.size(); ++s) {
     for (size_t j = 0; j < outs[s].size(); ++j) {
       const std::string path = file_of(io, "out", static_cast<long>(s), j);
-      if (!write_file(path, outs[s][j])) err = "cannot write " + path;
+      if (!write_file(path, outs[s][j])) return "cannot write " + path;
     }
   }
-  const uint64_t staged = tte_runtime_copy_bytes("tte.reference_engine.device_staging");
-  const char* again = "null";
-  if (err.empty() && reset) {
-    if (tte_program_reset(p, text, sizeof text) != 0) err = std::string("reset: ") + text;
+  return "";
+}
+
+// The steps, their outputs written, and with --reset a reset and a rerun compared with them:
+// "" or what failed; the figures are the first run's; `again` is "true"/"false" after a rerun,
+// else "null".
+std::string step_and_rerun(tte_program* p, const Options& o, const std::string& first,
+                           std::string& copies, std::string& paths, uint64_t& staged,
+                           const char*& again) {
+  std::vector<std::vector<std::vector<uint8_t>>> outs;
+  std::string err = run_steps(p, o.method, o.io, o.steps, outs);
+  if (err.empty()) buffer_figures(p, first, copies, paths);
+  if (err.empty()) err = write_outputs(o.io, outs);
+  staged = tte_runtime_copy_bytes("tte.reference_engine.device_staging");  // before a rerun
+  if (err.empty() && o.reset) {
+    char text[4096] = "";
+    if (tte_program_reset(p, text, sizeof text) != 0) return std::string("reset: ") + text;
     std::vector<std::vector<std::vector<uint8_t>>> rerun;
-    if (err.empty()) err = run_steps(p, method, io, steps, rerun);
+    err = run_steps(p, o.method, o.io, o.steps, rerun);
     again = err.empty() && rerun == outs ? "true" : "false";
   }
+  return err;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_options(argc, argv, o)) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  std::string why;
+  if (tte::use_device(o.device.c_str(), why) != 0) {
+    return fail("--device " + o.device + ": " + why);
+  }
+  if (o.stream) {
+    void* s = tte::new_stream(why);  // the caller's: non-blocking, as an app's own would be
+    if (s == nullptr || tte::use_stream(s, why) != 0) return fail("--stream: " + why);
+  }
+  int code = 0;
+  char text[4096] = "";
+  tte_runtime_clear_last_refusal();
+  tte_program* p = tte_program_open(o.pte.c_str(), &code, text, sizeof text);
+  if (p == nullptr) {
+    const std::string refusal = tte_runtime_last_refusal();
+    return fail(o.pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
+  }
+  const std::string first = method_of_step(o.io, 0, o.method);  // its buffers are the summary's
+  if (!has_method(p, first)) {
+    tte_program_close(p);
+    return fail(o.pte + ": no method '" + first + "'");
+  }
+  tte_runtime_reset_counters();
+  std::string copies, paths;
+  const char* again = "null";
+  uint64_t staged = 0;
+  const std::string err = step_and_rerun(p, o, first, copies, paths, staged, again);
   tte_program_close(p);
   if (!err.empty()) return fail(err);
   std::printf(
       "{\"device\": \"%s\", \"stream\": %s, \"steps\": %ld, \"copy_bytes\": {%s}, "
       "\"copy_paths\": {%s}, \"staging_bytes\": %llu, \"reset\": %s}\n",
-      tte::device_name(), stream ? "\"caller\"" : "null", steps, copies.c_str(), paths.c_str(),
+      tte::device_name(), o.stream ? "\"caller\"" : "null", o.steps, copies.c_str(), paths.c_str(),
       static_cast<unsigned long long>(staged), again);
   return std::string(again) == "false" ? 4 : 0;
 }
