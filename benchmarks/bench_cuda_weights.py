@@ -58,7 +58,8 @@ def collectors(scratch: Path):
 
 
 def span(t: torch.Tensor) -> int:
-    return (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    spread = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return (spread + 1) * t.element_size()
 
 
 def main() -> int:

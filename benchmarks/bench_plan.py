@@ -33,7 +33,7 @@ import argparse
 import gc
 import inspect
 import time
-from typing import Callable, Dict, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -109,7 +109,7 @@ def whole_ours(ep) -> tte.MutationPlan:
     return tte.reconcile(plan, [one_engine(lifted, plan)])
 
 
-def _upstream_lift() -> Optional[Callable]:
+def _upstream_lift() -> Callable | None:
     try:
         from torch_tensorrt.dynamo.lowering._buffer_lifting import lift_mutated_buffers
     except Exception:  # noqa: BLE001 - not installed / not importable: no comparison
@@ -124,7 +124,7 @@ def _timed(fn, arg) -> float:
     return time.perf_counter() - t0
 
 
-def programs(layers) -> Dict[int, Dict[str, object]]:
+def programs(layers) -> dict[int, dict[str, object]]:
     """The training-IR and decomposed programs of each size, exported before anything is timed."""
     out = {}
     for n in layers:
@@ -138,7 +138,7 @@ def programs(layers) -> Dict[int, Dict[str, object]]:
     return out
 
 
-def _in_turn(runs: Dict[str, Callable], r: int):
+def _in_turn(runs: dict[str, Callable], r: int):
     """The runs of round `r`, in an order that is reversed every other round: what runs right
     after another run pays for it (measured here: up to ~5% of the whole path), so neither side
     always does."""
@@ -146,7 +146,7 @@ def _in_turn(runs: Dict[str, Callable], r: int):
     return items if r % 2 == 0 else items[::-1]
 
 
-def measure(progs, repeat: int, whole_repeat: int, upstream) -> Dict[int, Dict[str, float]]:
+def measure(progs, repeat: int, whole_repeat: int, upstream) -> dict[int, dict[str, float]]:
     """Best times per size. Rounds interleave every size and both implementations, so all see
     the same machine load and the same process (heap) state."""
     keys = ("seam", "public", "codegen", "upstream", "whole", "whole_up")
@@ -179,13 +179,13 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b not in (0, INF) and a != INF else "n/a"
 
 
-def _verdict(ratio: Optional[float], limit: float) -> str:
+def _verdict(ratio: float | None, limit: float) -> str:
     if ratio is None:
         return "not measured (upstream torch_tensorrt does not import)"
     return f"{ratio:.2f} (target <= {limit}) -> {'met' if ratio <= limit else 'NOT met'}"
 
 
-def report(rows: Dict[int, Dict[str, float]]) -> None:
+def report(rows: dict[int, dict[str, float]]) -> None:
     print(f"{'layers':>6} {'nodes':>6} {'export s':>8} | decomposed GraphModule, ms: "
           f"{'ours':>7} {'us/node':>7} {'public':>7} {'+codegen':>8} {'upstream':>9} "
           f"{'ours/up':>7} | from the ExportedProgram, ms: {'ours':>8} {'upstream':>9} "
@@ -203,7 +203,7 @@ def _closest(rows, nodes: int) -> int:
     return min(rows, key=lambda n: abs(rows[n]["nodes"] - nodes))
 
 
-def targets(rows: Dict[int, Dict[str, float]]) -> None:
+def targets(rows: dict[int, dict[str, float]]) -> None:
     small, large = _closest(rows, 2000), _closest(rows, 13000)
     up = all(r["upstream"] != INF for r in rows.values())
     print("targets (issue 9 item 1):")

@@ -22,7 +22,6 @@ import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
-from typing import Dict
 
 import torch
 
@@ -42,7 +41,7 @@ def _kind(fqn: str, kv: set) -> str:
     return "KV" if fqn in kv else "copy-back"
 
 
-def _row(label: str, per_kind: Dict[str, Dict[str, int]]) -> None:
+def _row(label: str, per_kind: dict[str, dict[str, int]]) -> None:
     for kind in KINDS:
         p = per_kind.get(kind)
         if p is None:
@@ -51,8 +50,8 @@ def _row(label: str, per_kind: Dict[str, Dict[str, int]]) -> None:
               f"host {p['host']:>10}   (B/step, {p['n']} buffers)")
 
 
-def _sum(by_fqn: Dict[str, Dict[str, int]], kv: set) -> Dict[str, Dict[str, int]]:
-    out: Dict[str, Dict[str, int]] = {}
+def _sum(by_fqn: dict[str, dict[str, int]], kv: set) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
     for fqn, paths in by_fqn.items():
         acc = out.setdefault(_kind(fqn, kv), {"device": 0, "link": 0, "host": 0, "n": 0})
         for p in ("device", "link", "host"):
@@ -74,7 +73,7 @@ def run_reference(device: str, steps: int, tmp: Path) -> None:
     _row(f"demo decoder, reference, {device}", _sum(prog.state_traffic_by_path(), kv))
 
 
-def _program_paths(data: bytes) -> Dict[str, Dict[str, int]]:
+def _program_paths(data: bytes) -> dict[str, dict[str, int]]:
     info = inspect_pte(data).method("forward")
     return {b.fqn: {"device": b.delegate_copy_bytes, "link": b.program_link_bytes,
                     "host": b.program_copy_bytes - b.program_link_bytes} for b in info.buffers}

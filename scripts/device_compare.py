@@ -33,7 +33,7 @@ def main(case: str, summary_path: str) -> int:
     if summary.get("reset") is False:
         print(f"FAIL {d.name}: after reset() the same steps gave other outputs")
         return 1
-    for fqn, (device, link, host) in summary.get("copy_paths", {}).items():
+    for fqn, (_device, link, host) in summary.get("copy_paths", {}).items():
         if link or host:   # every copy the delegate makes stays in device memory
             print(f"FAIL {d.name}: {fqn} copied {link} B across the link, {host} B on the host")
             return 1

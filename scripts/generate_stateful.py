@@ -234,7 +234,7 @@ def _main(args, tmp: Path) -> int:
             failed = sum(1 for r in runner.results.values() if not r.ok and not r.invalid)
             print(f"[{k + 1}/{len(chunks)} chunks] {len(first_chunk)} programs so far, "
                   f"{failed} failed", file=sys.stderr, flush=True)
-    for index, seed, n in chunks:     # in chunk order: the same report for the same seed
+    for index, _seed, _n in chunks:     # in chunk order: the same report for the same seed
         order += [p for p, c in first_chunk.items() if c[0] == index]
     results = runner.results
     counts = _summary(order, results)
@@ -266,7 +266,7 @@ def _shrink_and_print(args, runner, classes, first_chunk):
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    for k, ((signature, progs), small) in enumerate(zip(classes.items(), shrunk)):
+    for k, ((signature, progs), small) in enumerate(zip(classes.items(), shrunk, strict=False)):
         r = runner.results[small]
         print(f"\n=== failure class {k + 1}: {signature} ({len(progs)} program(s))")
         print(r.report(small))

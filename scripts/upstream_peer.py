@@ -29,7 +29,6 @@ import tempfile
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Dict
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "third_party" / "torch_tensorrt_tests"
@@ -75,7 +74,7 @@ def _overlay(site: Path, dst: Path) -> Path:
     return dst
 
 
-def _run(label: str, xml: Path, extra_path: str = "") -> Dict[str, str]:
+def _run(label: str, xml: Path, extra_path: str = "") -> dict[str, str]:
     """Test id -> passed / failed / skipped, from one pytest run over the vendored tests."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
@@ -117,7 +116,7 @@ def main() -> int:
              for label, run in (("baseline", before), ("patched", after))}
     print(f"upstream peer suite ({len(before)} tests): baseline (stock 2.14.0 + 0001) "
           f"{count['baseline']}, patched {count['patched']}")
-    by_reason: Dict[str, int] = {}
+    by_reason: dict[str, int] = {}
     for t in lost:
         if t in listed:
             by_reason[listed[t]] = by_reason.get(listed[t], 0) + 1

@@ -21,7 +21,7 @@ transformers' seq2seq wrapper, whose caches it reaches through a Python object).
 from __future__ import annotations
 
 import functools
-from typing import Callable, Dict, Tuple
+from collections.abc import Callable
 
 import torch
 
@@ -108,20 +108,20 @@ def _llama(kind: str) -> torch.nn.Module:
     return _LlamaDecoder(m).eval()
 
 
-def _token_args(step: int) -> Tuple[torch.Tensor, ...]:
+def _token_args(step: int) -> tuple[torch.Tensor, ...]:
     return torch.tensor([[(7 * step + 3) % 128]]), torch.tensor([step])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _encoder_states() -> torch.Tensor:
     return torch.randn(1, 6, 32, generator=torch.Generator().manual_seed(5))
 
 
-def _seq2seq_args(step: int) -> Tuple[torch.Tensor, ...]:
+def _seq2seq_args(step: int) -> tuple[torch.Tensor, ...]:
     return torch.tensor([[(5 * step + 1) % 128]]), _encoder_states(), torch.tensor([step])
 
 
-_BUILD: Dict[str, Callable[[str], torch.nn.Module]] = {
+_BUILD: dict[str, Callable[[str], torch.nn.Module]] = {
     **{k: _ssm for k in SSM}, **{k: _seq2seq for k in SEQ2SEQ}, **{k: _llama for k in LLAMA}}
 
 
@@ -143,7 +143,7 @@ class ModelProgram:
         return _BUILD[self.kind](self.kind)
 
     @functools.cached_property
-    def _written(self) -> Tuple[str, ...]:
+    def _written(self) -> tuple[str, ...]:
         model = self.build()
         before = {n: b.clone() for n, b in model.named_buffers()}
         changed = set()
@@ -156,7 +156,7 @@ class ModelProgram:
     def torch_executed_ops(self) -> set:
         return set(self.host_ops)
 
-    def fqns(self) -> Tuple[str, ...]:
+    def fqns(self) -> tuple[str, ...]:
         return self._written
 
     def kind_of(self, fqn: str) -> str:

@@ -10,7 +10,7 @@ import hashlib
 import re
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from collections.abc import Iterable, Sequence
 
 AUTHOR = "Patch Author <author@example.invalid>"
 DATE = "Mon, 1 Jan 2024 00:00:00 +0000"
@@ -51,7 +51,7 @@ def unified(path: str, old: bytes, new: bytes) -> str:
             + "".join(diff))
 
 
-def patch_text(subject: str, body: str, diffs: Iterable[Tuple[str, bytes, bytes]]) -> bytes:
+def patch_text(subject: str, body: str, diffs: Iterable[tuple[str, bytes, bytes]]) -> bytes:
     """A patch in exactly the layout `patch export` writes."""
     head = f"{ZERO_FROM}\nFrom: {AUTHOR}\nDate: {DATE}\nSubject: [PATCH] {subject}\n\n{body}\n---\n"
     return (head + "".join(unified(p, o, n) for p, o, n in diffs)).encode()
@@ -61,8 +61,8 @@ def patch_name(index: int, subject: str) -> str:
     return f"{index:04d}-{re.sub(r'[^A-Za-z0-9.]+', '-', subject).strip('-')}.patch"
 
 
-def write_series(root: Path, targets: Dict[str, dict],
-                 patches: Dict[str, List[Tuple[str, bytes]]]) -> Path:
+def write_series(root: Path, targets: dict[str, dict],
+                 patches: dict[str, list[tuple[str, bytes]]]) -> Path:
     """patches/ with upstream.toml, and per target a folder with its patches and order file."""
     root.mkdir(parents=True, exist_ok=True)
     toml = []
@@ -87,7 +87,7 @@ def write_series(root: Path, targets: Dict[str, dict],
     return root
 
 
-def write_site(site: Path, distribution: str, version: str, files: Dict[str, bytes],
+def write_site(site: Path, distribution: str, version: str, files: dict[str, bytes],
                record: bool = True) -> Path:
     """A fake site-packages: the files plus `<dist>-<version>.dist-info` (METADATA, RECORD)."""
     import base64
@@ -108,7 +108,7 @@ def write_site(site: Path, distribution: str, version: str, files: Dict[str, byt
     return site
 
 
-def snapshot(root: Path) -> Dict[str, bytes]:
+def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under root (relative path -> bytes), for exact before/after comparisons."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file()}
@@ -120,7 +120,7 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def make_repo(path: Path, files: Dict[str, bytes], message: str = "upstream release") -> Path:
+def make_repo(path: Path, files: dict[str, bytes], message: str = "upstream release") -> Path:
     """A throw-away upstream repository whose first commit holds `files`."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
@@ -130,7 +130,7 @@ def make_repo(path: Path, files: Dict[str, bytes], message: str = "upstream rele
     return path
 
 
-def commit_files(repo: Path, files: Dict[str, bytes], message: str) -> str:
+def commit_files(repo: Path, files: dict[str, bytes], message: str) -> str:
     for rel, data in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_bytes(data)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Dict, Tuple
 
 import pytest
 import torch
@@ -40,11 +39,11 @@ def compile_rtx(program, args, **settings):
     return torch_tensorrt.compile(program, ir="dynamo", arg_inputs=list(args), **settings)
 
 
-def engine_modules(trt_gm) -> Dict[str, torch.nn.Module]:
+def engine_modules(trt_gm) -> dict[str, torch.nn.Module]:
     return {n: m for n, m in trt_gm.named_children() if hasattr(m, "aliased_io")}
 
 
-def recorded_aliasing(trt_gm) -> Dict[str, Tuple[str, str, str]]:
+def recorded_aliasing(trt_gm) -> dict[str, tuple[str, str, str]]:
     """Buffer FQN -> (engine, output binding, input binding) for every aliased output the
     converters recorded, resolved through the graph (the engine call's argument is a get_attr
     of that buffer)."""
@@ -61,7 +60,7 @@ def recorded_aliasing(trt_gm) -> Dict[str, Tuple[str, str, str]]:
     return out
 
 
-def getitem_users(node) -> Dict[int, torch.fx.Node]:
+def getitem_users(node) -> dict[int, torch.fx.Node]:
     return {u.args[1]: u for u in node.users if u.target is operator.getitem}
 
 

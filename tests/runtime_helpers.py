@@ -16,7 +16,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -47,12 +47,12 @@ class EngineSpec:
     """An engine and how its bindings meet the delegate (names are binding names)."""
 
     module: torch.nn.Module
-    inputs: Dict[str, torch.Tensor]       # input binding -> example (in engine order)
-    outputs: List[str]                    # output bindings, in engine output order
-    delegate_outputs: List[str]
-    aliased: List[Tuple[str, str]] = field(default_factory=list)    # (output, input)
-    copy_back: List[Tuple[str, str]] = field(default_factory=list)  # (output, input)
-    buffers: Dict[str, str] = field(default_factory=dict)           # input binding -> fqn
+    inputs: dict[str, torch.Tensor]       # input binding -> example (in engine order)
+    outputs: list[str]                    # output bindings, in engine output order
+    delegate_outputs: list[str]
+    aliased: list[tuple[str, str]] = field(default_factory=list)    # (output, input)
+    copy_back: list[tuple[str, str]] = field(default_factory=list)  # (output, input)
+    buffers: dict[str, str] = field(default_factory=dict)           # input binding -> fqn
     planned_io: bool = False
 
     def metadata(self, delegate_inputs: Sequence[str]) -> B.BlobMetadata:
@@ -62,7 +62,7 @@ class EngineSpec:
         bindings = [B.IOBinding(n, _DTYPE_NAMES[t.dtype], tuple(t.shape), True)
                     for n, t in self.inputs.items()]
         bindings += [B.IOBinding(n, _DTYPE_NAMES[t.dtype], tuple(t.shape), False)
-                     for n, t in zip(self.outputs, outs)]
+                     for n, t in zip(self.outputs, outs, strict=False)]
         return B.BlobMetadata(
             io_bindings=tuple(bindings),
             aliased_io=tuple(B.AliasedIO(o, i) for o, i in self.aliased),
@@ -93,11 +93,11 @@ def _backend_details():
     return _TteTestReferenceBackend
 
 
-_SPECS: Dict[str, EngineSpec] = {}
+_SPECS: dict[str, EngineSpec] = {}
 _BACKEND = None
 
 
-def delegated_pte(outer: torch.nn.Module, outer_args: Dict[str, torch.Tensor],
+def delegated_pte(outer: torch.nn.Module, outer_args: dict[str, torch.Tensor],
                   engine: EngineSpec) -> bytes:
     """A .pte whose whole graph is one TensorRTBackend delegate running `engine`.
 
@@ -294,7 +294,7 @@ def _prefill_then_decode_args(step: int):
     return prefill_args(4, 0, generator=g) if step == 0 else prefill_args(1, 3 + step, generator=g)
 
 
-def runner_cases() -> Dict[str, tuple]:
+def runner_cases() -> dict[str, tuple]:
     """name -> (model factory, args_of(step)): every end-to-end model, the demo decoder and a
     prefill whose length changes every step (`dynamic_runner_cases`)."""
     from dynamic_models import PrefillCache
@@ -308,7 +308,7 @@ def runner_cases() -> Dict[str, tuple]:
     return cases
 
 
-def dynamic_runner_cases() -> Dict[str, dict]:
+def dynamic_runner_cases() -> dict[str, dict]:
     """name -> the `dynamic_shapes` its program is exported with (its inputs' shapes per step
     go to `tte_run` as in.<s>.<i>.shape)."""
     from dynamic_models import prefill_dims
@@ -354,12 +354,12 @@ def _save_prefill_then_decode(io_dir, model, args_of, steps: int) -> bytes:
     return data
 
 
-def delegate_copies_over_steps(pte, name: str, steps: int) -> Dict[str, int]:
+def delegate_copies_over_steps(pte, name: str, steps: int) -> dict[str, int]:
     """FQN -> the bytes the delegates copy into it over `steps` calls of case `name`: the sum of
     each step's method's `delegate_copy_bytes` (what its blobs say their delegate copies back)."""
     from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
     info = inspect_pte(Path(pte).read_bytes())
-    total: Dict[str, int] = {}
+    total: dict[str, int] = {}
     for s in range(steps):
         for b in info.method(method_of_step(name, s)).buffers:
             total[b.fqn] = total.get(b.fqn, 0) + b.delegate_copy_bytes

@@ -21,7 +21,7 @@ import re
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -58,7 +58,7 @@ class Result:
         first = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", first)
         return f"{self.stage}: {re.sub(r'[0-9]+', 'N', first)[:160]}"
 
-    def report(self, program: Optional[Program] = None) -> str:
+    def report(self, program: Program | None = None) -> str:
         head = f"{self.stage}" + (f" at step {self.step}" if self.step >= 0 else "")
         text = f"{head}: {self.what}\n{self.message}"
         return text + (f"\n--- program ---\n{program.source()}" if program else "")
@@ -84,7 +84,7 @@ def _torch_tensorrt():
     return torch_tensorrt_module()
 
 
-def _flat(out) -> List[torch.Tensor]:
+def _flat(out) -> list[torch.Tensor]:
     """Outputs as a list of fresh tensors (a returned buffer is snapshotted, not aliased)."""
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     return [o.detach().clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
@@ -105,13 +105,13 @@ def _differs(got: torch.Tensor, want: torch.Tensor, loose: bool) -> str:
 
 
 def _compare(stage: str, step: int, program: Program, got: Sequence[torch.Tensor],
-             want: Sequence[torch.Tensor], state: Dict[str, torch.Tensor],
-             want_state: Dict[str, torch.Tensor]) -> None:
+             want: Sequence[torch.Tensor], state: dict[str, torch.Tensor],
+             want_state: dict[str, torch.Tensor]) -> None:
     loose = any(b.dtype == "bfloat16" for b in program.bufs)   # bf16 state feeds fp32 values
     if len(got) != len(want):
         raise _Failed(Result(stage, f"{len(got)} outputs where eager has {len(want)}", step,
                              "output count"))
-    for j, (g, w) in enumerate(zip(got, want)):
+    for j, (g, w) in enumerate(zip(got, want, strict=False)):
         if why := _differs(g, w, loose):
             raise _Failed(Result(stage, f"output {j}: {why}", step, f"output {j}{_how(why)}"))
     for fqn, w in want_state.items():
@@ -134,11 +134,11 @@ def _steps(stage: str, program: Program, run: Callable, state: Callable, want: l
                 got = _flat(run(*program.args(step)))
             now = state()
         except Exception as e:  # noqa: BLE001 - the stage's failure, reported
-            raise _Failed(_error(stage.replace("mismatch", "run"), e, step))
+            raise _Failed(_error(stage.replace("mismatch", "run"), e, step)) from e
         _compare(stage, step, program, got, want_out, now, want_state)
 
 
-def _buffers(module: torch.nn.Module, fqns: Sequence[str]) -> Dict[str, torch.Tensor]:
+def _buffers(module: torch.nn.Module, fqns: Sequence[str]) -> dict[str, torch.Tensor]:
     return {f: module.get_buffer(f).detach().clone() for f in fqns}
 
 
@@ -152,8 +152,8 @@ def eager_steps(program: Program, steps: int) -> list:
     return want
 
 
-def check_program(program: Program, steps: int = 4, device: Optional[str] = None,
-                  rtx: bool = False, observe: Optional[Callable[[str, object], None]] = None
+def check_program(program: Program, steps: int = 4, device: str | None = None,
+                  rtx: bool = False, observe: Callable[[str, object], None] | None = None
                   ) -> Result:
     """`program` through export, compile, the compiled module, save, load and the .pte; the
     first stage that fails, or "ok". A compiled module that differs from eager does not stop
@@ -243,7 +243,7 @@ def _guarded(stage, fn, *args):
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001 - the stage's failure, reported
-        raise _Failed(_error(stage, e))
+        raise _Failed(_error(stage, e)) from e
 
 
 def _save(torch_tensorrt, trt, path, args, device) -> None:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
-from typing import Dict, List, Optional, Tuple
 
 from hypothesis import strategies as st
 
 F, HEADS, S_MAX, HEAD_DIM, ROWS, WIDTH = 8, 2, 8, 4, 6, 4   # HEADS * HEAD_DIM == F
 
 # kind -> (buffer name, dtypes it takes, its shape given the batch, the op it writes with)
-KINDS: Dict[str, Tuple[str, Tuple[str, ...], object, str]] = {
+KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     "kv_index_copy": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                       "aten.index_copy.default"),
     "kv_slice": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
@@ -61,20 +60,20 @@ class Buf:
     place: str = "top"
     twice: bool = False
     pos: int = 0                  # slice start of kv_slice*, EMA alpha, fill variant
-    ret: Tuple[str, ...] = ()
+    ret: tuple[str, ...] = ()
     mix: str = "none"
     init: str = "zeros"
 
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    bufs: Tuple[Buf, ...] = (Buf(),)
+    bufs: tuple[Buf, ...] = (Buf(),)
     batch: int = 1
     split: str = "none"           # an op left to PyTorch: SPLITS
     split_at: int = 0             # ... placed after this many buffers' code
     seed: int = 0
 
-    def fqns(self) -> List[str]:
+    def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
 
     def kind_of(self, fqn: str) -> str:
@@ -135,7 +134,7 @@ def _init(b: Buf, batch: int) -> str:
     return f"torch.randn({shape}){_cast(b.dtype)}"
 
 
-def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> Tuple[List[str], str]:
+def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> tuple[list[str], str]:
     """Lines of one write of buffer expression `B` from `h` [batch, F]; the written value."""
     c, p, q = _cast(b.dtype), b.pos % S_MAX, (b.pos + 1) % S_MAX
     v = f"w{i}" if second else f"v{i}"
@@ -167,7 +166,7 @@ def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> Tuple[List[str],
     return _write_elementwise(b, i, B, second)
 
 
-def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> Tuple[List[str], str]:
+def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> tuple[list[str], str]:
     c = _cast(b.dtype)
     if b.kind == "counter":
         return [f"c{i} = {B}.add_(1)"], f"c{i}"
@@ -199,9 +198,9 @@ def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> Tuple[List[str],
     return [f"g{i} = h > 0", f"{B}.copy_(g{i})"], f"g{i}"
 
 
-def _body(b: Buf, i: int, B: str, batch: int) -> Tuple[List[str], List[str]]:
+def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
     """The code of buffer i (its reads, writes and what it returns): lines, output names."""
-    lines: List[str] = []
+    lines: list[str] = []
     if "before" in b.ret:
         lines.append(f"o{i} = {B}.clone()")
     if b.mix == "before":
@@ -228,11 +227,11 @@ def _body(b: Buf, i: int, B: str, batch: int) -> Tuple[List[str], List[str]]:
     return lines, outs
 
 
-def _extra_input(b: Buf, i: int) -> Optional[str]:
+def _extra_input(b: Buf, i: int) -> str | None:
     return f"p{i}" if b.kind in ("kv_index_copy", "index_put") else None
 
 
-def _cell(b: Buf, i: int, batch: int) -> Tuple[List[str], str, List[str]]:
+def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
     """class Cell{i} (a submodule holding the buffer), the line of Model.forward calling it and
     the outputs it hands back."""
     name, p = KINDS[b.kind][0], _extra_input(b, i)
@@ -279,7 +278,7 @@ def _source(program: Program) -> str:
         f"TORCH_EXECUTED_OPS = {sorted(program.torch_executed_ops())!r}", ""])
 
 
-def _containers(program: Program) -> List[str]:
+def _containers(program: Program) -> list[str]:
     """Model.__init__'s lines placing each submodule-held buffer's cell at its FQN."""
     n, lines = len(program.bufs), []
     for place, name in (("list", "layers"), ("deep", "blocks")):
@@ -293,7 +292,7 @@ def _containers(program: Program) -> List[str]:
     return lines
 
 
-def _args_source(program: Program) -> List[str]:
+def _args_source(program: Program) -> list[str]:
     lines = ["def example_args(step):",
              f"    g = torch.Generator().manual_seed({program.seed} * 1000 + step)",
              f"    args = [torch.randn({program.batch}, {F}, generator=g)]"]

@@ -153,7 +153,7 @@ def test_reads_upstream_preprocess_blob_with_unknown_bindings():
     assert m.aliased_io == (B.AliasedIO("cache_out", "cache_in", "kv_cache_update"),)
     assert m.delegate_outputs == ("logits", "cache_out") and m.engine_kind == "tensorrt"
     with pytest.raises(B.BlobError, match=r"^binding 'pos' has no dtype/shape in the blob"):
-        m.binding("pos").nbytes
+        _ = m.binding("pos").nbytes
     t1 = B.parse(raw(magic=b"TR01", md=upstream_meta([upstream_binding("x", True),
                                                      upstream_binding("y", False)]))).metadata
     assert t1.input_names == ("x",) and not t1.binding("y").known

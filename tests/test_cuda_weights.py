@@ -56,7 +56,8 @@ def rebuilt(artifact, fqn: str, dtype: torch.dtype) -> torch.Tensor:
 def span_nbytes(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
-    return (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    spread = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return (spread + 1) * t.element_size()
 
 
 VIEWS = {

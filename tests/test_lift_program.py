@@ -190,11 +190,11 @@ def test_lifting_from_the_program_equals_lifting_its_module(monkeypatch, name):
     assert direct.buffer_outputs == via_module.buffer_outputs
     assert direct.num_user_outputs == via_module.num_user_outputs
     assert [f for f, _ in direct.initial_values] == [f for f, _ in via_module.initial_values]
-    for (f, a), (_, b) in zip(direct.initial_values, via_module.initial_values):
+    for (f, a), (_, b) in zip(direct.initial_values, via_module.initial_values, strict=False):
         assert torch.equal(a, b), f
     assert _state(direct.gm) == _state(via_module.gm)
     assert "_guards_fn" not in direct.gm.code
-    for got, want in zip(_run(direct, user_args), _run(via_module, user_args)):
+    for got, want in zip(_run(direct, user_args), _run(via_module, user_args), strict=False):
         assert torch.equal(got, want)
 
 

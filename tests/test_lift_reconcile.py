@@ -218,7 +218,7 @@ def test_lift_in_place_rewrites_the_given_module_and_copies_nothing(monkeypatch)
         outs = gm(*a, *state)
         torch.testing.assert_close(outs[0], eager(*a))
         state = [outs[lifted.output_of(f)] for f in plan.fqns]
-        for f, s in zip(plan.fqns, state):
+        for f, s in zip(plan.fqns, state, strict=False):
             torch.testing.assert_close(s, eager.get_buffer(f), msg=f)
 
 

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import List
 
 import pytest
 
@@ -56,7 +55,7 @@ class Run:
             [sys.executable, "-m", "torch_tensorrt_ext.patching.cli", "patch", command,
              "--site-packages", str(site), "--patches", str(patches), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.err_lines: List[str] = []
+        self.err_lines: list[str] = []
         self.out = ""
         self._paused = threading.Event()
         self._err = threading.Thread(target=self._read_err, daemon=True)
@@ -119,7 +118,7 @@ def consistent(site: Path) -> bool:
         for name, data in installed(site).items())
 
 
-def staging(site: Path) -> List[str]:
+def staging(site: Path) -> list[str]:
     return sorted(str(p.relative_to(site)) for p in site.rglob("*.tte-tmp"))
 
 
@@ -130,7 +129,7 @@ def cli_run(capsys, command, site, patches, *extra):
     return rc, out, err
 
 
-def start_together(runs: List[Run], go: Path) -> None:
+def start_together(runs: list[Run], go: Path) -> None:
     """Every run paused at `before-lock`; then all are let go at once."""
     for r in runs:
         r.wait_paused()

@@ -49,7 +49,7 @@ def test_reset_starts_over_like_a_fresh_load(saved):
     prog.reset()
     for fqn, t in prog.state().items():
         torch.testing.assert_close(t, want_state[fqn], rtol=0, atol=0, msg=fqn)
-    for got, w in zip(_steps(prog, 0, STEPS), want):
+    for got, w in zip(_steps(prog, 0, STEPS), want, strict=False):
         torch.testing.assert_close(got, w, rtol=0, atol=0)
     eager = copy.deepcopy(model)   # and the sequence is eager's own
     for s, got in enumerate(want):
@@ -72,11 +72,11 @@ def test_a_snapshot_restored_replays_the_conversation_from_there(saved):
     snapshot = prog.state()
     want = _steps(prog, 2, 3)
     prog.load_state(snapshot)
-    for got, w in zip(_steps(prog, 2, 3), want):
+    for got, w in zip(_steps(prog, 2, 3), want, strict=False):
         torch.testing.assert_close(got, w, rtol=0, atol=0)
     other = tte.executorch.load(path)   # into another program: the same continuation
     other.load_state(snapshot)
-    for got, w in zip(_steps(other, 2, 3), want):
+    for got, w in zip(_steps(other, 2, 3), want, strict=False):
         torch.testing.assert_close(got, w, rtol=0, atol=0)
 
 

@@ -20,7 +20,7 @@ from upstream_matrix import compiled, nbytes
 STEPS = 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_compiled(name):
     torch_tensorrt = torch_tensorrt_or_skip()
     factory, args_of, _ = MODELS[name]

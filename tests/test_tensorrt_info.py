@@ -11,7 +11,7 @@ import struct
 import sys
 import types
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 import sympy
@@ -59,7 +59,7 @@ def upstream(monkeypatch):
         torch_executed_ops: Any = dataclasses.field(default_factory=set)
         device: Any = dataclasses.field(default_factory=Device)
         engine_capability: Any = EngineCapability.STANDARD
-        autocast_low_precision_type: Optional[Any] = None
+        autocast_low_precision_type: Any | None = None
         disabled_constant_fold_exclusions: Any = frozenset()
 
         def __getstate__(self):

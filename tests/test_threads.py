@@ -85,8 +85,8 @@ def _in_threads(work):
 
 def _assert_same(got, want, name):
     (outs, state, traffic), (w_outs, w_state, w_traffic) = got, want
-    for s, (o, w) in enumerate(zip(outs, w_outs)):
-        assert len(o) == len(w) and all(torch.equal(a, b) for a, b in zip(o, w)), \
+    for s, (o, w) in enumerate(zip(outs, w_outs, strict=False)):
+        assert len(o) == len(w) and all(torch.equal(a, b) for a, b in zip(o, w, strict=False)), \
             f"{name}: output of step {s} differs from the sequential run's"
     assert sorted(state) == sorted(w_state)
     for fqn in w_state:
@@ -101,7 +101,7 @@ def test_n_programs_in_n_threads_match_the_sequential_run_bit_for_bit(programs):
     for _ in range(ROUNDS):
         threaded = _in_threads([lambda p=path, a=args_of: _drive(p, a)
                                 for _, path, args_of in programs])
-        for (name, _, _), got, want in zip(programs, threaded, sequential):
+        for (name, _, _), got, want in zip(programs, threaded, sequential, strict=False):
             _assert_same(got, want, name)
 
 
@@ -114,8 +114,9 @@ def test_loaded_programs_stepped_in_threads_match_the_sequential_run(programs):
         outs = [prog.run(*args_of(s)) for s in range(STEPS)]
         return outs, prog.state(), prog.state_traffic_by_path()
 
-    got = _in_threads([lambda p=p, a=a: steps(p, a) for p, (_, _, a) in zip(progs, programs)])
-    for (name, _, _), g, w in zip(programs, got, want):
+    got = _in_threads([lambda p=p, a=a: steps(p, a)
+                       for p, (_, _, a) in zip(progs, programs, strict=True)])
+    for (name, _, _), g, w in zip(programs, got, want, strict=True):
         _assert_same(g, w, name)
 
 

@@ -12,7 +12,7 @@ import collections
 import copy
 import functools
 import itertools
-from typing import Dict, NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 from torch.export.graph_signature import OutputKind
@@ -28,8 +28,8 @@ FORMATS = ("exported_program", "executorch", "aot_inductor")
 
 class Cell(NamedTuple):
     source: str
-    retrace: Optional[bool]
-    legacy: Optional[bool]
+    retrace: bool | None
+    legacy: bool | None
     fmt: str
 
     @property
@@ -44,7 +44,7 @@ CELLS = [Cell("gm", r, lg, f) for r, lg, f in itertools.product((True, False),
 CELLS += [Cell("ep", None, None, f) for f in FORMATS]
 
 
-def declared(ep: torch.export.ExportedProgram) -> Dict[str, str]:
+def declared(ep: torch.export.ExportedProgram) -> dict[str, str]:
     """FQN -> "in_place" (declared on the buffer's own placeholder) or "value", asserting each
     buffer is declared once."""
     sig = ep.graph_signature
@@ -56,11 +56,11 @@ def declared(ep: torch.export.ExportedProgram) -> Dict[str, str]:
             for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
 
 
-def expected_declarations(plan) -> Dict[str, str]:
+def expected_declarations(plan) -> dict[str, str]:
     return {w.fqn: ("in_place" if w.is_kv else "value") for w in plan}
 
 
-def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward") -> None:
+def check_pte(data: bytes, plan, nbytes: dict[str, int], method: str = "forward") -> None:
     info = inspect_pte(data).method(method)
     buffers = {b.fqn: b for b in info.buffers}
     assert set(buffers) == set(plan.fqns), (sorted(buffers), plan.fqns)
@@ -83,7 +83,7 @@ def check_pte(data: bytes, plan, nbytes: Dict[str, int], method: str = "forward"
     assert copied == {w.fqn for w in plan.copy_back()}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(name):
     """(eager model, example args, plan_mutations of its export, TensorRT-RTX compiled module),
     compiled once per test session."""
@@ -93,5 +93,5 @@ def compiled(name):
     return model, args_of(0), tte.plan_mutations(ep), compile_rtx(ep, args_of(0))
 
 
-def nbytes(model) -> Dict[str, int]:
+def nbytes(model) -> dict[str, int]:
     return {n: b.numel() * b.element_size() for n, b in model.named_buffers()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -26,7 +26,7 @@ from .errors import UsageError
 
 __all__ = ["CompiledModule", "compile", "engines", "export", "export_methods", "export_program"]
 
-Model = Union[torch.nn.Module, torch.export.ExportedProgram]
+Model = torch.nn.Module | torch.export.ExportedProgram
 
 
 def engines():
@@ -45,13 +45,13 @@ class CompiledModule(torch.nn.Module):
         super().__init__()
         self.gm = gm
         self.plan: MutationPlan = gm.mutation_plan
-        self.engines: Tuple[EngineInfo, ...] = _engine_infos(gm)
+        self.engines: tuple[EngineInfo, ...] = _engine_infos(gm)
 
     def forward(self, *args):
         return self.gm(*args)
 
 
-def _engine_infos(gm: torch.fx.GraphModule) -> Tuple[EngineInfo, ...]:
+def _engine_infos(gm: torch.fx.GraphModule) -> tuple[EngineInfo, ...]:
     from .seams.compile import _engine_modules
     modules = _engine_modules(gm)
     infos = []
@@ -130,7 +130,7 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
                              "(preallocate it at its maximum size)")
 
 
-def compile(model: Model, example_args: Optional[Sequence[object]] = None, *,  # noqa: A001
+def compile(model: Model, example_args: Sequence[object] | None = None, *,  # noqa: A001
             torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
             strict: bool = False) -> CompiledModule:
     """`torch_tensorrt.compile` with reference engines. `shared_state` names buffers another
@@ -159,7 +159,7 @@ def _declared(compiled: CompiledModule, args) -> torch.export.ExportedProgram:
                                                         dynamic_shapes=spec))
 
 
-def export_program(model: Model, example_args: Optional[Sequence[object]] = None, *,
+def export_program(model: Model, example_args: Sequence[object] | None = None, *,
                    torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
                    strict: bool = False):
     """(declared ExportedProgram of the compiled module, CompiledModule)."""
@@ -186,16 +186,16 @@ def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable
             for name in methods}
 
 
-def _write(programs, path: str, share_mutable_buffers: Optional[bool]) -> str:
+def _write(programs, path: str, share_mutable_buffers: bool | None) -> str:
     """torch-tensorrt's ExecuTorch lowering (what `torch_tensorrt.save` runs), written
     atomically."""
     from .executorch.lower import save_pte
     return save_pte(programs, path, share_mutable_buffers=share_mutable_buffers)
 
 
-def export(model: Union[Model, Mapping[str, tuple]], example_args=None, path=None, *,
+def export(model: Model | Mapping[str, tuple], example_args=None, path=None, *,
            torch_executed_ops: Iterable[object] = (),
-           share_mutable_buffers: Optional[bool] = None, strict: bool = False):
+           share_mutable_buffers: bool | None = None, strict: bool = False):
     """`torch_tensorrt.compile` (reference engines) → save as `.pte` at `path`; returns the path.
 
     `model` is a module (exported here in `strict` mode or not) or an ExportedProgram from any

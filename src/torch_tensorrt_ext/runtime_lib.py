@@ -26,7 +26,6 @@ import importlib.resources
 import os
 import threading
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 from .errors import TteError
 
@@ -40,7 +39,7 @@ __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes",
 ENV_VAR = "TTE_RUNTIME_LIB"
 LIB_NAME = "libtte_runtime.so"
 _lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
+_lib: ctypes.CDLL | None = None
 
 
 class RuntimeLibraryError(TteError, RuntimeError):
@@ -56,7 +55,7 @@ def _package_copy() -> Path:
     return Path(str(importlib.resources.files("torch_tensorrt_ext") / "_lib" / "lib" / LIB_NAME))
 
 
-def _checkout_build() -> Optional[Path]:
+def _checkout_build() -> Path | None:
     # src/torch_tensorrt_ext/runtime_lib.py -> the repository root, in a checkout only
     root = Path(__file__).resolve().parents[2]
     if not (root / "runtime" / "CMakeLists.txt").is_file():
@@ -64,7 +63,7 @@ def _checkout_build() -> Optional[Path]:
     return root / "build" / "runtime" / LIB_NAME
 
 
-def search_path() -> List[Path]:
+def search_path() -> list[Path]:
     """Where `library_path()` looks when $TTE_RUNTIME_LIB is unset, in order."""
     build = _checkout_build()
     return [_package_copy()] + ([build] if build is not None else [])
@@ -85,7 +84,7 @@ def library_path() -> Path:
         f"package), else set ${ENV_VAR} to a {LIB_NAME}"))
 
 
-def _first_or_newer(places: List[Path]) -> Optional[Path]:
+def _first_or_newer(places: list[Path]) -> Path | None:
     """The first of `places` that exists, unless a later one is newer by a whole second (a
     checkout rebuilt without installing into the package); None when none exists."""
     found = [p for p in places if p.is_file()]
@@ -219,7 +218,7 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     lib.tte_runtime_log_info.argtypes = [c.c_int]
 
 
-def loaded() -> Optional[ctypes.CDLL]:
+def loaded() -> ctypes.CDLL | None:
     """The runtime library if this process loaded it already (never loads it)."""
     return _lib
 
@@ -296,7 +295,7 @@ def clear_last_refusal() -> None:
     load().tte_runtime_clear_last_refusal()
 
 
-def check_blob(data: bytes) -> Tuple[int, str]:
+def check_blob(data: bytes) -> tuple[int, str]:
     """The C++ reader on a delegate blob (parse, integrity, validation, binding plan): (0, "")
     when accepted, else (ExecuTorch error code, reason); `last_check()` then names the check."""
     why = ctypes.create_string_buffer(4096)

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import TteError
 
@@ -61,7 +61,8 @@ def torch_tensorrt_module():
         try:
             import torch_tensorrt
         except Exception as e:  # noqa: BLE001 - reported to the user
-            raise UpstreamUnavailable(f"torch_tensorrt does not import: {type(e).__name__}: {e}")
+            raise UpstreamUnavailable(
+                f"torch_tensorrt does not import: {type(e).__name__}: {e}") from e
     from torch_tensorrt.dynamo import _compiler
     if "torch_tensorrt_ext.seams" not in open(_compiler.__file__).read():
         raise UpstreamUnavailable("torch_tensorrt is installed without this project's patch "

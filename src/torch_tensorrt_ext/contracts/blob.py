@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from typing import Optional
 
 from .blob_checks import CHECKS, BlobError  # noqa: F401  (re-exported)
 from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
@@ -95,7 +94,7 @@ def _check_metadata_digest(recorded: bytes, raw_md: bytes) -> None:
                         f"re-export the .pte", check="blob.metadata_digest")
 
 
-def _check_engine_digest(recorded: Optional[str], engine: bytes) -> None:
+def _check_engine_digest(recorded: str | None, engine: bytes) -> None:
     if recorded is None:
         raise BlobError("metadata has no 'engine_sha256'", check="blob.engine_digest_missing")
     got = hashlib.sha256(engine).hexdigest()

@@ -8,7 +8,6 @@ message in its own idiom. This module imports nothing of the package but `errors
 """
 from __future__ import annotations
 
-from typing import Dict
 
 from ..errors import TteError
 
@@ -16,7 +15,7 @@ __all__ = ["BlobError", "CHECKS"]
 
 # id -> what it refuses. Shared by both readers; the C++ runtime's init/execute ids
 # (runtime.*, init.*, engine.*, payload.*, tensorrt.*, execute.*, plan.*) are its own.
-CHECKS: Dict[str, str] = {
+CHECKS: dict[str, str] = {
     "blob.short": "the blob is shorter than its 32-byte header",
     "blob.magic": "the magic is not TR01, TR02 or TR03",
     "blob.metadata_offset": "the metadata starts inside the header",

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
+from collections.abc import Sequence
 
 from .blob_checks import BlobError
 
@@ -49,7 +50,7 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen = set()
     for key, _ in pairs:
         if key in seen:
@@ -88,7 +89,7 @@ def load_json(raw: bytes) -> Any:
     return obj
 
 
-def _first_cut(text: str) -> Tuple[Optional[int], Optional[BlobError]]:
+def _first_cut(text: str) -> tuple[int | None, BlobError | None]:
     """Where parsing must stop, and why: the first too-deep container or string holding an
     unpaired surrogate escape, whichever starts first; (None, None) when there is neither."""
     deep = _too_deep_at(text)
@@ -121,7 +122,7 @@ class _Nesting:
     def __init__(self, text: str) -> None:
         self.text, self.stack, self.empty_ok = text, [], False  # stack: True for an object
 
-    def run(self) -> Optional[int]:
+    def run(self) -> int | None:
         state, i, n = "value", 0, len(self.text)
         while i < n:
             if self.text[i] in _WS:
@@ -178,7 +179,7 @@ class _Nesting:
         return None
 
 
-def _too_deep_at(text: str) -> Optional[int]:
+def _too_deep_at(text: str) -> int | None:
     """The index of the first array or object opened inside MAX_NESTING others, or None."""
     if text.count("[") + text.count("{") <= MAX_NESTING:
         return None
@@ -190,7 +191,7 @@ _STRING_STOP = re.compile(r'["\\\x00-\x1f]')
 _ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|["\\/bfnrt])')
 
 
-def _unpaired_surrogate_at(text: str) -> Optional[Tuple[int, str]]:
+def _unpaired_surrogate_at(text: str) -> tuple[int, str] | None:
     """(index of its string's opening quote, the escape) of the first unpaired UTF-16 surrogate
     escape, looking only at strings that are valid up to it (a defect earlier in a string is a
     syntax error json.loads reports); None when there is none."""
@@ -205,7 +206,7 @@ def _unpaired_surrogate_at(text: str) -> Optional[Tuple[int, str]]:
     return None
 
 
-def _scan_string(text: str, quote: int) -> Tuple[Optional[int], Optional[str]]:
+def _scan_string(text: str, quote: int) -> tuple[int | None, str | None]:
     """The string opening at `quote`: (the index after it, None), or (None, the first unpaired
     surrogate escape in it), or (None, None) when it is invalid before either."""
     i = quote + 1
@@ -236,7 +237,7 @@ def _scan_string(text: str, quote: int) -> Tuple[Optional[int], Optional[str]]:
             i = low.end()
 
 
-def _first_nul_string(obj: Any) -> Optional[str]:
+def _first_nul_string(obj: Any) -> str | None:
     """The first string (key or value, in document order) holding a NUL character."""
     if isinstance(obj, str):
         return obj if "\0" in obj else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from .blob_checks import BlobError
 from .dtypes import DTYPES
@@ -47,11 +47,11 @@ class IOBinding:
 
     name: str
     dtype: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     is_input: bool
     # a binding with dynamic (-1) dims: each dim's upper bound (its static dims as they are), the
     # memory its delegate tensor is planned for; () when the blob gives none (TR03 "max_shape")
-    max_shape: Tuple[int, ...] = ()
+    max_shape: tuple[int, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -90,23 +90,23 @@ class BlobMetadata:
     """The metadata of a blob, TR03 view. `delegate_inputs`/`delegate_outputs` left as None mean
     "every input/output binding, in binding order" (upstream's meaning)."""
 
-    io_bindings: Tuple[IOBinding, ...]
-    aliased_io: Tuple[AliasedIO, ...] = ()
+    io_bindings: tuple[IOBinding, ...]
+    aliased_io: tuple[AliasedIO, ...] = ()
     engine_kind: str = "tensorrt"
-    delegate_inputs: Optional[Tuple[str, ...]] = None
-    delegate_outputs: Optional[Tuple[str, ...]] = None
-    buffers: Tuple[BufferBinding, ...] = ()
-    copy_back: Tuple[CopyBack, ...] = ()
+    delegate_inputs: tuple[str, ...] | None = None
+    delegate_outputs: tuple[str, ...] | None = None
+    buffers: tuple[BufferBinding, ...] = ()
+    copy_back: tuple[CopyBack, ...] = ()
     hardware_compatible: bool = False
     device_id: int = 0
     serialized_metadata: str = ""
     target_platform: str = ""
     # TR03 "weight_streaming_budget": bytes of engine weights kept on the device
     # (torch_tensorrt.save's weight_streaming_budget_per_engine); None: TensorRT's own budget
-    weight_streaming_budget: Optional[int] = None
+    weight_streaming_budget: int | None = None
     # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
     # writes the digest of the payload it is given; not part of the metadata's identity.
-    engine_sha256: Optional[str] = field(default=None, compare=False, repr=False)
+    engine_sha256: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "io_bindings", tuple(self.io_bindings))
@@ -123,22 +123,22 @@ class BlobMetadata:
             object.__setattr__(self, "delegate_outputs", tuple(self.delegate_outputs))
 
     @property
-    def inputs(self) -> Tuple[IOBinding, ...]:
+    def inputs(self) -> tuple[IOBinding, ...]:
         return tuple(b for b in self.io_bindings if b.is_input)
 
     @property
-    def outputs(self) -> Tuple[IOBinding, ...]:
+    def outputs(self) -> tuple[IOBinding, ...]:
         return tuple(b for b in self.io_bindings if not b.is_input)
 
     @property
-    def input_names(self) -> Tuple[str, ...]:
+    def input_names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.inputs)
 
     @property
-    def output_names(self) -> Tuple[str, ...]:
+    def output_names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.outputs)
 
-    def written_buffers(self) -> Dict[str, str]:
+    def written_buffers(self) -> dict[str, str]:
         """Output binding -> FQN of the buffer it writes: an aliased output (in place) or a
         copy-back the delegate makes, into an input binding that carries a named buffer."""
         fqn_of = {b.input: b.fqn for b in self.buffers}
@@ -152,7 +152,7 @@ class BlobMetadata:
                 return b
         raise UnknownName(name)
 
-    def to_json_dict(self) -> Dict[str, Any]:
+    def to_json_dict(self) -> dict[str, Any]:
         """TR03 metadata: upstream's keys first, in upstream's order, then the extensions."""
         return {
             "io_bindings": [dict({"name": b.name, "dtype": b.dtype, "shape": list(b.shape),

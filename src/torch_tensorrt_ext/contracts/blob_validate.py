@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any
+from collections.abc import Sequence
 
 from .blob_checks import BlobError
 from .blob_json import load_json
@@ -54,7 +55,7 @@ def _check_max_shape(b: IOBinding) -> None:
         why = "the binding has no dynamic (-1) dimension"
     elif len(b.max_shape) != len(b.shape):
         why = f"rank {len(b.max_shape)}, the binding's is {len(b.shape)}"
-    elif any(s >= 0 and m != s for s, m in zip(b.shape, b.max_shape)):
+    elif any(s >= 0 and m != s for s, m in zip(b.shape, b.max_shape, strict=False)):
         why = "it differs from the binding's static dimensions"
     else:
         n = DTYPES[b.dtype]
@@ -87,11 +88,11 @@ class _Validator:
 
     def __init__(self, meta: BlobMetadata, magic: bytes) -> None:
         self.meta, self.magic = meta, magic
-        self.by_name: Dict[str, IOBinding] = {}
-        self.writer_of: Dict[str, str] = {}  # input binding -> the output writing into it
-        self.aliased: Set[str] = set()
-        self.delegate_outs: Set[str] = set()
-        self.copied: Set[str] = set()
+        self.by_name: dict[str, IOBinding] = {}
+        self.writer_of: dict[str, str] = {}  # input binding -> the output writing into it
+        self.aliased: set[str] = set()
+        self.delegate_outs: set[str] = set()
+        self.copied: set[str] = set()
 
     def run(self) -> None:
         self.bindings()
@@ -182,7 +183,7 @@ class _Validator:
             self.delegate_outs.add(name)
 
     def buffers(self) -> None:
-        fqns: Dict[str, str] = {}
+        fqns: dict[str, str] = {}
         inputs = set()
         for i, buf in enumerate(self.meta.buffers):
             self.need(buf.input, True, f"buffers[{i}]")
@@ -236,7 +237,7 @@ def _is_int64(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX
 
 
-def _expect(obj: Dict[str, Any], key: str, typ, where: str, default=None, required=False):
+def _expect(obj: dict[str, Any], key: str, typ, where: str, default=None, required=False):
     if key not in obj:
         if required:
             raise BlobError(f"{where} has no '{key}'", check="metadata.missing")
@@ -250,7 +251,7 @@ def _expect(obj: Dict[str, Any], key: str, typ, where: str, default=None, requir
     return v
 
 
-def _names(obj: Dict[str, Any], key: str) -> Tuple[str, ...]:
+def _names(obj: dict[str, Any], key: str) -> tuple[str, ...]:
     lst = _expect(obj, key, list, "metadata", required=True)
     for i, n in enumerate(lst):
         if not isinstance(n, str):
@@ -259,8 +260,8 @@ def _names(obj: Dict[str, Any], key: str) -> Tuple[str, ...]:
     return tuple(lst)
 
 
-def _entries(obj: Dict[str, Any], key: str, fields: Sequence[str],
-             optional: Sequence[Tuple[str, str]] = ()) -> List[Tuple[str, ...]]:
+def _entries(obj: dict[str, Any], key: str, fields: Sequence[str],
+             optional: Sequence[tuple[str, str]] = ()) -> list[tuple[str, ...]]:
     """The list `obj[key]` (absent = empty) of objects with string `fields` (and `optional`
     string fields with defaults), as tuples in field order."""
     lst = _expect(obj, key, list, "metadata", default=[])
@@ -274,7 +275,7 @@ def _entries(obj: Dict[str, Any], key: str, fields: Sequence[str],
     return out
 
 
-def _shape(e: Dict[str, Any], where: str) -> Tuple[int, ...]:
+def _shape(e: dict[str, Any], where: str) -> tuple[int, ...]:
     shape = _expect(e, "shape", list, where, required=True)
     for s in shape:
         if not _is_int64(s) or s < -1:
@@ -283,7 +284,7 @@ def _shape(e: Dict[str, Any], where: str) -> Tuple[int, ...]:
     return tuple(shape)
 
 
-def _unknown(dtype: str, shape: Tuple[int, ...], magic: bytes, where: str) -> None:
+def _unknown(dtype: str, shape: tuple[int, ...], magic: bytes, where: str) -> None:
     """dtype "" is upstream's "unknown": shape [], TR01/TR02 only."""
     if dtype:
         return
@@ -315,7 +316,7 @@ def _binding(e: Any, i: int, magic: bytes) -> IOBinding:
     return IOBinding(name, dtype, shape, is_input, max_shape)
 
 
-def _max_shape(e: Dict[str, Any], where: str) -> Tuple[int, ...]:
+def _max_shape(e: dict[str, Any], where: str) -> tuple[int, ...]:
     """TR03's optional upper bounds of a dynamic binding: integers >= 0."""
     bound = _expect(e, "max_shape", list, where, default=[])
     for s in bound:
@@ -325,12 +326,12 @@ def _max_shape(e: Dict[str, Any], where: str) -> Tuple[int, ...]:
     return tuple(bound)
 
 
-def _bindings(obj: Dict[str, Any], magic: bytes) -> Tuple[IOBinding, ...]:
+def _bindings(obj: dict[str, Any], magic: bytes) -> tuple[IOBinding, ...]:
     lst = _expect(obj, "io_bindings", list, "metadata", required=True)
     return tuple(_binding(e, i, magic) for i, e in enumerate(lst))
 
 
-def _upstream_keys(obj: Dict[str, Any], magic: bytes) -> Dict[str, Any]:
+def _upstream_keys(obj: dict[str, Any], magic: bytes) -> dict[str, Any]:
     """Upstream's keys: the bindings, aliased_io and the engine's settings (defaults if absent)."""
     bindings = _bindings(obj, magic)
     aliased = tuple(AliasedIO(o, i, k) for o, i, k in
@@ -348,7 +349,7 @@ def _upstream_keys(obj: Dict[str, Any], magic: bytes) -> Dict[str, Any]:
     )
 
 
-def _engine_kind(obj: Dict[str, Any]) -> str:
+def _engine_kind(obj: dict[str, Any]) -> str:
     version = obj.get("tte_version")
     if not _is_int64(version) or version != TTE_VERSION:  # the integer 3: not 3.0, not True
         raise BlobError(f"TR03 blob has tte_version {json.dumps(version)}; this reader "
@@ -384,7 +385,7 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
         **common)
 
 
-def _weight_streaming_budget(obj: Dict[str, Any]) -> Optional[int]:
+def _weight_streaming_budget(obj: dict[str, Any]) -> int | None:
     v = obj.get("weight_streaming_budget")
     if v is None and "weight_streaming_budget" not in obj:
         return None
@@ -398,7 +399,7 @@ def _weight_streaming_budget(obj: Dict[str, Any]) -> Optional[int]:
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
-def _engine_digest(obj: Dict[str, Any]) -> Optional[str]:
+def _engine_digest(obj: dict[str, Any]) -> str | None:
     """TR03's engine digest; optional here (a signature carries metadata without a payload),
     required by `blob.parse` once the metadata is read."""
     v = _expect(obj, "engine_sha256", str, "metadata")

@@ -11,7 +11,6 @@ cover exactly the blob's names.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
 
 import torch
 
@@ -21,16 +20,16 @@ __all__ = ["DTYPES", "TORCH_DTYPES", "DTYPE_NAMES", "SCALAR_TYPE_NAMES", "SCALAR
            "dtype_name", "torch_dtype"]
 
 # dtype name -> (element size in bytes, ExecuTorch/c10 ScalarType code), as runtime/src/dtype.cpp
-_TABLE: Dict[str, Tuple[int, int]] = {
+_TABLE: dict[str, tuple[int, int]] = {
     "float32": (4, 6), "float16": (2, 5), "bfloat16": (2, 15), "int64": (8, 4), "int32": (4, 3),
     "int8": (1, 1), "uint8": (1, 0), "bool": (1, 11), "float64": (8, 7),
 }
-DTYPES: Dict[str, int] = {name: size for name, (size, _) in _TABLE.items()}
-SCALAR_TYPE_NAMES: Dict[int, str] = {code: name for name, (_, code) in _TABLE.items()}
-TORCH_DTYPES: Dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
-DTYPE_NAMES: Dict[torch.dtype, str] = {v: k for k, v in TORCH_DTYPES.items()}
+DTYPES: dict[str, int] = {name: size for name, (size, _) in _TABLE.items()}
+SCALAR_TYPE_NAMES: dict[int, str] = {code: name for name, (_, code) in _TABLE.items()}
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
+DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in TORCH_DTYPES.items()}
 # ScalarType code -> (name, element size) of a program's tensors: the bindings' dtypes and int16
-SCALAR_TYPES: Dict[int, Tuple[str, int]] = {
+SCALAR_TYPES: dict[int, tuple[str, int]] = {
     **{code: (name, size) for name, (size, code) in _TABLE.items()}, 2: ("int16", 2)}
 
 

@@ -8,7 +8,6 @@ validates this, so code holding an `EngineInfo` never re-checks it. The same hol
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
 from ..errors import UsageError
 
 
@@ -31,20 +30,20 @@ class EngineInfo:
     """
 
     name: str
-    input_names: Tuple[str, ...]
-    output_names: Tuple[str, ...]
-    aliased_io: Tuple[AliasedIO, ...] = ()
-    input_buffers: Tuple[Tuple[str, str], ...] = ()
-    output_buffers: Tuple[Tuple[str, str], ...] = ()   # output binding -> FQN of the new value
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    aliased_io: tuple[AliasedIO, ...] = ()
+    input_buffers: tuple[tuple[str, str], ...] = ()
+    output_buffers: tuple[tuple[str, str], ...] = ()   # output binding -> FQN of the new value
     device: str = "cpu"
     kind: str = "reference"
-    input_shapes: Tuple[Tuple[int, ...], ...] = ()
-    output_shapes: Tuple[Tuple[int, ...], ...] = ()
-    input_dtypes: Tuple[str, ...] = ()
-    output_dtypes: Tuple[str, ...] = ()
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    output_shapes: tuple[tuple[int, ...], ...] = ()
+    input_dtypes: tuple[str, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
     # (output, input): outputs the delegate copies into their input after each call (a copy-back
     # write handed to the engine's delegate; read from the engine's own record)
-    copy_back: Tuple[Tuple[str, str], ...] = ()
+    copy_back: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         ins, outs = set(self.input_names), set(self.output_names)

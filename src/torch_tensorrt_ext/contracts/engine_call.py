@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from collections.abc import Sequence
 
 from torch.fx import Node
 
@@ -59,7 +59,7 @@ class Signature:
 
     name: str
     metadata: blob.BlobMetadata
-    output_dims: Tuple[Tuple[str, Tuple[Tuple[int, int, int], ...]], ...] = ()
+    output_dims: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...] = ()
 
     def to_json(self) -> str:
         obj = {"name": self.name, "metadata": self.metadata.to_json_dict()}
@@ -79,7 +79,7 @@ class Signature:
 
     @staticmethod
     @functools.lru_cache(maxsize=256)
-    def parse(text: str) -> "Signature":
+    def parse(text: str) -> Signature:
         obj = json.loads(text)
         raw = json.dumps(obj["metadata"]).encode()
         meta = blob_validate.parse_metadata(blob.MAGIC_TR03, raw)

@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
 
 from ..errors import TteError, UnknownName
 
@@ -61,9 +61,9 @@ class BufferWrite:
     op: str
     reason: str
     node: str = ""
-    engine: Optional[str] = None
-    input_binding: Optional[str] = None
-    output_binding: Optional[str] = None
+    engine: str | None = None
+    input_binding: str | None = None
+    output_binding: str | None = None
     engine_copies: bool = False
 
     def __post_init__(self) -> None:
@@ -94,7 +94,7 @@ class BufferWrite:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BufferWrite":
+    def from_dict(cls, d: dict) -> BufferWrite:
         """The inverse of `to_dict`; an entry without "copier" gets its kind's own."""
         d = dict(d)
         copier = d.pop("copier", None)
@@ -111,7 +111,7 @@ class RebuildRequest:
     """An engine must be rebuilt with the named buffers' writes excluded from KV aliasing."""
 
     engine: str
-    exclude_from_aliasing: Tuple[str, ...]
+    exclude_from_aliasing: tuple[str, ...]
     reason: str
 
     def to_dict(self) -> dict:
@@ -127,12 +127,12 @@ class PlanError(TteError, ValueError):
 class MutationPlan:
     """Iterable over `BufferWrite`s; `plan["layers.0.attn.k_cache"]` looks one up by FQN."""
 
-    writes: Tuple[BufferWrite, ...] = ()
-    rebuilds: Tuple[RebuildRequest, ...] = ()
-    _by_fqn: Dict[str, BufferWrite] = field(init=False, repr=False, compare=False)
+    writes: tuple[BufferWrite, ...] = ()
+    rebuilds: tuple[RebuildRequest, ...] = ()
+    _by_fqn: dict[str, BufferWrite] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        index: Dict[str, BufferWrite] = {}
+        index: dict[str, BufferWrite] = {}
         for w in self.writes:
             if w.fqn in index:
                 raise PlanError(f"buffer {w.fqn!r} appears twice in the plan")
@@ -155,22 +155,22 @@ class MutationPlan:
                        f"written buffers: {[w.fqn for w in self.writes]}")
 
     @property
-    def fqns(self) -> Tuple[str, ...]:
+    def fqns(self) -> tuple[str, ...]:
         return tuple(w.fqn for w in self.writes)
 
-    def kv(self) -> Tuple[BufferWrite, ...]:
+    def kv(self) -> tuple[BufferWrite, ...]:
         return tuple(w for w in self.writes if w.kind is WriteKind.KV_ALIAS)
 
-    def copy_back(self) -> Tuple[BufferWrite, ...]:
+    def copy_back(self) -> tuple[BufferWrite, ...]:
         return tuple(w for w in self.writes if w.kind is WriteKind.COPY_BACK)
 
-    def kinds(self) -> Dict[str, WriteKind]:
+    def kinds(self) -> dict[str, WriteKind]:
         return {w.fqn: w.kind for w in self.writes}
 
-    def copiers(self) -> Dict[str, Copier]:
+    def copiers(self) -> dict[str, Copier]:
         return {w.fqn: w.copier for w in self.writes}
 
-    def replace(self, fqn: str, **changes) -> "MutationPlan":
+    def replace(self, fqn: str, **changes) -> MutationPlan:
         """A new plan with entry `fqn` changed (e.g. `kind=`, `reason=`, bindings,
         `engine_copies=`)."""
         self[fqn]  # raises KeyError naming the buffer
@@ -182,11 +182,11 @@ class MutationPlan:
         return {"writes": [w.to_dict() for w in self.writes],
                 "rebuilds": [r.to_dict() for r in self.rebuilds]}
 
-    def to_json(self, indent: Optional[int] = 2) -> str:
+    def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MutationPlan":
+    def from_dict(cls, d: dict) -> MutationPlan:
         writes = tuple(BufferWrite.from_dict(w) for w in d["writes"])
         rebuilds = tuple(RebuildRequest(r["engine"], tuple(r["exclude_from_aliasing"]), r["reason"])
                          for r in d.get("rebuilds", ()))

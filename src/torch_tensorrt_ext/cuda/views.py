@@ -49,7 +49,7 @@ def view_end_nbytes(
     if any(size == 0 for size in sizes):
         return 0
     last_element = storage_offset + sum(
-        (size - 1) * stride for size, stride in zip(sizes, strides)
+        (size - 1) * stride for size, stride in zip(sizes, strides, strict=False)
     )
     return (last_element + 1) * element_size
 
@@ -63,8 +63,8 @@ def is_non_overlapping(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     """
     reach = 0
     for size, stride in sorted(
-        ((size, stride) for size, stride in zip(sizes, strides) if size > 1), key=lambda d: d[1]
-    ):
+        ((size, stride) for size, stride in zip(sizes, strides, strict=True) if size > 1),
+        key=lambda d: d[1]):
         if stride <= reach:
             return False
         reach += (size - 1) * stride

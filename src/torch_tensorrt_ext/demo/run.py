@@ -19,7 +19,7 @@ import copy
 import inspect
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List
+from collections.abc import Callable
 
 import torch
 
@@ -57,7 +57,7 @@ def check_demo_args(steps: int, layers: int, pte: str, engine: str = "reference"
 
 
 def run_demo(steps: int = 8, layers: int = 3, pte: str = "", engine: str = "reference",
-             say: Callable[[str], None] = lambda _msg: None) -> Dict:
+             say: Callable[[str], None] = lambda _msg: None) -> dict:
     torch_tensorrt = check_demo_args(steps, layers, pte, engine)
     if pte:
         return _run(torch_tensorrt, steps, layers, pte, engine, say)
@@ -67,7 +67,7 @@ def run_demo(steps: int = 8, layers: int = 3, pte: str = "", engine: str = "refe
     return result
 
 
-def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -> Dict:
+def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -> dict:
     from .pipeline import compile_and_save
 
     model = Decoder(layers=layers).eval()
@@ -82,7 +82,7 @@ def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -
     from ..executorch.program import load
     say(f"running {steps} decode steps in ExecuTorch against eager ...")
     prog = load(path)
-    per_step: List[Dict] = []
+    per_step: list[dict] = []
     max_diff = 0.0
     for step in range(steps):
         x, pos = model.example_args(pos=step)
@@ -100,7 +100,7 @@ def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -
             "max_abs_diff": max_diff, "per_step": per_step, "buffers": buffers}
 
 
-def _built_only(path: str, plan, size: Dict[str, int], say) -> Dict:
+def _built_only(path: str, plan, size: dict[str, int], say) -> dict:
     """TensorRT-RTX engines cannot run here: report what the saved program holds instead."""
     from ..executorch.inspect_pte import inspect_pte
     info = inspect_pte(Path(path).read_bytes()).method("forward")

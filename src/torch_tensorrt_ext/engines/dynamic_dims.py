@@ -13,7 +13,7 @@ data-dependent) is refused at compile, naming the binding and the expression.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -35,7 +35,7 @@ def _expr(size):
     return size.node.expr if isinstance(size, torch.SymInt) else None
 
 
-def _bounds(size) -> Tuple[int, int]:
+def _bounds(size) -> tuple[int, int]:
     """(min, max) of a symbolic size, from its shape environment's ranges."""
     env = size.node.shape_env
     expr = size.node.expr
@@ -50,7 +50,7 @@ def _bounds(size) -> Tuple[int, int]:
     return lo, int(hi)
 
 
-def max_shape(val: torch.Tensor, shape: Sequence[int], name: str) -> Tuple[int, ...]:
+def max_shape(val: torch.Tensor, shape: Sequence[int], name: str) -> tuple[int, ...]:
     """The max_shape of a binding of `shape` (-1: dynamic) whose value in the graph is `val`:
     each dynamic dimension's upper bound (refused naming the binding when it has none); () for a
     static binding."""
@@ -60,7 +60,7 @@ def max_shape(val: torch.Tensor, shape: Sequence[int], name: str) -> Tuple[int, 
         raise Unsupported(f"engine binding {name!r} has shape {list(shape)}, its value "
                                   f"in the graph {list(val.shape)}")
     out = []
-    for s, v in zip(shape, val.shape):
+    for s, v in zip(shape, val.shape, strict=False):
         if s >= 0:
             out.append(s)
         elif isinstance(v, torch.SymInt):
@@ -74,15 +74,15 @@ def max_shape(val: torch.Tensor, shape: Sequence[int], name: str) -> Tuple[int, 
 class PartitionDims:
     """Where each symbol first appears among the inputs, and its bounds."""
 
-    first: Dict[object, Tuple[int, int]]          # symbol -> (input index, dimension)
-    bounds: Dict[object, Tuple[int, int]]         # symbol -> (min, max)
+    first: dict[object, tuple[int, int]]          # symbol -> (input index, dimension)
+    bounds: dict[object, tuple[int, int]]         # symbol -> (min, max)
 
-    def input_shapes(self, val: torch.Tensor, name: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    def input_shapes(self, val: torch.Tensor, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """An input binding's (shape with -1, max_shape or ())."""
         return self._shapes(val, name)
 
     def output_shapes(self, val: torch.Tensor, name: str
-                      ) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[OutputDim, ...]]:
+                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[OutputDim, ...]]:
         """An output binding's (shape with -1, max_shape or (), the input dims it takes)."""
         shape, bound = self._shapes(val, name)
         sources = []
@@ -99,7 +99,7 @@ class PartitionDims:
             sources.append(OutputDim(k, i, d))
         return shape, bound, tuple(sources)
 
-    def input_dim_of(self, val, name: str) -> Tuple[int, int]:
+    def input_dim_of(self, val, name: str) -> tuple[int, int]:
         """(input, dim) whose size a symbolic-int result `val` is (refused when none is)."""
         expr = _expr(val)
         if expr is None or expr not in self.first:
@@ -128,7 +128,7 @@ class PartitionDims:
             dynamic = True
         return tuple(shape), (tuple(bound) if dynamic else ())
 
-    def export_spec(self, gm: GraphModule) -> Optional[tuple]:
+    def export_spec(self, gm: GraphModule) -> tuple | None:
         """`dynamic_shapes` for `torch.export.export(gm, ...)`: one `Dim` per symbol, with its
         bounds (None when nothing is dynamic)."""
         if not self.first:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import operator
-from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -34,7 +33,7 @@ def _tensor_key(v: torch.Tensor) -> tuple:
     return (v.dtype, tuple(v.shape), tuple(v.stride()), v.device)
 
 
-def _encode(arg, inputs: List[Node]):
+def _encode(arg, inputs: list[Node]):
     """`arg` with each input node replaced by its position among the call's distinct inputs;
     types kept, so 1, 1.0 and True (and 0.0 and -0.0) are different calls."""
     if isinstance(arg, Node):
@@ -57,14 +56,14 @@ _CONSTANTS = (bool, int, complex, str, type(None), torch.dtype, torch.device, to
               torch.memory_format)
 
 
-def call_key(node: Node) -> Tuple[tuple, List[Node]]:
+def call_key(node: Node) -> tuple[tuple, list[Node]]:
     """(what makes two calls lower alike, the call's distinct input nodes in first-use order)."""
-    inputs: List[Node] = []
+    inputs: list[Node] = []
     args = _encode((node.args, node.kwargs), inputs)
     return (node.target, args, tuple(_tensor_key(i.meta["val"]) for i in inputs)), inputs
 
 
-def _tensors(val) -> Optional[tuple]:
+def _tensors(val) -> tuple | None:
     vals = tuple(val) if isinstance(val, (list, tuple)) else (val,)
     ok = vals and all(isinstance(v, torch.Tensor) for v in vals)
     return vals if ok else None
@@ -120,10 +119,10 @@ class _Call:
     edge placeholders for its inputs, its edge subgraph in order, and the edge values of its
     outputs."""
     node: Node
-    inputs: List[Node]
-    edge_inputs: List[Node] = dataclasses.field(default_factory=list)
-    edge_nodes: List[Node] = dataclasses.field(default_factory=list)
-    edge_outputs: List[Node] = dataclasses.field(default_factory=list)
+    inputs: list[Node]
+    edge_inputs: list[Node] = dataclasses.field(default_factory=list)
+    edge_nodes: list[Node] = dataclasses.field(default_factory=list)
+    edge_outputs: list[Node] = dataclasses.field(default_factory=list)
 
     @property
     def n_outputs(self) -> int:
@@ -145,7 +144,7 @@ def _fake_like(v, fake_mode):
     return v
 
 
-def _catalog_module(calls: List[_Call], fake_mode) -> Tuple[GraphModule, tuple]:
+def _catalog_module(calls: list[_Call], fake_mode) -> tuple[GraphModule, tuple]:
     """A program making each distinct call once, on inputs of its own; outputs all of them."""
     g = Graph()
     outs, examples = [], []
@@ -162,7 +161,7 @@ def _catalog_module(calls: List[_Call], fake_mode) -> Tuple[GraphModule, tuple]:
     return GraphModule(torch.nn.Module(), g), tuple(examples)
 
 
-def _subgraph(outputs: List[Node], graph: Graph) -> List[Node]:
+def _subgraph(outputs: list[Node], graph: Graph) -> list[Node]:
     """The nodes computing `outputs` from placeholders, in graph order."""
     seen, stack = set(), [o for o in outputs if isinstance(o, Node)]
     while stack:
@@ -173,7 +172,7 @@ def _subgraph(outputs: List[Node], graph: Graph) -> List[Node]:
     return [n for n in graph.nodes if n in seen]
 
 
-def _lower_catalog(calls: List[_Call], config, fake_mode) -> Optional[Dict[Node, torch.Tensor]]:
+def _lower_catalog(calls: list[_Call], config, fake_mode) -> dict[Node, torch.Tensor] | None:
     """Lower the catalog through ExecuTorch's `to_edge`; fill each call's edge subgraph; return
     the catalog's lifted constants by edge placeholder (None if the calls did not lower apart)."""
     from executorch.exir import to_edge
@@ -200,9 +199,9 @@ def _lower_catalog(calls: List[_Call], config, fake_mode) -> Optional[Dict[Node,
     return consts
 
 
-def _catalog(ep: ExportedProgram) -> Tuple[List[_Call], Dict[Node, Tuple[_Call, List[Node]]]]:
+def _catalog(ep: ExportedProgram) -> tuple[list[_Call], dict[Node, tuple[_Call, list[Node]]]]:
     """The distinct calls of `ep`, and for each call node: its call and its own inputs."""
-    calls: Dict[tuple, _Call] = {}
+    calls: dict[tuple, _Call] = {}
     made = {}
     for n in ep.graph.nodes:
         if n.op == "call_function" and n.target is not operator.getitem:
@@ -219,7 +218,7 @@ def _constant_name(taken: set) -> str:
     return f"_lifted_tensor_constant{i}"
 
 
-def _lift_constants(g: Graph, consts: Dict[Node, torch.Tensor], fake_mode, taken: set, env,
+def _lift_constants(g: Graph, consts: dict[Node, torch.Tensor], fake_mode, taken: set, env,
                     specs: list, state: dict) -> None:
     """One lifted buffer placeholder per catalog constant, as ExecuTorch's constant lifting
     makes them."""
@@ -232,7 +231,7 @@ def _lift_constants(g: Graph, consts: Dict[Node, torch.Tensor], fake_mode, taken
         state[fqn] = tensor
 
 
-def _placeholders(ep: ExportedProgram, g: Graph, consts: Dict[Node, torch.Tensor], fake_mode):
+def _placeholders(ep: ExportedProgram, g: Graph, consts: dict[Node, torch.Tensor], fake_mode):
     """`ep`'s placeholders, with the catalog's constants lifted before its first user input (or
     last, as ExecuTorch's constant lifting places them). Returns (node map, input specs, state
     dict entries of the constants)."""
@@ -258,7 +257,7 @@ def _placeholders(ep: ExportedProgram, g: Graph, consts: Dict[Node, torch.Tensor
 _ORIGIN_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
 
 
-def _replay(ep: ExportedProgram, made, env: Dict[Node, object], g: Graph, fake_mode) -> None:
+def _replay(ep: ExportedProgram, made, env: dict[Node, object], g: Graph, fake_mode) -> None:
     """Every call node of `ep` as its call's edge subgraph on the node's own inputs."""
     for index, n in enumerate(ep.graph.nodes, start=1):
         if n.op != "call_function":
@@ -267,8 +266,8 @@ def _replay(ep: ExportedProgram, made, env: Dict[Node, object], g: Graph, fake_m
             env[n] = env[n.args[0]][n.args[1]]
             continue
         call, inputs = made[n]
-        local = dict(zip(call.edge_inputs, (env[i] for i in inputs)))
-        arg = lambda a: local[a] if a in local else env[a]  # noqa: E731  (constants in env)
+        local = dict(zip(call.edge_inputs, (env[i] for i in inputs), strict=False))
+        arg = lambda a: local[a] if a in local else env[a]  # noqa: E731, B023  (used now)
         for edge_node in call.edge_nodes:
             new = g.node_copy(edge_node, arg)
             new.meta = {k: v for k, v in edge_node.meta.items()
@@ -284,7 +283,7 @@ def _replay(ep: ExportedProgram, made, env: Dict[Node, object], g: Graph, fake_m
 def _call_graph(ep: ExportedProgram, outputs) -> list:
     """`ep`'s module call graph naming the replayed graph's outputs (the inputs keep names)."""
     renamed = {getattr(o, "name", None): n.name
-               for o, n in zip(ep.graph.output_node().args[0], outputs)}
+               for o, n in zip(ep.graph.output_node().args[0], outputs, strict=False)}
     graph = copy.deepcopy(ep.module_call_graph)
     for entry in graph:
         for arg in entry.signature.outputs if entry.signature is not None else ():
@@ -298,7 +297,7 @@ def _edge_program(ep: ExportedProgram, gm: GraphModule, input_specs, state, conf
 
     outputs = gm.graph.output_node().args[0]
     output_specs = [dataclasses.replace(s, arg=TensorArgument(v.name))
-                    for s, v in zip(ep.graph_signature.output_specs, outputs)]
+                    for s, v in zip(ep.graph_signature.output_specs, outputs, strict=False)]
     return ExportedProgram(
         root=gm, graph=gm.graph,
         graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),

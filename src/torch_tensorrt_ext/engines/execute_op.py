@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import List, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -23,7 +23,7 @@ _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespa
 _lib.define(SCHEMA)
 
 
-def _fake(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
+def _fake(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> list[torch.Tensor]:
     """The outputs' fake values, made by a factory with no tensor argument: derived from the
     engine constant (`engine.new_empty`), fake-tensor constant propagation would run the op for
     real and keep a 0-d output as a *constant* of uninitialised memory — whose `.item()` a retrace
@@ -45,14 +45,14 @@ def _loaded_method(payload_digest: str, payload: bytes):
     return program.load_method("forward")
 
 
-def run_payload(payload: bytes, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+def run_payload(payload: bytes, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Run a reference payload (an ExecuTorch program) with ExecuTorch's kernels."""
     digest = hashlib.sha256(payload).hexdigest()
     method = _loaded_method(digest, payload)
     return [t.clone() for t in method.execute([t.contiguous() for t in inputs])]
 
 
-def _cpu(inputs: List[torch.Tensor], engine: torch.Tensor, signature: str) -> List[torch.Tensor]:
+def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> list[torch.Tensor]:
     sig = Signature.parse(signature)
     meta = sig.metadata
     if meta.engine_kind != "reference":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import operator
-from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -68,13 +67,13 @@ _KIND_PREFIX = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_",
                 InputKind.CONSTANT_TENSOR: "c_"}
 
 
-def _attributes(gm: GraphModule) -> List[Tuple[str, InputKind, bool]]:
+def _attributes(gm: GraphModule) -> list[tuple[str, InputKind, bool]]:
     """(target, kind, persistent) of each tensor attribute `gm` reads, in export's lifting
     order."""
     buffers = dict(gm.named_buffers(remove_duplicate=False))
     non_persistent = {f"{p}.{b}" if p else b for p, m in gm.named_modules()
                       for b in getattr(m, "_non_persistent_buffers_set", ())}
-    seen: Dict[str, Tuple[InputKind, bool]] = {}
+    seen: dict[str, tuple[InputKind, bool]] = {}
     for n in gm.graph.nodes:
         if n.op == "get_attr" and n.target not in seen:
             t = _attr(gm, n.target)
@@ -85,7 +84,7 @@ def _attributes(gm: GraphModule) -> List[Tuple[str, InputKind, bool]]:
     return sorted(((t, k, p) for t, (k, p) in seen.items()), key=lambda a: order.index(a[1]))
 
 
-def _lift(gm: GraphModule, g: Graph, fake_mode, env: Dict[Node, Node]):
+def _lift(gm: GraphModule, g: Graph, fake_mode, env: dict[Node, Node]):
     """Placeholders for the attributes, then the user inputs; returns (input specs, state dict,
     constants, user input placeholders) and fills `env` for every placeholder and get_attr node
     of `gm`."""
@@ -112,7 +111,7 @@ def _lift(gm: GraphModule, g: Graph, fake_mode, env: Dict[Node, Node]):
     return specs, state, constants, user
 
 
-def lifted_program(gm: GraphModule) -> Optional[ExportedProgram]:
+def lifted_program(gm: GraphModule) -> ExportedProgram | None:
     """`torch.export.export(gm, example_args(gm))` without tracing (module docstring), or None
     where `gm` is not a partition `edge_replay` can replay."""
     fake_mode = _liftable_fake_mode(gm)

@@ -11,7 +11,7 @@ ExecuTorch's own portable/optimized kernels.
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -66,7 +66,7 @@ def scalar_dtype(val: object):
     return None
 
 
-def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], ...]:
+def scalar_inputs_as_tensors(gm: GraphModule) -> tuple[tuple[int, torch.dtype], ...]:
     """Engine inputs that are symbolic scalars — the SymInt/SymBool a TensorRT partition takes as
     a shape input (e.g. `input_pos[0].item()` of ExecuTorch's llama cache) — become 0-d tensor
     bindings (int64 / bool / float32) read back with `aten.item` inside the payload, so every
@@ -82,7 +82,7 @@ def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], 
         with graph.inserting_after(ph):
             item = graph.call_function(torch.ops.aten.item.default, (ph,))
         item.meta["val"] = val
-        ph.replace_all_uses_with(item, delete_user_cb=lambda u: u is not item)
+        ph.replace_all_uses_with(item, delete_user_cb=lambda u: u is not item)  # noqa: B023 (run now)
         ph.meta["val"] = torch.empty((), dtype=dtype, device="meta")
         converted.append((i, dtype))
     if converted:
@@ -91,7 +91,7 @@ def scalar_inputs_as_tensors(gm: GraphModule) -> Tuple[Tuple[int, torch.dtype], 
     return tuple(converted)
 
 
-def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> None:
+def bind_scalar_reads(gm: GraphModule, first: dict[object, tuple[int, int]]) -> None:
     """Give the partition's export what the program knows about each scalar input it reads back
     (`scalar_inputs_as_tensors`). `first`: symbol -> (input, dim) where an input tensor carries it.
 
@@ -109,7 +109,7 @@ def bind_scalar_reads(gm: GraphModule, first: Dict[object, Tuple[int, int]]) -> 
     graph = gm.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
     reads = _inputs_then_reads(graph, phs)
-    bound: Dict[object, Node] = {}
+    bound: dict[object, Node] = {}
     env = None
     for item in reads:
         val = item.meta.get("val")
@@ -156,7 +156,7 @@ def _inputs_then_reads(graph, phs) -> list:
     return reads
 
 
-def _program_facts(env, bound: Dict[object, Node], first) -> list:
+def _program_facts(env, bound: dict[object, Node], first) -> list:
     """The shape environment's facts about the `bound` symbols: each one's range, and every
     runtime assertion over them and `first`'s symbols alone."""
     import sympy

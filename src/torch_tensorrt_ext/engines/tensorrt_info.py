@@ -25,7 +25,8 @@ import binascii
 import dataclasses
 import io
 import pickle
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any
+from collections.abc import Sequence
 
 import torch
 
@@ -78,7 +79,7 @@ class PickledObject:
 
     pickled_class = ""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "PickledObject":
+    def __new__(cls, *args: Any, **kwargs: Any) -> PickledObject:
         self = object.__new__(cls)
         self.args, self.kwargs, self.state = args, kwargs, None
         return self
@@ -121,7 +122,7 @@ _SYMPY_CLASSES = {  # `inout_symexprs` dims (_symbolic_shape_capture.py: `dim_si
 _TORCH_DTYPES = {n: getattr(torch, n) for n in dir(torch)
                  if isinstance(getattr(torch, n), torch.dtype)}
 _BUILTINS = {"set": set, "frozenset": frozenset}
-_stand_ins: Dict[Tuple[str, str], type] = {}
+_stand_ins: dict[tuple[str, str], type] = {}
 
 
 def _stand_in(module: str, name: str, base: type) -> type:
@@ -156,7 +157,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
                                 f"id {str(pid)[:40]!r}, which torch-tensorrt never writes")
 
 
-def decode_metadata(encoded: str, *, engine: str) -> Dict[str, Any]:
+def decode_metadata(encoded: str, *, engine: str) -> dict[str, Any]:
     """Decode `SERIALIZED_METADATA_IDX` — base64 of a pickled dict (`TorchTensorRTModule.
     encode_metadata`) — without running code. Upstream classes come back as `PickledObject`s,
     sympy expressions as `SymbolicDim`s, torch dtypes as themselves."""
@@ -180,7 +181,7 @@ def decode_metadata(encoded: str, *, engine: str) -> Dict[str, Any]:
 
 # ----------------------------------------------------------------------------- slot parsing
 
-def _slots(info: Sequence[Union[str, bytes]], name: Optional[str]) -> Tuple[str, List[str]]:
+def _slots(info: Sequence[str | bytes], name: str | None) -> tuple[str, list[str]]:
     """The engine's label and its 13 slots as text (the engine slot is left as "")."""
     if isinstance(info, (str, bytes)) or not isinstance(info, Sequence):
         raise TensorRTInfoError(f"engine {name or '<unnamed>'!r}: serialized info must be a list "
@@ -216,7 +217,7 @@ def _text(value: Any, engine: str, idx: int) -> str:
                             f"bytes, got {type(value).__name__}")
 
 
-def _binding_names(text: str, engine: str, idx: int) -> Tuple[str, ...]:
+def _binding_names(text: str, engine: str, idx: int) -> tuple[str, ...]:
     names = tuple(text.split(BINDING_DELIM)) if text else ()
     for i, n in enumerate(names):
         if not n:
@@ -241,7 +242,7 @@ def _device(text: str, engine: str) -> str:
     return f"{_DEVICE_TYPES[dev_type]}:{gpu_id}"
 
 
-def _aliased_io(text: str, engine: str) -> Tuple[AliasedIO, ...]:
+def _aliased_io(text: str, engine: str) -> tuple[AliasedIO, ...]:
     out = []
     for rec in text.split(ALIAS_RECORD_DELIM) if text else ():
         fields = rec.split(ALIAS_FIELD_DELIM)
@@ -255,7 +256,7 @@ def _aliased_io(text: str, engine: str) -> Tuple[AliasedIO, ...]:
 
 # ------------------------------------------------------------------------- shapes and dtypes
 
-def _io_entries(symexprs: Any, key: str, engine: str) -> List[Tuple[Tuple[int, ...], str]]:
+def _io_entries(symexprs: Any, key: str, engine: str) -> list[tuple[tuple[int, ...], str]]:
     entries = symexprs.get(key) if isinstance(symexprs, dict) else None
     if not isinstance(entries, list):
         raise TensorRTInfoError(f"engine {engine!r}: metadata inout_symexprs must be a dict "
@@ -280,8 +281,8 @@ def _io_entries(symexprs: Any, key: str, engine: str) -> List[Tuple[Tuple[int, .
     return out
 
 
-def _io_types(meta: Dict[str, Any], engine: str, inputs: Tuple[str, ...],
-              outputs: Tuple[str, ...], aliased: Tuple[AliasedIO, ...]) -> Dict[str, tuple]:
+def _io_types(meta: dict[str, Any], engine: str, inputs: tuple[str, ...],
+              outputs: tuple[str, ...], aliased: tuple[AliasedIO, ...]) -> dict[str, tuple]:
     """Shapes/dtypes from `inout_symexprs` (absent/None: none). Entries are positional: inputs
     match the input bindings; outputs the graph outputs, after which the interpreter appends the
     aliased outputs (`user_output_count`), typed like the input they alias."""
@@ -293,7 +294,7 @@ def _io_types(meta: Dict[str, Any], engine: str, inputs: Tuple[str, ...],
     if len(ins) != len(inputs):
         raise TensorRTInfoError(f"engine {engine!r}: metadata describes {len(ins)} inputs but "
                                 f"the engine has {len(inputs)} input bindings {list(inputs)}")
-    by_input = dict(zip(inputs, ins))
+    by_input = dict(zip(inputs, ins, strict=False))
     source = {a.output: a.input for a in aliased}
     extra = outputs[len(outs):]
     if len(outs) > len(outputs) or any(o not in source for o in extra):
@@ -308,9 +309,9 @@ def _io_types(meta: Dict[str, Any], engine: str, inputs: Tuple[str, ...],
 
 # --------------------------------------------------------------------------------- readers
 
-def engine_info_from_serialized(info: Sequence[Union[str, bytes]], *, name: Optional[str] = None,
-                                input_buffers: Sequence[Tuple[str, str]] = (),
-                                output_buffers: Sequence[Tuple[str, str]] = ()) -> EngineInfo:
+def engine_info_from_serialized(info: Sequence[str | bytes], *, name: str | None = None,
+                                input_buffers: Sequence[tuple[str, str]] = (),
+                                output_buffers: Sequence[tuple[str, str]] = ()) -> EngineInfo:
     """`EngineInfo` from torch-tensorrt 2.14.0's serialized engine info (a `_pack_engine_info` /
     `Engine.__getstate__` list). `name` overrides the NAME slot; `input_buffers` /
     `output_buffers` (binding -> buffer FQN) come from whoever lifted the buffers. The engine
@@ -343,7 +344,7 @@ def engine_info_from_serialized(info: Sequence[Union[str, bytes]], *, name: Opti
         raise TensorRTInfoError(str(e)) from None
 
 
-def _copy_back(meta: Dict[str, Any], engine: str) -> Tuple[Tuple[str, str], ...]:
+def _copy_back(meta: dict[str, Any], engine: str) -> tuple[tuple[str, str], ...]:
     pairs = meta.get(COPY_BACK_KEY, [])
     if not isinstance(pairs, list) or not all(
             isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p)

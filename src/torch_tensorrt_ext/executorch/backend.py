@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import List
 
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
@@ -49,12 +48,12 @@ def program_for_preprocess(edge_program: torch.export.ExportedProgram
 class TensorRTBackend(BackendDetails):
     @classmethod
     def copy_exported_program_for_preprocess(cls, edge_program: torch.export.ExportedProgram,
-                                             compile_specs: List[CompileSpec]):
+                                             compile_specs: list[CompileSpec]):
         return program_for_preprocess(edge_program)
 
     @staticmethod
     def preprocess(edge_program: torch.export.ExportedProgram,
-                   compile_specs: List[CompileSpec]) -> PreprocessResult:
+                   compile_specs: list[CompileSpec]) -> PreprocessResult:
         if any(is_tensorrt_call(n) for n in edge_program.graph.nodes):
             return tensorrt_blob.preprocess(edge_program, compile_specs)
         call = single_engine_call(edge_program, is_reference_call)

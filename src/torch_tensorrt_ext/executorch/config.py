@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 
-from typing import Dict, List, Set, Tuple
 
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
@@ -31,7 +30,7 @@ class InitialiseMutableBuffers(ExportPass):
     (ExecuTorch's own InitializedMutableBufferPass matches by substring, so a pattern "k" would
     also initialise "k_cache_scale"; this pass takes exact placeholder names.)"""
 
-    def __init__(self, names: Set[str]):
+    def __init__(self, names: set[str]):
         super().__init__()
         self.names = set(names)
 
@@ -41,7 +40,7 @@ class InitialiseMutableBuffers(ExportPass):
         return super().placeholder(name, arg, meta)
 
 
-def mutable_buffer_placeholders(ep: ExportedProgram) -> Set[str]:
+def mutable_buffer_placeholders(ep: ExportedProgram) -> set[str]:
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
     return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
@@ -67,8 +66,8 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
     planner = config.memory_planning_pass = copy.copy(config.memory_planning_pass)
     if hasattr(planner, "state"):
         planner.state = type(planner.state)()
-    names: Set[str] = set()
-    on_device: Set[str] = set()
+    names: set[str] = set()
+    on_device: set[str] = set()
     for method in edge_manager.methods:
         names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
         on_device |= written_in_place(edge_manager.exported_program(method))
@@ -83,7 +82,7 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
     return config
 
 
-def _delegate_devices(edge_manager) -> Set[str]:
+def _delegate_devices(edge_manager) -> set[str]:
     """The devices (`target_device` compile specs; "cpu" left out) its delegates run on."""
     devices = set()
     for method in edge_manager.methods:
@@ -95,7 +94,7 @@ def _delegate_devices(edge_manager) -> Set[str]:
     return devices
 
 
-def _share_state_across_methods(edge_manager, config, share) -> Dict[str, Tuple[int, int]]:
+def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[int, int]]:
     """A buffer one method writes and others use shares one allocation, like eager's one module
     (`share`: None when some buffer is used by several methods and written by one, True
     always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
@@ -136,14 +135,14 @@ def _share_state_across_methods(edge_manager, config, share) -> Dict[str, Tuple[
     return resident
 
 
-def _mutated(edge_manager) -> Set[str]:
+def _mutated(edge_manager) -> set[str]:
     return {f for m in edge_manager.methods
             for f in edge_manager.exported_program(m).graph_signature.buffers_to_mutate.values()}
 
 
-def _buffer_uses(edge_manager) -> Dict[str, List[str]]:
+def _buffer_uses(edge_manager) -> dict[str, list[str]]:
     """FQN -> the methods whose program takes the buffer."""
-    used: Dict[str, List[str]] = {}
+    used: dict[str, list[str]] = {}
     for m in edge_manager.methods:
         for fqn in set(edge_manager.exported_program(m).graph_signature.inputs_to_buffers
                        .values()):

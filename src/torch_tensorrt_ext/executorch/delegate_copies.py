@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import operator
-from typing import Dict, List, Mapping, Tuple, Union
+from collections.abc import Mapping
 
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, OutputKind
@@ -40,11 +40,11 @@ def _schema(node: Node) -> str:
     return s.name if s is not None else ""
 
 
-def recorded_copies(ep: ExportedProgram) -> Dict[str, Tuple[str, Node, str, str]]:
+def recorded_copies(ep: ExportedProgram) -> dict[str, tuple[str, Node, str, str]]:
     """Buffer FQN -> (engine, call, output, input) for every copy a TensorRT engine's record says
     its delegate makes; a record naming an input that is not a registered buffer is refused."""
     buffers = ep.graph_signature.inputs_to_buffers
-    found: Dict[str, Tuple[str, Node, str, str]] = {}
+    found: dict[str, tuple[str, Node, str, str]] = {}
     for call in engine_calls(ep).values():
         if is_reference_call(call.node):
             continue   # its copies are declared on the buffer's placeholder at save already
@@ -62,8 +62,8 @@ def recorded_copies(ep: ExportedProgram) -> Dict[str, Tuple[str, Node, str, str]
     return found
 
 
-def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, Tuple[str, Node, str, str]]
-                       ) -> List[int]:
+def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, tuple[str, Node, str, str]]
+                       ) -> list[int]:
     """Output positions of the write-backs of the buffers in `copies`, each checked to write the
     very output the engine's record names."""
     sig = ep.graph_signature
@@ -123,7 +123,7 @@ def _hand_over(ep: ExportedProgram) -> ExportedProgram:
     return declared
 
 
-Programs = Union[ExportedProgram, Mapping[str, ExportedProgram]]
+Programs = ExportedProgram | Mapping[str, ExportedProgram]
 
 
 def hand_copy_backs_to_delegates(programs: Programs) -> Programs:

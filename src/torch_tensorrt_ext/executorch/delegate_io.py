@@ -8,7 +8,6 @@ increasing); anything else is refused with `BlobError` naming the bindings.
 from __future__ import annotations
 
 import operator
-from typing import List
 
 import torch
 
@@ -27,7 +26,7 @@ def single_engine_call(ep: torch.export.ExportedProgram, is_call) -> torch.fx.No
 
 
 def delegate_output_bindings(ep: torch.export.ExportedProgram, call: torch.fx.Node,
-                             names: List[str]) -> List[str]:
+                             names: list[str]) -> list[str]:
     """The engine output bindings the partition returns; refuse an order other than the engine's."""
     out = []
     last = -1
@@ -47,7 +46,7 @@ def delegate_output_bindings(ep: torch.export.ExportedProgram, call: torch.fx.No
 
 
 def delegate_input_bindings(ep: torch.export.ExportedProgram, call: torch.fx.Node,
-                            names: List[str]) -> List[str]:
+                            names: list[str]) -> list[str]:
     """For each delegate input (the partition's user inputs, in order) the engine input binding
     it feeds; a value feeding two bindings, or an input feeding none, is refused."""
     feeds = {}

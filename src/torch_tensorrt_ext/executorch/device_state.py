@@ -22,7 +22,7 @@ device: a resident buffer's host readers read a staged copy, and its write-back 
 from __future__ import annotations
 
 import copy
-from typing import Iterable, Mapping, Optional, Tuple
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
@@ -34,7 +34,7 @@ class StateOnDevicePass(PassBase):
     method (shared across methods), whoever reads and writes it here."""
 
     def __init__(self, buffer_placeholders: Iterable[str], then: PassBase,
-                 resident: Optional[Mapping[str, Tuple[int, int]]] = None):
+                 resident: Mapping[str, tuple[int, int]] | None = None):
         super().__init__()
         self.names = set(buffer_placeholders)
         self.resident = dict(resident or {})
@@ -86,7 +86,7 @@ def _is_write_back(node: torch.fx.Node, buffer: torch.fx.Node) -> bool:
             and node.args[0] is buffer)
 
 
-def _reside(gm: torch.fx.GraphModule, buffer: torch.fx.Node, device: Tuple[int, int]) -> list:
+def _reside(gm: torch.fx.GraphModule, buffer: torch.fx.Node, device: tuple[int, int]) -> list:
     """Place `buffer` on `device`; its host readers read one device-to-host copy of it. Returns
     its write-back copies (rewritten once the out-variant pass has run)."""
     from executorch.exir import schema

@@ -14,7 +14,7 @@ host memory are returned as they are.
 """
 from __future__ import annotations
 
-from typing import Mapping, Union
+from collections.abc import Mapping
 
 import torch
 from torch.export import ExportedProgram
@@ -23,7 +23,7 @@ from ..contracts.plan import PlanError
 
 __all__ = ["host_values"]
 
-Programs = Union[ExportedProgram, Mapping[str, ExportedProgram]]
+Programs = ExportedProgram | Mapping[str, ExportedProgram]
 
 
 def _host(fqn: str, t):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Tuple
 
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
@@ -38,14 +37,14 @@ class DelegateInfo:
     magic: str = ""
     engine_kind: str = ""
     engine_bytes: int = 0
-    bindings: Tuple[Tuple[str, str, Tuple[int, ...], bool], ...] = ()  # name, dtype, shape, input
-    aliased_io: Tuple[Tuple[str, str], ...] = ()     # (output, input)
-    buffers: Tuple[Tuple[str, str], ...] = ()        # (input binding, fqn)
-    copy_back: Tuple[Tuple[str, str], ...] = ()      # (output, input)
-    delegate_inputs: Tuple[str, ...] = ()
-    delegate_outputs: Tuple[str, ...] = ()
-    weight_streaming_budget: Optional[int] = None   # bytes of weights kept on the device
-    max_shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()  # (binding, max_shape): dynamic ones
+    bindings: tuple[tuple[str, str, tuple[int, ...], bool], ...] = ()  # name, dtype, shape, input
+    aliased_io: tuple[tuple[str, str], ...] = ()     # (output, input)
+    buffers: tuple[tuple[str, str], ...] = ()        # (input binding, fqn)
+    copy_back: tuple[tuple[str, str], ...] = ()      # (output, input)
+    delegate_inputs: tuple[str, ...] = ()
+    delegate_outputs: tuple[str, ...] = ()
+    weight_streaming_budget: int | None = None   # bytes of weights kept on the device
+    max_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (binding, max_shape): dynamic ones
 
 
 @dataclass(frozen=True)
@@ -53,13 +52,13 @@ class BufferInfo:
     fqn: str
     kind: str                  # kv_alias | copy_back | in_place | read_only
     dtype: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     nbytes: int
     device: str
     initial_value: bool
     program_copy_bytes: int    # bytes the program's own copy ops move per call
-    delegate: Optional[int] = None
-    binding: Optional[str] = None
+    delegate: int | None = None
+    binding: str | None = None
     program_link_bytes: int = 0   # of those, across the host-device link (PCIe on a GPU)
     host_path: str = ""           # what makes the program copy it (empty: it does not)
     delegate_copy_bytes: int = 0  # bytes its delegate copies into it per call (its copy_back)
@@ -68,22 +67,22 @@ class BufferInfo:
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    delegates: Tuple[DelegateInfo, ...] = ()
-    buffers: Tuple[BufferInfo, ...] = ()
+    delegates: tuple[DelegateInfo, ...] = ()
+    buffers: tuple[BufferInfo, ...] = ()
 
 
 @dataclass(frozen=True)
 class SharedArena:
     device: str
     nbytes: int
-    buffers: Tuple[Tuple[str, int], ...]           # (fqn, offset)
-    methods: Tuple[Tuple[str, int], ...]           # (method, its planned-buffer index)
+    buffers: tuple[tuple[str, int], ...]           # (fqn, offset)
+    methods: tuple[tuple[str, int], ...]           # (method, its planned-buffer index)
 
 
 @dataclass(frozen=True)
 class PteInfo:
-    methods: Tuple[MethodInfo, ...] = field(default_factory=tuple)
-    shared: Tuple[SharedArena, ...] = ()   # state arenas every method shares (device programs)
+    methods: tuple[MethodInfo, ...] = field(default_factory=tuple)
+    shared: tuple[SharedArena, ...] = ()   # state arenas every method shares (device programs)
 
     def method(self, name: str) -> MethodInfo:
         for m in self.methods:
@@ -117,9 +116,9 @@ def _kernel_calls(plan: schema.ExecutionPlan):
                 yield plan.operators[ins.instr_args.op_index].name, list(ins.instr_args.args)
 
 
-def _in_place_writers(plan: schema.ExecutionPlan) -> Dict[int, List[str]]:
+def _in_place_writers(plan: schema.ExecutionPlan) -> dict[int, list[str]]:
     """Value index -> the host kernels (not copies) writing it in place, as `ns::op.overload`."""
-    out: Dict[int, List[str]] = {}
+    out: dict[int, list[str]] = {}
     for chain in plan.chains:
         for ins in chain.instructions:
             call = ins.instr_args
@@ -133,8 +132,8 @@ def _in_place_writers(plan: schema.ExecutionPlan) -> Dict[int, List[str]]:
     return out
 
 
-def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], index: int,
-               writers: List[str]) -> str:
+def _host_path(plan: schema.ExecutionPlan, calls: list[tuple[str, list[int]]], index: int,
+               writers: list[str]) -> str:
     """What keeps buffer value `index` on a host path: the host kernels writing it in place
     (`writers`), or touching it or the value a host copy writes into it (`calls`, the plan's);
     else that copy (a write-back) alone."""
@@ -160,7 +159,7 @@ def _host_path(plan: schema.ExecutionPlan, calls: List[Tuple[str, List[int]]], i
         sorted({name for name, _ in copies})) + ")"
 
 
-def _buffer(fqn: str, t: schema.Tensor, delegates: List[DelegateInfo], paths: Dict[str, int],
+def _buffer(fqn: str, t: schema.Tensor, delegates: list[DelegateInfo], paths: dict[str, int],
             has_mutable_data: bool, host_path: str, written_in_place: bool) -> BufferInfo:
     copies = sum(paths.values())
     kind, where, binding, delegate_copies = "read_only", None, None, 0
@@ -203,7 +202,7 @@ def inspect_pte(data: bytes) -> PteInfo:
     return PteInfo(tuple(methods), _shared(pte))
 
 
-def _shared(pte) -> Tuple[SharedArena, ...]:
+def _shared(pte) -> tuple[SharedArena, ...]:
     from .shared_state import RECORD_KEY
     named = pte.named_data
     entry = named.pte_data.get(RECORD_KEY) if named is not None else None

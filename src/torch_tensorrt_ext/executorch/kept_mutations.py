@@ -17,7 +17,6 @@ Gated DeltaNet layer), while the graph it runs is right.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Set
 
 import torch
 from torch.export import ExportedProgram
@@ -30,11 +29,11 @@ from ..contracts.plan import PlanError
 class Writes:
     """One method's declared buffer mutations, by who writes them."""
 
-    in_place: FrozenSet[str]      # FQNs an engine writes itself (declared on the placeholder)
-    written_back: FrozenSet[str]  # FQNs the program writes back (ExecuTorch adds a copy_)
+    in_place: frozenset[str]      # FQNs an engine writes itself (declared on the placeholder)
+    written_back: frozenset[str]  # FQNs the program writes back (ExecuTorch adds a copy_)
 
 
-def written_in_place(ep: ExportedProgram) -> Set[str]:
+def written_in_place(ep: ExportedProgram) -> set[str]:
     """Placeholders of buffers whose mutation is declared on the buffer itself (an engine writes
     them: aliased KV, or a delegate's own copy-back)."""
     sig = ep.graph_signature
@@ -45,7 +44,7 @@ def written_in_place(ep: ExportedProgram) -> Set[str]:
             and getattr(values[i], "name", None) == by_fqn[s.target]}
 
 
-def expected_writes(edge_manager) -> Dict[str, Writes]:
+def expected_writes(edge_manager) -> dict[str, Writes]:
     out = {}
     for method in edge_manager.methods:
         ep = edge_manager.exported_program(method)
@@ -76,7 +75,7 @@ def _staged(ep, name) -> str:
     return ""
 
 
-def _blob_writes(ep, call) -> FrozenSet[str]:
+def _blob_writes(ep, call) -> frozenset[str]:
     """FQNs a TensorRTBackend delegate's blob says its delegate writes (aliased or copied back);
     another backend's delegate writes nothing this check can credit."""
     from ..contracts import blob as blobfmt
@@ -86,7 +85,7 @@ def _blob_writes(ep, call) -> FrozenSet[str]:
     return frozenset(blobfmt.parse(lowered.processed_bytes).metadata.written_buffers().values())
 
 
-def _written_args(node: torch.fx.Node) -> Set[str]:
+def _written_args(node: torch.fx.Node) -> set[str]:
     """Names of the nodes `node` writes in place: the arguments its schema marks mutable
     (`Tensor(a!)`: `copy_`'s self, `llama::update_cache`'s cache, an out variant's `out`)."""
     schema = getattr(node.target, "_schema", None)
@@ -103,7 +102,7 @@ def _written_args(node: torch.fx.Node) -> Set[str]:
     return written
 
 
-def check_writes(et_manager, expected: Dict[str, Writes]) -> None:
+def check_writes(et_manager, expected: dict[str, Writes]) -> None:
     """Refuse a lowered program that no longer performs a declared buffer write."""
     for method, writes in expected.items():
         ep = et_manager.exported_program(method)

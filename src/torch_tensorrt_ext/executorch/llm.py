@@ -12,7 +12,6 @@ and whose delegates' backends are all registered in this process; otherwise it r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
 
 from .. import runtime_lib
 from ..errors import UsageError
@@ -30,7 +29,7 @@ def _methods_and_backends(data: bytes):
             {d.id for p in program.execution_plan for d in p.delegates})
 
 
-def text_runner(pte: Union[str, Path], tokenizer: Union[str, Path]):
+def text_runner(pte: str | Path, tokenizer: str | Path):
     """ExecuTorch's `TextLLMRunner` over `pte` with `tokenizer` (a tokenizer.json / .model)."""
     from executorch.extension.llm.runner import TextLLMRunner
     from executorch.runtime import Runtime

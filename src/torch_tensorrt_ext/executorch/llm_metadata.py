@@ -12,7 +12,8 @@ module imports nothing heavy and loads no library.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..errors import UsageError
 
@@ -30,8 +31,8 @@ RUNNER_METHODS = {
 }
 
 
-def runner_metadata(config: Any, bos_id: Optional[int] = None,
-                    eos_ids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+def runner_metadata(config: Any, bos_id: int | None = None,
+                    eos_ids: Sequence[int] | None = None) -> dict[str, Any]:
     """The runner's constant methods for `config` (ExecuTorch's `ModelArgs`, or a transformers
     config with a static cache of `max_position_embeddings`); `bos_id`/`eos_ids` override the
     config's token ids (ModelArgs has none)."""

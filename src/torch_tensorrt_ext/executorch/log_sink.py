@@ -26,7 +26,6 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["route_logs_to_fd2", "routed", "current_emitter_library"]
 
@@ -51,7 +50,7 @@ class _DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
-def _libexecutorch() -> Optional[ctypes.CDLL]:
+def _libexecutorch() -> ctypes.CDLL | None:
     from executorch.extension.pybindings import _C  # executorch/extension/pybindings/_C*.so
     path = Path(_C.__file__).resolve().parents[2] / "lib" / "libexecutorch.so"
     if not path.is_file():
@@ -63,7 +62,7 @@ def _libexecutorch() -> Optional[ctypes.CDLL]:
         return None
 
 
-def _pal_table() -> Optional[tuple]:
+def _pal_table() -> tuple | None:
     lib = _libexecutorch()
     if lib is None or not hasattr(lib, _GET_PAL_IMPL) or not hasattr(lib, _DEFAULT_EMITTER):
         return None
@@ -74,7 +73,7 @@ def _pal_table() -> Optional[tuple]:
     return get().contents, default
 
 
-def _library_of(address: Optional[int]) -> str:
+def _library_of(address: int | None) -> str:
     if not address:
         return ""
     info = _DlInfo()
@@ -118,7 +117,7 @@ def route_logs_to_fd2() -> bool:
         return _routed
 
 
-def _runtime_emitter() -> Optional[int]:
+def _runtime_emitter() -> int | None:
     """The runtime library's emitter, when that library is loaded in this process."""
     from .. import runtime_lib
     lib = runtime_lib.loaded()

@@ -12,7 +12,7 @@ chooses the config.
 from __future__ import annotations
 
 import contextlib
-from typing import Mapping, Optional, Union
+from collections.abc import Mapping
 
 import torch
 from executorch.exir import ExecutorchBackendConfig
@@ -23,11 +23,11 @@ from .config import backend_config
 from .partition import reference_device
 from .pte_write import write_atomic
 
-Programs = Union[torch.export.ExportedProgram, Mapping[str, torch.export.ExportedProgram]]
+Programs = torch.export.ExportedProgram | Mapping[str, torch.export.ExportedProgram]
 
 
-def to_executorch(programs: Programs, *, device: Optional[str] = None,
-                  share_mutable_buffers: Optional[bool] = None):
+def to_executorch(programs: Programs, *, device: str | None = None,
+                  share_mutable_buffers: bool | None = None):
     """`ExecutorchProgramManager` for one declared program or a `{method: program}` mapping.
     `device`: where reference delegates (and so the state they read) live — by default the
     host, or $TTE_REFERENCE_DEVICE (`partition.reference_device`)."""

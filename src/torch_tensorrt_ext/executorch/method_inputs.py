@@ -10,7 +10,7 @@ lets through ExecuTorch accepts as far as shapes go.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -26,7 +26,7 @@ class InputShapeError(TteError, ValueError):
 
 @dataclass(frozen=True)
 class InputSpec:
-    sizes: Tuple[int, ...]   # static sizes, or the upper bounds of a dynamic-bound input
+    sizes: tuple[int, ...]   # static sizes, or the upper bounds of a dynamic-bound input
     dynamic: bool
 
     def describe(self) -> str:
@@ -34,7 +34,7 @@ class InputSpec:
         return f"at most [{dims}]" if self.dynamic else f"[{dims}]"
 
 
-def input_specs(plan) -> Tuple[Optional[InputSpec], ...]:
+def input_specs(plan) -> tuple[InputSpec | None, ...]:
     """Per input of an `ExecutionPlan` (executorch.exir.schema): its spec, None for a non-tensor."""
     from executorch.exir import schema
     out = []
@@ -48,13 +48,13 @@ def input_specs(plan) -> Tuple[Optional[InputSpec], ...]:
     return tuple(out)
 
 
-def check_call(method: str, specs: Sequence[Optional[InputSpec]], args: Sequence[object]) -> None:
-    for k, (spec, arg) in enumerate(zip(specs, args)):
+def check_call(method: str, specs: Sequence[InputSpec | None], args: Sequence[object]) -> None:
+    for k, (spec, arg) in enumerate(zip(specs, args, strict=False)):
         if spec is None or not isinstance(arg, torch.Tensor):
             continue
         shape = tuple(arg.shape)
         fits = len(shape) == len(spec.sizes) and all(
-            (s <= b) if spec.dynamic else (s == b) for s, b in zip(shape, spec.sizes))
+            (s <= b) if spec.dynamic else (s == b) for s, b in zip(shape, spec.sizes, strict=False))
         if not fits:
             kind = "dynamic input" if spec.dynamic else "input"
             raise InputShapeError(
@@ -62,5 +62,5 @@ def check_call(method: str, specs: Sequence[Optional[InputSpec]], args: Sequence
                 f"{list(shape)} (nothing ran, the state is as it was)")
 
 
-def specs_by_method(program) -> Dict[str, Tuple[Optional[InputSpec], ...]]:
+def specs_by_method(program) -> dict[str, tuple[InputSpec | None, ...]]:
     return {p.name: input_specs(p) for p in program.execution_plan}

@@ -13,7 +13,6 @@ import contextvars
 import json
 import operator
 import os
-from typing import Dict, Optional
 
 import torch
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -31,8 +30,8 @@ __all__ = ["buffer_specs", "reference_device", "BUFFERS_SPEC", "DEVICE_SPEC"]
 # Where reference delegates (and the state they write) live unless `reference_device` says:
 # $TTE_REFERENCE_DEVICE ("cuda:0" puts their state in device arenas; the tests' emulated-device
 # mode sets it), else the host.
-_REFERENCE_DEVICE = contextvars.ContextVar(
-    "tte_reference_device", default=os.environ.get("TTE_REFERENCE_DEVICE", "cpu"))
+_DEFAULT_DEVICE: str = os.environ.get("TTE_REFERENCE_DEVICE", "cpu")
+_REFERENCE_DEVICE = contextvars.ContextVar("tte_reference_device", default=_DEFAULT_DEVICE)
 
 
 @contextlib.contextmanager
@@ -45,13 +44,13 @@ def reference_device(device: str):
         _REFERENCE_DEVICE.reset(token)
 
 
-def _tagged_engine(ep: ExportedProgram, tag: str) -> Optional[torch.fx.Node]:
+def _tagged_engine(ep: ExportedProgram, tag: str) -> torch.fx.Node | None:
     calls = [n for n in ep.graph.nodes if is_tensorrt_call(n)
              and n.meta.get("delegation_tag") == tag]
     return calls[0] if len(calls) == 1 else None
 
 
-def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[str, DelegationSpec]:
+def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[str, DelegationSpec]:
     """Each TensorRT partition's delegation spec plus the mutable buffers its engine reads
     (input binding -> FQN), which only the whole program can name; reference engine calls
     (`tte::execute_engine`) get delegates of their own (CPU: no target device)."""
@@ -74,11 +73,11 @@ def buffer_specs(ep: ExportedProgram, tags: Dict[str, DelegationSpec]) -> Dict[s
     return out
 
 
-def _tag_reference_engines(ep: ExportedProgram) -> Dict[str, DelegationSpec]:
+def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
     """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
     state stays above the delegate (buffers are never tagged)."""
     sig = ep.graph_signature
-    tags: Dict[str, DelegationSpec] = {}
+    tags: dict[str, DelegationSpec] = {}
     calls = [n for n in ep.graph.nodes if is_reference_call(n)]
     device = _REFERENCE_DEVICE.get()
     # the target device only for accelerators: on CPU ExecuTorch would stage every argument

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Union
+from collections.abc import Mapping
 
 import torch
 
@@ -33,9 +33,9 @@ from .pte_check import PteError, read_pte_program
 from .method_inputs import check_call, specs_by_method
 from .traffic import flatbuffer_program, plan_copy_paths
 
-_CODES: Dict[torch.dtype, int] = {getattr(torch, name): code
+_CODES: dict[torch.dtype, int] = {getattr(torch, name): code
                                   for code, (name, _) in SCALAR_TYPES.items()}
-_DTYPES: Dict[int, torch.dtype] = {code: dt for dt, code in _CODES.items()}
+_DTYPES: dict[int, torch.dtype] = {code: dt for dt, code in _CODES.items()}
 
 
 class NoSuchMethodError(TteError, KeyError):
@@ -45,7 +45,7 @@ class NoSuchMethodError(TteError, KeyError):
         return str(self.args[0])
 
 
-def _value(arg: object, keep: List[torch.Tensor]) -> runtime_lib.TteValue:
+def _value(arg: object, keep: list[torch.Tensor]) -> runtime_lib.TteValue:
     v = runtime_lib.TteValue()
     if isinstance(arg, torch.Tensor):
         # a CUDA (or strided) tensor is handed in as its contiguous host copy
@@ -98,7 +98,7 @@ class Program:
     `forward(*inputs)`) and this project's (`run(*args, method=...)`, `state_traffic()`,
     `state()`, `load_state()`, `reset()`)."""
 
-    def __init__(self, path: Union[str, Path], method: str = "forward"):
+    def __init__(self, path: str | Path, method: str = "forward"):
         self._handle = None
         lib = runtime_lib.load()
         log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
@@ -150,7 +150,7 @@ class Program:
                 f"{self.path} has no method {name!r}; it has {sorted(self._names)}")
         return name.encode()
 
-    def run(self, *args, method: Optional[str] = None) -> List[torch.Tensor]:
+    def run(self, *args, method: str | None = None) -> list[torch.Tensor]:
         """One call of `method` (default: the program's main method). Takes the inputs as
         arguments, or upstream's way: one list of inputs and the method second."""
         if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
@@ -161,7 +161,7 @@ class Program:
         key = self._check(name)
         check_call(name, self._inputs.get(name, ()), args)
         lib = runtime_lib.load()
-        keep: List[torch.Tensor] = []
+        keep: list[torch.Tensor] = []
         values = (runtime_lib.TteValue * max(len(args), 1))(*[_value(a, keep) for a in args])
         n_out, why = ctypes.c_size_t(0), ctypes.create_string_buffer(4096)
         # The native call runs without the GIL (ctypes releases it): programs in other threads
@@ -196,9 +196,9 @@ class Program:
                 raise ExecutionError(f"buffer {i} of {name!r} cannot be read (error 0x{code:x})")
             yield fqn.value.decode(), v
 
-    def state(self) -> Dict[str, torch.Tensor]:
+    def state(self) -> dict[str, torch.Tensor]:
         """Every mutable buffer (FQN -> a fresh host copy of its current value)."""
-        out: Dict[str, torch.Tensor] = {}
+        out: dict[str, torch.Tensor] = {}
         for name in self._names:
             for fqn, v in self._buffers(name):
                 out.setdefault(fqn, _from(v))
@@ -240,11 +240,11 @@ class Program:
         if code:
             raise ExecutionError(f"{self.path}: {why.value.decode('utf-8', 'replace')}")
 
-    def state_traffic(self) -> Dict[str, int]:
+    def state_traffic(self) -> dict[str, int]:
         """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""
         return {f: sum(paths.values()) for f, paths in self.state_traffic_by_path().items()}
 
-    def state_traffic_by_path(self) -> Dict[str, Dict[str, int]]:
+    def state_traffic_by_path(self) -> dict[str, dict[str, int]]:
         """FQN -> {"device", "link", "host"} bytes moved per call: within device memory, across
         the host-device link (PCIe on a GPU), within host memory — the runtime's copies
         (averaged over the calls made so far) plus the program's own copy kernels."""
@@ -256,11 +256,11 @@ class Program:
                 for i, p in enumerate(runtime_lib.COPY_PATHS)}
         return out
 
-    def program_copy_bytes(self) -> Dict[str, int]:
+    def program_copy_bytes(self) -> dict[str, int]:
         return dict(self._static)
 
 
-def load(path: Union[str, Path], method: str = "forward") -> Program:
+def load(path: str | Path, method: str = "forward") -> Program:
     return Program(path, method)
 
 

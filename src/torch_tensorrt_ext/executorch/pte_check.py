@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
-from typing import Union
 
 from ..errors import TteError
 
@@ -59,7 +58,7 @@ def _read(p: Path, size: int = -1) -> bytes:
         raise PteError(f"{p}: cannot be read ({e.strerror})") from None
 
 
-def read_pte(path: Union[str, Path]) -> bytes:
+def read_pte(path: str | Path) -> bytes:
     """The bytes of `path`, after the checks of the module invariant."""
     p = Path(path)
     _open_regular(p)
@@ -68,7 +67,7 @@ def read_pte(path: Union[str, Path]) -> bytes:
     return data
 
 
-def read_pte_program(path: Union[str, Path]) -> bytes:
+def read_pte_program(path: str | Path) -> bytes:
     """The program flatbuffer of `path` (its first `program_size` bytes, or the whole file
     without an extended header), after the checks of the module invariant."""
     p = Path(path)

@@ -15,7 +15,8 @@ import glob
 import os
 import secrets
 from pathlib import Path
-from typing import BinaryIO, Callable, Union
+from typing import BinaryIO
+from collections.abc import Callable
 
 from ..errors import TteError
 
@@ -28,7 +29,7 @@ class DestinationError(TteError, ValueError):
     """A `.pte` destination that cannot be written; the message names it and says why."""
 
 
-def check_destination(path: Union[str, Path]) -> Path:
+def check_destination(path: str | Path) -> Path:
     """`path` as a Path if a `.pte` can be written there, else `DestinationError`.
 
     Writability is probed by creating (and removing) a temporary file in the directory, the
@@ -93,7 +94,7 @@ def _remove_stale_temps(dest: Path, directory: Path) -> None:
                 pass
 
 
-def write_atomic(path: Union[str, Path], write: Callable[[BinaryIO], None]) -> Path:
+def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     """Call `write(f)` on a temporary file next to `path`, then move it over `path`.
 
     Temporary files for `path` left by a writer that was killed (SIGKILL, power loss) are

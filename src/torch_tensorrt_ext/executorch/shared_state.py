@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from typing import Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 import torch
 from ..errors import UsageError
@@ -29,7 +29,7 @@ from ..errors import UsageError
 RECORD_KEY = "tte.shared_state"
 RECORD_VERSION = 1
 
-_Device = Tuple[int, int]          # (exir DeviceType value, index)
+_Device = tuple[int, int]          # (exir DeviceType value, index)
 
 
 def parse_device(text: str) -> _Device:
@@ -50,16 +50,16 @@ def _device_name(device: _Device) -> str:
 class _Layout:
     """What every method's planner saw (each buffer's specs per method), then the arenas."""
 
-    def __init__(self, planner, store, methods: List[str]):
+    def __init__(self, planner, store, methods: list[str]):
         self.planner = copy.copy(planner)
         self.planner.alloc_mutable_buffers = False    # the state is planned here, across methods
         self.planner.share_mutable_buffers = False
         self.store = store
         self.methods = list(methods)
-        self.uses: Dict[str, Dict[str, list]] = {}     # fqn -> method -> [spec]
+        self.uses: dict[str, dict[str, list]] = {}     # fqn -> method -> [spec]
         self.mutated: set = set()
-        self.modules: Dict[str, torch.fx.GraphModule] = {}
-        self.record: Optional[dict] = None
+        self.modules: dict[str, torch.fx.GraphModule] = {}
+        self.record: dict | None = None
 
     def collect(self, method: str, gm: torch.fx.GraphModule, signature) -> None:
         mutated = set(signature.buffers_to_mutate.values())
@@ -81,9 +81,9 @@ class _Layout:
     def plan(self) -> None:
         if self.record is not None:
             return
-        arenas: Dict[_Device, dict] = {}
-        placed: Dict[str, _Device] = {}               # fqn -> the device arena holding it
-        unshared: Dict[str, Dict[str, str]] = {}
+        arenas: dict[_Device, dict] = {}
+        placed: dict[str, _Device] = {}               # fqn -> the device arena holding it
+        unshared: dict[str, dict[str, str]] = {}
         for fqn in sorted(self.mutated):
             devices = {m: {self._where(s) for s in specs}
                        for m, specs in self.uses[fqn].items()}
@@ -104,7 +104,7 @@ class _Layout:
             placed[fqn] = device
             arena["bytes"] += size
         order = sorted(arenas)
-        index: Dict[str, List[int]] = {}
+        index: dict[str, list[int]] = {}
         for method in self.methods:
             gm = self.modules[method]
             sizes = gm.meta["non_const_buffer_sizes"]

@@ -9,7 +9,6 @@ budget is the save option's, and the blob is validated before it is written.
 from __future__ import annotations
 
 import json
-from typing import List
 
 import torch
 from executorch.exir.backend.backend_details import PreprocessResult
@@ -76,7 +75,7 @@ def _bindings(info, call: torch.fx.Node) -> tuple:
     return tuple(ins + outs)
 
 
-def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
     """One TensorRT partition → one TR03 blob carrying the serialized engine."""
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
         DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)

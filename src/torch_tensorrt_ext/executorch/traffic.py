@@ -10,7 +10,6 @@ are not in the program; the runtime counts those itself (`runtime_lib.copy_bytes
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
 
 from executorch.exir import schema
 
@@ -25,7 +24,7 @@ def _nbytes(t: schema.Tensor) -> int:
     return n
 
 
-def _where(t: schema.Tensor) -> Optional[Tuple[int, int]]:
+def _where(t: schema.Tensor) -> tuple[int, int] | None:
     a = t.allocation_info
     if a is None:
         return None
@@ -48,7 +47,7 @@ def _register_namespace(ns: str) -> None:
         pass
 
 
-def written_args(op: schema.Operator, n_args: int) -> List[int]:
+def written_args(op: schema.Operator, n_args: int) -> list[int]:
     """Argument positions a kernel writes, from its schema's alias annotations (`Tensor(a!)`);
     an op torch does not know: the out variant's last argument, or an in-place op's first."""
     import torch
@@ -66,7 +65,7 @@ def written_args(op: schema.Operator, n_args: int) -> List[int]:
             and a.alias_info.is_write]
 
 
-def mutable_buffers(plan: schema.ExecutionPlan) -> Dict[str, Tuple[int, schema.Tensor]]:
+def mutable_buffers(plan: schema.ExecutionPlan) -> dict[str, tuple[int, schema.Tensor]]:
     """FQN -> (value index, tensor) for the plan's named mutable buffers."""
     out = {}
     for i, v in enumerate(plan.values):
@@ -77,7 +76,7 @@ def mutable_buffers(plan: schema.ExecutionPlan) -> Dict[str, Tuple[int, schema.T
     return out
 
 
-def program_copy_bytes(pte: bytes, method: str = "forward") -> Dict[str, int]:
+def program_copy_bytes(pte: bytes, method: str = "forward") -> dict[str, int]:
     """FQN -> bytes the emitted program copies into or out of that buffer per call."""
     return {f: sum(paths.values()) for f, paths in program_copy_paths(pte, method).items()}
 
@@ -91,20 +90,20 @@ def flatbuffer_program(pte: bytes) -> schema.Program:
     return _flatbuffer_to_program(pte[:size])
 
 
-def program_copy_paths(pte: bytes, method: str = "forward") -> Dict[str, Dict[str, int]]:
+def program_copy_paths(pte: bytes, method: str = "forward") -> dict[str, dict[str, int]]:
     """FQN -> {"link": bytes, "host": bytes} the emitted program copies per call, by path."""
     program = flatbuffer_program(pte)
     return plan_copy_paths(next(p for p in program.execution_plan if p.name == method))
 
 
-def plan_copy_paths(plan: schema.ExecutionPlan) -> Dict[str, Dict[str, int]]:
+def plan_copy_paths(plan: schema.ExecutionPlan) -> dict[str, dict[str, int]]:
     """`program_copy_paths` of one parsed execution plan."""
     buffers = mutable_buffers(plan)
     loc = {fqn: _where(t) for fqn, (_, t) in buffers.items()}
     by_value = {i: fqn for fqn, (i, _) in buffers.items()}
     by_loc = {w: fqn for fqn, w in loc.items() if w is not None}
     counts = {fqn: {"link": 0, "host": 0} for fqn in buffers}
-    fetched: Dict[int, int] = {}   # value index -> bytes a device-to-host copy wrote into it
+    fetched: dict[int, int] = {}   # value index -> bytes a device-to-host copy wrote into it
     for chain in plan.chains:
         for ins in chain.instructions:
             call = ins.instr_args

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from collections.abc import Iterable, Mapping
 
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
@@ -44,12 +44,12 @@ class Writer:
 
     kind: str
     what: str
-    value: Optional[int]
+    value: int | None
     nbytes: int
-    shape: Tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
+    shape: tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
 
 
-def _blob_writes(blob: bytes) -> List[Tuple[str, str, str]]:
+def _blob_writes(blob: bytes) -> list[tuple[str, str, str]]:
     """(input binding, in_place|copy, output binding) for every write the runtime's plan of
     `blob` makes per call; a blob the runtime refuses raises naming the reason."""
     from .. import runtime_lib
@@ -79,7 +79,7 @@ def _trt_blob(program: schema.Program, plan: schema.ExecutionPlan, call: schema.
     return blobfmt.parse(data).metadata, data
 
 
-def _delegate_writes(meta, data: bytes, args: List[int]) -> List[Tuple[int, str, Optional[int]]]:
+def _delegate_writes(meta, data: bytes, args: list[int]) -> list[tuple[int, str, int | None]]:
     """(value index written, how, value index written from) for one delegate call."""
     ins, outs = list(meta.delegate_inputs), list(meta.delegate_outputs)
     found = []
@@ -99,11 +99,11 @@ class _Method:
         self.buffers = mutable_buffers(plan)
         # what a call may write from: its inputs, the program's constants (a buffer reset to a
         # constant value every call is a real write), then each instruction's results
-        self.produced: Set[int] = set(plan.inputs) | {
+        self.produced: set[int] = set(plan.inputs) | {
             i for i, v in enumerate(plan.values) if isinstance(v.val, schema.Tensor)
             and v.val.allocation_info is None and v.val.data_buffer_idx > 0}
-        self.writers: Dict[str, List[Writer]] = {f: [] for f in self.buffers}
-        self.stale: List[Tuple[str, Writer]] = []
+        self.writers: dict[str, list[Writer]] = {f: [] for f in self.buffers}
+        self.stale: list[tuple[str, Writer]] = []
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -112,7 +112,7 @@ class _Method:
             return ("value", index)
         return ("arena", a.memory_id, (a.memory_offset_high << 32) | a.memory_offset_low)
 
-    def _buffer_at(self, index: int) -> Optional[str]:
+    def _buffer_at(self, index: int) -> str | None:
         where = self._memory(index)
         for fqn, (i, _t) in self.buffers.items():
             if i == index or (where[0] == "arena" and self._memory(i) == where):
@@ -128,11 +128,11 @@ class _Method:
                                          or self._buffer_at(writer.value) == fqn):
             self.stale.append((fqn, writer))
 
-    def _shape(self, index: int) -> Tuple[int, ...]:
+    def _shape(self, index: int) -> tuple[int, ...]:
         t = self.plan.values[index].val
         return tuple(t.sizes) if isinstance(t, schema.Tensor) else ()
 
-    def _size(self, index: Optional[int]) -> int:
+    def _size(self, index: int | None) -> int:
         t = self.plan.values[index].val if index is not None else None
         return _nbytes(t) if isinstance(t, schema.Tensor) else 0
 
@@ -167,7 +167,7 @@ class _Method:
             self._record(target, Writer("delegate", f"delegate {call.delegate_index} ({how})",
                                         src, size))
 
-    def walk(self) -> "_Method":
+    def walk(self) -> _Method:
         for chain in self.plan.chains:
             for ins in chain.instructions:
                 if isinstance(ins.instr_args, schema.KernelCall):
@@ -177,7 +177,7 @@ class _Method:
         return self
 
 
-Pte = Union[bytes, schema.Program]
+Pte = bytes | schema.Program
 
 
 def _program(pte: Pte) -> schema.Program:
@@ -185,7 +185,7 @@ def _program(pte: Pte) -> schema.Program:
     return pte if isinstance(pte, schema.Program) else deserialize_pte_binary(bytes(pte)).program
 
 
-def method_writers(pte: Pte) -> Dict[str, Dict[str, List[Writer]]]:
+def method_writers(pte: Pte) -> dict[str, dict[str, list[Writer]]]:
     """Method -> buffer FQN -> the writers one call of it runs (what `verify_writes` checks)."""
     program = _program(pte)
     return {plan.name: _Method(program, plan).walk().writers for plan in program.execution_plan}
@@ -218,14 +218,14 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                 "report this with the program")
 
 
-def _broadcasts(src: Tuple[int, ...], dst: Tuple[int, ...]) -> bool:
+def _broadcasts(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     """`src` broadcasts to `dst` (right-aligned, each size equal or 1)."""
     return len(src) <= len(dst) and all(s in (1, d) for s, d in zip(reversed(src),
-                                                                    reversed(dst)))
+                                                                    reversed(dst), strict=False))
 
 
-def _check_buffer(method: str, fqn: str, writers: List[Writer], mutated: bool,
-                  nbytes: int, shape: Tuple[int, ...]) -> None:
+def _check_buffer(method: str, fqn: str, writers: list[Writer], mutated: bool,
+                  nbytes: int, shape: tuple[int, ...]) -> None:
     if mutated and not writers:
         raise WriteVerifyError(
             f"method {method!r}: buffer {fqn!r} is mutated by the source, but no instruction of "
@@ -248,7 +248,7 @@ def _check_buffer(method: str, fqn: str, writers: List[Writer], mutated: bool,
                 f"{w.what} with {w.nbytes} bytes; the write must cover the whole buffer")
 
 
-def mutated_by(source) -> Dict[str, Set[str]]:
+def mutated_by(source) -> dict[str, set[str]]:
     """Method -> the buffers the source program mutates (its functional form's writes, those
     inside higher-order ops such as `torch.no_grad()` blocks included): from an
     `ExportedProgram` (method "forward"), a `{method: ExportedProgram}` mapping, or

@@ -15,7 +15,7 @@ once.
 from __future__ import annotations
 
 import copy
-from typing import Iterable, Mapping, Union
+from collections.abc import Iterable, Mapping
 
 import operator
 
@@ -126,10 +126,9 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
         example_inputs=ep.example_inputs, constants=ep.constants, verifiers=ep.verifiers)
 
 
-def declare_mutations(ep: Union[ExportedProgram, Mapping[str, ExportedProgram]],
-                      plan: Union[MutationPlan, Mapping[str, MutationPlan]],
-                      engines: Union[Iterable[EngineInfo],
-                                     Mapping[str, Iterable[EngineInfo]]] = ()):
+def declare_mutations(ep: ExportedProgram | Mapping[str, ExportedProgram],
+                      plan: MutationPlan | Mapping[str, MutationPlan],
+                      engines: Iterable[EngineInfo] | Mapping[str, Iterable[EngineInfo]] = ()):
     """Declare the plan's writes on `ep`; for a `{method: ExportedProgram}` mapping, per method
     (`plan` and `engines` then map method names too)."""
     if isinstance(ep, Mapping):

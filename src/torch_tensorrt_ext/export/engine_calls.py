@@ -11,7 +11,7 @@ TensorRT and without a device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Mapping, Tuple
+from collections.abc import Mapping
 
 import torch
 from torch.fx import Node
@@ -32,11 +32,11 @@ class EngineCall:
 
     node: Node
     name: str
-    input_names: Tuple[str, ...]
-    output_names: Tuple[str, ...]
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
     aliased: Mapping[str, str]            # output binding -> input binding, written in place
-    copied: FrozenSet[str] = frozenset()  # outputs the delegate runtime copies back itself
-    copy_pairs: Tuple[Tuple[str, str], ...] = ()   # (output, input) of each copied output
+    copied: frozenset[str] = frozenset()  # outputs the delegate runtime copies back itself
+    copy_pairs: tuple[tuple[str, str], ...] = ()   # (output, input) of each copied output
 
     def argument(self, input_binding: str) -> object:
         return self.node.args[0][self.input_names.index(input_binding)]
@@ -62,8 +62,8 @@ def _trt_call(ep: torch.export.ExportedProgram, node: Node) -> EngineCall:
                       frozenset(o for o, _ in info.copy_back), tuple(info.copy_back))
 
 
-def engine_calls(ep: torch.export.ExportedProgram) -> Dict[str, EngineCall]:
-    calls: Dict[str, EngineCall] = {}
+def engine_calls(ep: torch.export.ExportedProgram) -> dict[str, EngineCall]:
+    calls: dict[str, EngineCall] = {}
     for node in ep.graph.nodes:
         if not is_engine_call(node):
             continue

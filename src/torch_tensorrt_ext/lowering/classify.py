@@ -6,7 +6,7 @@ aliased `IKVCacheUpdateLayer`; everything else is COPY_BACK with its reason. Not
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -41,7 +41,7 @@ def _cache_shape(program: Program, root: Node):
     return shape
 
 
-def plan_mutations(program: Union[torch.export.ExportedProgram, GraphModule], *,
+def plan_mutations(program: torch.export.ExportedProgram | GraphModule, *,
                    torch_executed_ops: Iterable[object] = ()) -> MutationPlan:
     """Plan every buffer write of an ExportedProgram or GraphModule from torch.export.
 

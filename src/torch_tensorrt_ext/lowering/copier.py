@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
 
 from torch.fx import Node
 
@@ -43,14 +43,14 @@ class CopySite:
     nothing is dropped by ExecuTorch). `claimed_by`: a buffer already copied from this output."""
 
     fqn: str
-    engine: Optional[str]
-    output: Optional[str] = None
-    input: Optional[str] = None
+    engine: str | None
+    output: str | None = None
+    input: str | None = None
     computed_by: str = ""
-    buffer_readers: Tuple[str, ...] = ()
+    buffer_readers: tuple[str, ...] = ()
     mismatch: str = ""
     hands_out: bool = True
-    claimed_by: Optional[str] = None
+    claimed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ class CopyDecision:
     fqn: str
     copier: Copier
     why: str
-    engine: Optional[str] = None
-    output: Optional[str] = None
-    input: Optional[str] = None
+    engine: str | None = None
+    output: str | None = None
+    input: str | None = None
 
 
 def decide(site: CopySite) -> CopyDecision:
@@ -102,7 +102,7 @@ def describe(node: Node) -> str:
     return f"{node.target} ({node.name})" if node.op == "call_function" else node.name
 
 
-def _engine_call(value: Node, engine: str) -> Optional[Node]:
+def _engine_call(value: Node, engine: str) -> Node | None:
     """The call of `engine` producing `value` (its getitem, or the call itself)."""
     call = value.args[0] if value.target is operator.getitem else value
     return call if call.op == "call_module" and call.target == engine else None
@@ -138,13 +138,13 @@ def _hands_out(call: Node, user_outputs: set) -> bool:
 
 
 def sites(plan: Iterable[BufferWrite], values: Mapping[str, Node], buffers: Mapping[str, Node],
-          user_outputs: Sequence[Node]) -> List[CopySite]:
+          user_outputs: Sequence[Node]) -> list[CopySite]:
     """The facts of each copy-back write of `plan`, read from a compiled module's graph before
     any write-back is added: `values[fqn]` is the buffer's new value, `buffers[fqn]` the node
     reading the buffer (its get_attr), `user_outputs` what the module returns."""
     users = set(user_outputs)
-    claimed: Dict[Tuple[str, str], str] = {}
-    out: List[CopySite] = []
+    claimed: dict[tuple[str, str], str] = {}
+    out: list[CopySite] = []
     for w in plan:
         if w.kind is not WriteKind.COPY_BACK:
             continue

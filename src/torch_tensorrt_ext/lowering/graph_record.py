@@ -10,7 +10,7 @@ so it is cheap enough to take on every compile; the graph is rebuilt only when a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any
 
 import torch
 from torch.fx import Graph, GraphModule, Node
@@ -19,11 +19,11 @@ from torch.fx.node import map_arg
 
 @dataclass(frozen=True)
 class GraphRecord:
-    nodes: Tuple[Tuple[Any, ...], ...]   # (node, op, target, args, kwargs, name, type, meta)
+    nodes: tuple[tuple[Any, ...], ...]   # (node, op, target, args, kwargs, name, type, meta)
     codegen: Any
 
     @classmethod
-    def of(cls, graph: Graph) -> "GraphRecord":
+    def of(cls, graph: Graph) -> GraphRecord:
         # fx keeps args/kwargs immutable (a rewrite replaces them), so references are enough
         return cls(tuple((n, n.op, n.target, n.args, n.kwargs, n.name, n.type, dict(n.meta))
                          for n in graph.nodes), graph._codegen)

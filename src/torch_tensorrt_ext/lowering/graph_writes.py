@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
 from torch._ops import HigherOrderOperator
@@ -30,7 +29,7 @@ from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state, written_inputs
 from .op_writes import view_root, written_roots
 
-Program = Union[torch.export.ExportedProgram, GraphModule]
+Program = torch.export.ExportedProgram | GraphModule
 
 
 @dataclass(frozen=True)
@@ -43,12 +42,12 @@ class FoundWrite:
     fqn: str
     root: Node
     value: Node
-    copy_node: Optional[Node] = None
+    copy_node: Node | None = None
     # constants torch.export lifted this state as (see mutated_inputs)
-    lifted_as: Tuple[str, ...] = ()
+    lifted_as: tuple[str, ...] = ()
 
 
-def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundWrite]:
+def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> list[FoundWrite]:
     sig = ep.graph_signature
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     output = ep.graph.output_node()
@@ -71,7 +70,7 @@ def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> List[FoundW
     return writes
 
 
-def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[Dict[str, str], bool]:
+def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> tuple[dict[str, str], bool]:
     """The buffers `ep` writes in place (FQN -> the first node writing it, first written first;
     `written_inputs`), and whether a higher-order op (cond, while_loop, the
     `wrap_with_set_grad_enabled` a `with torch.no_grad():` block becomes, ...) takes a buffer or
@@ -86,7 +85,7 @@ def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> Tuple[Dict[str, 
     return written, hop
 
 
-def buffer_writers(program: Program) -> Dict[str, str]:
+def buffer_writers(program: Program) -> dict[str, str]:
     """FQN -> the name of a node writing it, for every buffer `program` writes — the set
     `find_buffer_writes` finds — without functionalizing an ExportedProgram in training IR: its
     in-place writes into buffers (and into constants planned as buffers, `inputs_as_state`)
@@ -105,7 +104,7 @@ def buffer_writers(program: Program) -> Dict[str, str]:
     return {w.fqn: w.value.name for w in find_buffer_writes(program)[1]}
 
 
-def written_buffers(program: Program) -> FrozenSet[str]:
+def written_buffers(program: Program) -> frozenset[str]:
     """The FQNs of the buffers `program` writes (`buffer_writers`)."""
     return frozenset(buffer_writers(program))
 
@@ -120,7 +119,7 @@ def hides_writes(ep: torch.export.ExportedProgram) -> bool:
 # program -> (the graph it was computed from, functional program, origins); an entry lives as
 # long as its program object, and is only kept when the functional program is a new object
 # (so the value never holds its own key alive)
-_FUNCTIONAL: "weakref.WeakKeyDictionary[torch.export.ExportedProgram, tuple]" = \
+_FUNCTIONAL: weakref.WeakKeyDictionary[torch.export.ExportedProgram, tuple] = \
     weakref.WeakKeyDictionary()
 
 
@@ -130,7 +129,7 @@ def _graph_key(ep: torch.export.ExportedProgram) -> tuple:
 
 
 def functional_form(ep: torch.export.ExportedProgram
-                    ) -> Tuple[torch.export.ExportedProgram, Origins]:
+                    ) -> tuple[torch.export.ExportedProgram, Origins]:
     """The program in functional form (no in-place writes into buffers), with every written
     constant carried as a buffer (`mutated_inputs.inputs_as_state`), and where each such buffer
     came from. Computed once per program object: a second call (lifting what was planned)
@@ -153,7 +152,7 @@ def functional_program(ep: torch.export.ExportedProgram) -> torch.export.Exporte
 
 
 def _functional_form(ep: torch.export.ExportedProgram
-                     ) -> Tuple[torch.export.ExportedProgram, Origins]:
+                     ) -> tuple[torch.export.ExportedProgram, Origins]:
     """`functional_form`, computed (no cache)."""
     state, origins = inputs_as_state(ep)
     return _functionalize(state), origins
@@ -169,7 +168,7 @@ def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedPro
         raise PlanError(f"could not functionalize the program's buffer writes: {e}") from e
 
 
-def _buffer_fqn(gm: GraphModule, node: Node) -> Optional[str]:
+def _buffer_fqn(gm: GraphModule, node: Node) -> str | None:
     if node.op != "get_attr":
         return None
     try:
@@ -179,10 +178,10 @@ def _buffer_fqn(gm: GraphModule, node: Node) -> Optional[str]:
     return str(node.target)
 
 
-def gm_writes(gm: GraphModule) -> Tuple[List[FoundWrite], List[Node]]:
+def gm_writes(gm: GraphModule) -> tuple[list[FoundWrite], list[Node]]:
     """Whole-buffer copy_ writes, and any other in-place write into a buffer."""
-    writes: Dict[str, FoundWrite] = {}
-    other: List[Node] = []
+    writes: dict[str, FoundWrite] = {}
+    other: list[Node] = []
     for node in gm.graph.nodes:
         for root in written_roots(node):
             fqn = _buffer_fqn(gm, root)
@@ -219,7 +218,7 @@ def example_args(gm: GraphModule) -> tuple:
     return tuple(args)
 
 
-def find_buffer_writes(program: Program) -> Tuple[Program, List[FoundWrite]]:
+def find_buffer_writes(program: Program) -> tuple[Program, list[FoundWrite]]:
     """The (possibly functionalized) program and its buffer writes, first-written first."""
     if isinstance(program, torch.export.ExportedProgram):
         ep, origins = functional_form(program)

@@ -20,7 +20,7 @@ Values are expanded to the written region's shape when index_put would broadcast
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 from torch.fx import Node
@@ -37,18 +37,18 @@ class KVForm:
 
     op: str                       # "index_copy" or "slice_scatter"
     values: Node
-    region: Tuple[int, ...]       # [b, d, n, h] written
-    positions: Optional[Node] = None
+    region: tuple[int, ...]       # [b, d, n, h] written
+    positions: Node | None = None
     start: int = 0
     end: int = 0
 
 
-def _shape(node: object) -> Optional[Tuple[object, ...]]:
+def _shape(node: object) -> tuple[object, ...] | None:
     val = node.meta.get("val") if isinstance(node, Node) else None
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
 
 
-def _static_run(index: Node) -> Optional[Tuple[int, int]]:
+def _static_run(index: Node) -> tuple[int, int] | None:
     """[start, end) when `index` is `arange` with integer bounds and step 1."""
     if index.target not in _ARANGES:
         return None
@@ -61,7 +61,7 @@ def _static_run(index: Node) -> Optional[Tuple[int, int]]:
     return None
 
 
-def kv_form(node: Node, cache_shape: Sequence[object]) -> Union[KVForm, str]:
+def kv_form(node: Node, cache_shape: Sequence[object]) -> KVForm | str:
     """The converter form of `node` (an `aten.index_put`), or the reason there is none."""
     args = list(node.args) + [None] * (4 - len(node.args))
     _cache, indices, values, accumulate = args[:4]

@@ -11,7 +11,7 @@ shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Dict, Optional, Sequence, Tuple
+from collections.abc import Collection, Sequence
 
 import operator
 
@@ -33,7 +33,7 @@ class Verdict:
     reason: str
 
 
-def read_after_write(cache: Node, write: Node, order: Dict[Node, int],
+def read_after_write(cache: Node, write: Node, order: dict[Node, int],
                      ignore: Collection[Node] = ()) -> bool:
     """Whether something reads `cache` (its old value) after `write` in the graph order `order`
     — an in-place update by `write` would change what that read sees. `ignore`: users of
@@ -42,7 +42,7 @@ def read_after_write(cache: Node, write: Node, order: Dict[Node, int],
                for u in cache.users)
 
 
-def old_value_read(cache: Node, kv_write: Node, order: Dict[Node, int],
+def old_value_read(cache: Node, kv_write: Node, order: dict[Node, int],
                    ignore: Collection[Node] = ()) -> bool:
     """Whether `cache` is read after any write into it that may become an in-place KV update:
     each `slice_scatter`/`index_copy` of `cache` itself, and `kv_write` (the buffer's planned KV
@@ -64,7 +64,7 @@ def op_name(node: Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
-def static_shape(node: object) -> Optional[Tuple[object, ...]]:
+def static_shape(node: object) -> tuple[object, ...] | None:
     """The node's shape from meta['val'] (entries may be SymInts), or None if unknown."""
     if not isinstance(node, Node):
         return None
@@ -82,7 +82,7 @@ def _fmt(shape: Sequence[object]) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
-def cache_shape_problem(shape: Optional[Sequence[object]]) -> Optional[str]:
+def cache_shape_problem(shape: Sequence[object] | None) -> str | None:
     if shape is None:
         return None
     if not _is_static(shape):
@@ -98,7 +98,7 @@ class SliceWrite:
     negative bounds counted from the end (no clamping). `dim` is None when invalid."""
 
     src: object
-    dim: Optional[int]
+    dim: int | None
     start: object
     end: object
     step: object
@@ -248,7 +248,7 @@ def op_name_of(target: object) -> str:
     return f"{ns}.{name}.{target._schema.overload_name or 'default'}"
 
 
-def kv_verdict(value: Node, root: Node, cache_shape: Optional[Sequence[object]],
+def kv_verdict(value: Node, root: Node, cache_shape: Sequence[object] | None,
                excluded_ops: frozenset) -> Verdict:
     """Whether the write producing `value` into the buffer read through `root` is KV-aliased."""
     name = writer_op(value)

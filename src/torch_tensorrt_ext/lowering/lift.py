@@ -19,7 +19,7 @@ own rewrite.
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Optional, Sequence, Set, Union
+from collections.abc import Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -31,7 +31,7 @@ from .lifted_graph import (LiftedGraph, buffer_input_name, buffer_value, planned
                            recompile_lazily)
 
 
-def lift_mutated_buffers(program: Union[GraphModule, torch.export.ExportedProgram],
+def lift_mutated_buffers(program: GraphModule | torch.export.ExportedProgram,
                          plan: MutationPlan, *, in_place: bool = False) -> LiftedGraph:
     """Lift the buffers `plan` names. `program` is the functional GraphModule the compiler gets
     (`ExportedProgram.module()` after decompositions) or an ExportedProgram.
@@ -81,7 +81,7 @@ def lift_writes(gm: GraphModule, writes: Sequence[FoundWrite], plan: MutationPla
     anchor = placeholders[-1] if placeholders else None
     live = {n.name for n in graph.nodes}
     buffer_inputs, buffer_outputs, initial = [], [], []
-    replaced: Dict[Node, Node] = {}  # a returned copy_ (the buffer itself) -> the new value
+    replaced: dict[Node, Node] = {}  # a returned copy_ (the buffer itself) -> the new value
     for entry in plan:
         w = found[entry.fqn]
         tensor = gm.get_buffer(entry.fqn)
@@ -101,7 +101,7 @@ def lift_writes(gm: GraphModule, writes: Sequence[FoundWrite], plan: MutationPla
 
 
 def _buffer_input(gm: GraphModule, w: FoundWrite, tensor: torch.Tensor,
-                  anchor: Optional[Node], live: Set[str]) -> Node:
+                  anchor: Node | None, live: set[str]) -> Node:
     """The buffer's placeholder `b_<fqn>`, after `anchor` (the last input so far), read where
     its `get_attr` was. `live`: the names of the graph's nodes (this one's is added)."""
     graph = gm.graph
@@ -150,4 +150,4 @@ def _forget_unlifted_signature(gm: GraphModule) -> None:
         gm.__dict__.pop(name, None)
 
 
-__all__: List[str] = ["LiftedGraph", "lift_mutated_buffers", "lift_writes", "recompile_lazily"]
+__all__: list[str] = ["LiftedGraph", "lift_mutated_buffers", "lift_writes", "recompile_lazily"]

@@ -17,7 +17,7 @@ and one code generation, of the lifted graph.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
@@ -43,7 +43,7 @@ def liftable(ep: torch.export.ExportedProgram) -> bool:
 
 
 def lift_program(ep: torch.export.ExportedProgram, writes: Sequence[FoundWrite],
-                 plan: MutationPlan) -> Optional[LiftedGraph]:
+                 plan: MutationPlan) -> LiftedGraph | None:
     """The lifted GraphModule of functional program `ep`, whose buffer writes `writes`
     (`graph_writes.ep_writes`) `plan` planned; None when `ep` is not `liftable`."""
     if not liftable(ep):
@@ -54,13 +54,13 @@ def lift_program(ep: torch.export.ExportedProgram, writes: Sequence[FoundWrite],
     _register_state(gm, ep)
     _copy_submodules(gm, ep)
     graph = torch.fx.Graph()
-    copies: Dict[Node, Node] = {}
+    copies: dict[Node, Node] = {}
     returned, old_output = graph.graph_copy(ep.graph, copies, return_output_node=True)
     user_inputs = _unlift_state(graph, ep, copies, found)
     anchor = user_inputs[-1] if user_inputs else None
-    final: Dict[Node, Node] = {}   # a new value's copy -> what the lifted graph returns for it
+    final: dict[Node, Node] = {}   # a new value's copy -> what the lifted graph returns for it
     buffer_inputs, buffer_outputs, initial, new_values = [], [], [], []
-    user_outputs = [v for s, v in zip(ep.graph_signature.output_specs, returned)
+    user_outputs = [v for s, v in zip(ep.graph_signature.output_specs, returned, strict=False)
                     if s.kind is OutputKind.USER_OUTPUT]
     for entry in plan:
         w = found[entry.fqn]
@@ -104,7 +104,7 @@ def _register_state(gm: GraphModule, ep: torch.export.ExportedProgram) -> None:
             setattr(owner, field, value)
 
 
-def _owner(root: torch.nn.Module, target: str) -> Tuple[torch.nn.Module, str]:
+def _owner(root: torch.nn.Module, target: str) -> tuple[torch.nn.Module, str]:
     """The module holding `target` under `root` (made, as plain modules, where missing) and the
     attribute's own name."""
     *path, field = target.split(".")
@@ -131,12 +131,12 @@ def _copy_submodules(gm: GraphModule, ep: torch.export.ExportedProgram) -> None:
 
 
 def _unlift_state(graph: torch.fx.Graph, ep: torch.export.ExportedProgram,
-                  copies: Dict[Node, Node], found: Dict[str, FoundWrite]) -> List[Node]:
+                  copies: dict[Node, Node], found: dict[str, FoundWrite]) -> list[Node]:
     """Every parameter, constant and unplanned buffer input becomes a `get_attr` of its FQN
     where its input was (as `module()` does); returns the user inputs' placeholders."""
     specs = ep.graph_signature.input_specs
     user_inputs = []
-    for spec, node in zip(specs, ep.graph.find_nodes(op="placeholder")):
+    for spec, node in zip(specs, ep.graph.find_nodes(op="placeholder"), strict=False):
         ph = copies[node]
         if spec.kind is InputKind.USER_INPUT:
             user_inputs.append(ph)
@@ -149,7 +149,7 @@ def _unlift_state(graph: torch.fx.Graph, ep: torch.export.ExportedProgram,
     return user_inputs
 
 
-def _buffer_input(graph: torch.fx.Graph, ph: Node, fqn: str, anchor: Optional[Node],
+def _buffer_input(graph: torch.fx.Graph, ph: Node, fqn: str, anchor: Node | None,
                   tensor: torch.Tensor) -> Node:
     """Buffer `fqn`'s input `ph`, called `b_<fqn>` and moved after `anchor` (the last input so
     far; before everything when there is none)."""

@@ -11,7 +11,7 @@ plan's (`planned`), and the lifted module generates its Python code when first u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Sequence, Set, Tuple
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -33,13 +33,13 @@ class LiftedGraph:
 
     gm: GraphModule
     plan: MutationPlan
-    user_inputs: Tuple[str, ...]
-    buffer_inputs: Tuple[Tuple[str, str], ...]    # (fqn, placeholder name)
-    buffer_outputs: Tuple[Tuple[str, int], ...]   # (fqn, output index)
+    user_inputs: tuple[str, ...]
+    buffer_inputs: tuple[tuple[str, str], ...]    # (fqn, placeholder name)
+    buffer_outputs: tuple[tuple[str, int], ...]   # (fqn, output index)
     num_user_outputs: int
-    initial_values: Tuple[Tuple[str, torch.Tensor], ...]
+    initial_values: tuple[tuple[str, torch.Tensor], ...]
     # the three pairings by FQN, built once (a lookup per buffer stays O(1))
-    _by_fqn: Tuple[dict, dict, dict] = field(init=False, repr=False, compare=False)
+    _by_fqn: tuple[dict, dict, dict] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_fqn", (dict(self.buffer_inputs), dict(self.buffer_outputs),
@@ -55,7 +55,7 @@ class LiftedGraph:
         return self._by_fqn[2][fqn]
 
 
-def planned(writes: Sequence[FoundWrite], plan: MutationPlan) -> Dict[str, FoundWrite]:
+def planned(writes: Sequence[FoundWrite], plan: MutationPlan) -> dict[str, FoundWrite]:
     """The graph's writes by FQN, exactly the plan's buffers (a plan of another program, or a
     write the plan lacks, is an error naming the buffers)."""
     found = {w.fqn: w for w in writes}
@@ -75,7 +75,7 @@ def buffer_input_name(fqn: str) -> str:
     return "b_" + fqn.replace(".", "_")
 
 
-def reclaim_name(graph: torch.fx.Graph, name: str, live: Set[str]) -> None:
+def reclaim_name(graph: torch.fx.Graph, name: str, live: set[str]) -> None:
     """Let a node be called `name` when no node of the graph is: fx never frees the name of an
     erased node (`ExportedProgram.module()` erases the buffer placeholders it unlifts, called
     `b_<fqn>` too), while a copy of the graph would not remember it — the lifted graph's input

@@ -18,7 +18,6 @@ say so. Programs without such inputs are returned unchanged (the same object).
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, TensorArgument
@@ -27,13 +26,13 @@ from torch.fx import Node
 from ..contracts.plan import PlanError
 from .op_writes import written_roots
 
-Origins = Dict[str, Tuple[str, ...]]   # buffer fqn -> constant fqns it was lifted as
+Origins = dict[str, tuple[str, ...]]   # buffer fqn -> constant fqns it was lifted as
 
 
-def written_inputs(ep: torch.export.ExportedProgram) -> Dict[str, Node]:
+def written_inputs(ep: torch.export.ExportedProgram) -> dict[str, Node]:
     """Placeholder name -> the first node writing it in place (through views too)."""
     phs = {n for n in ep.graph.nodes if n.op == "placeholder"}
-    out: Dict[str, Node] = {}
+    out: dict[str, Node] = {}
     for node in ep.graph.nodes:
         for root in written_roots(node):
             if root in phs:
@@ -41,7 +40,7 @@ def written_inputs(ep: torch.export.ExportedProgram) -> Dict[str, Node]:
     return out
 
 
-def _tensor_of(ep: torch.export.ExportedProgram, spec: InputSpec) -> Optional[torch.Tensor]:
+def _tensor_of(ep: torch.export.ExportedProgram, spec: InputSpec) -> torch.Tensor | None:
     t = ep.constants.get(spec.target)
     if t is None:
         t = ep.state_dict.get(spec.target)
@@ -58,7 +57,7 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
             and a.untyped_storage().nbytes() > 0)
 
 
-def _refuse_user_and_parameter_writes(ep, written: Dict[str, Node]) -> None:
+def _refuse_user_and_parameter_writes(ep, written: dict[str, Node]) -> None:
     sig = ep.graph_signature
     for spec in sig.input_specs:
         if not isinstance(spec.arg, TensorArgument) or spec.arg.name not in written:
@@ -83,7 +82,7 @@ def _refuse_user_and_parameter_writes(ep, written: Dict[str, Node]) -> None:
 
 
 def inputs_as_state(ep: torch.export.ExportedProgram
-                    ) -> Tuple[torch.export.ExportedProgram, Origins]:
+                    ) -> tuple[torch.export.ExportedProgram, Origins]:
     """The program with every in-place-written constant turned into (or merged with) a buffer."""
     written = written_inputs(ep)
     _refuse_user_and_parameter_writes(ep, written)
@@ -97,9 +96,9 @@ def inputs_as_state(ep: torch.export.ExportedProgram
         t = _tensor_of(ep, s) if s.kind is InputKind.BUFFER else None
         if t is not None:
             buffers.setdefault(_key(t), s)
-    merge: Dict[str, InputSpec] = {}       # constant placeholder -> buffer spec it aliases
-    promote: List[InputSpec] = []
-    promoted_by_key: Dict[tuple, InputSpec] = {}
+    merge: dict[str, InputSpec] = {}       # constant placeholder -> buffer spec it aliases
+    promote: list[InputSpec] = []
+    promoted_by_key: dict[tuple, InputSpec] = {}
     for s in consts:
         t = _tensor_of(ep, s)
         same = buffers.get(_key(t))
@@ -123,10 +122,10 @@ def inputs_as_state(ep: torch.export.ExportedProgram
     return _rewrite(ep, merge, promote)
 
 
-def _rewrite(ep, merge: Dict[str, InputSpec], promote: List[InputSpec]):
+def _rewrite(ep, merge: dict[str, InputSpec], promote: list[InputSpec]):
     gm = copy.deepcopy(ep.graph_module)
     phs = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
-    origins: Dict[str, List[str]] = {}
+    origins: dict[str, list[str]] = {}
     constant_of = {s.arg.name: s.target for s in ep.graph_signature.input_specs
                    if isinstance(s.arg, TensorArgument)}
     for c_name, target in merge.items():

@@ -8,14 +8,13 @@ what such an op writes look at its inputs themselves.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
 
 from torch.fx import Node
 
-_WRITTEN: Dict[object, Tuple[Tuple[int, str], ...]] = {}   # op -> (position, name) it mutates
+_WRITTEN: dict[object, tuple[tuple[int, str], ...]] = {}   # op -> (position, name) it mutates
 
 
-def _written(node: Node) -> Tuple[Tuple[int, str], ...]:
+def _written(node: Node) -> tuple[tuple[int, str], ...]:
     if node.op != "call_function":
         return ()
     target = node.target
@@ -42,14 +41,14 @@ def is_view(node: Node) -> bool:
     return ret is not None and not ret.is_write
 
 
-def view_root(node: object) -> Optional[Node]:
+def view_root(node: object) -> Node | None:
     """Follow view ops back to the tensor they alias."""
     while isinstance(node, Node) and is_view(node):
         node = node.args[0]
     return node if isinstance(node, Node) else None
 
 
-def written_roots(node: Node) -> List[Node]:
+def written_roots(node: Node) -> list[Node]:
     """The tensors the node writes in place, each followed back through views."""
     roots = []
     for i, name in _written(node):

@@ -9,16 +9,16 @@ copies back, or a buffer eager never writes, is an error naming the buffer, engi
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Tuple
+from collections.abc import Iterable
 
 from ..contracts.engine import EngineInfo
 from ..contracts.plan import MutationPlan, PlanError, RebuildRequest, WriteKind
 
 
 def _index(engines: Iterable[EngineInfo]):
-    aliased: Dict[str, Tuple[EngineInfo, str, str]] = {}    # fqn -> (engine, in, out)
-    consumer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (first engine, input binding)
-    producer: Dict[str, Tuple[EngineInfo, str]] = {}         # fqn -> (engine, output binding)
+    aliased: dict[str, tuple[EngineInfo, str, str]] = {}    # fqn -> (engine, in, out)
+    consumer: dict[str, tuple[EngineInfo, str]] = {}         # fqn -> (first engine, input binding)
+    producer: dict[str, tuple[EngineInfo, str]] = {}         # fqn -> (engine, output binding)
     for e in engines:
         for binding, fqn in e.input_buffers:
             consumer.setdefault(fqn, (e, binding))
@@ -40,8 +40,8 @@ def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan
         e, i, o = aliased[stray[0]]
         raise PlanError(f"engine {e.name!r} aliases output {o!r} to input {i!r} (buffer "
                         f"{stray[0]!r}), but eager never writes that buffer")
-    writes: List = []
-    rebuild: Dict[str, List[str]] = {}
+    writes: list = []
+    rebuild: dict[str, list[str]] = {}
     for w in plan:
         if w.fqn in aliased:
             e, i, o = aliased[w.fqn]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 from . import bundled, contributor, site
 from .errors import PatchError
@@ -71,7 +70,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run_drift)
 
 
-def _print(lines: List[str]) -> None:
+def _print(lines: list[str]) -> None:
     for line in lines:
         print(line)
 
@@ -146,7 +145,7 @@ def _run_drift(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """`python -m torch_tensorrt_ext.patching.cli ...` = `torch-tensorrt-ext patch ...`."""
     parser = argparse.ArgumentParser(prog="torch-tensorrt-ext")
     register(parser.add_subparsers(dest="command", required=True))

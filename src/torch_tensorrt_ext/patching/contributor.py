@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 from . import gitapply
 from .errors import PatchError
@@ -40,7 +39,7 @@ def _out(top: Path, *args: str) -> str:
     return git(list(args), top).stdout.decode().strip()
 
 
-def _in_progress(top: Path) -> Optional[str]:
+def _in_progress(top: Path) -> str | None:
     for name, what in (("rebase-apply", "git am or rebase"), ("rebase-merge", "git rebase"),
                        ("CHERRY_PICK_HEAD", "git cherry-pick"), ("MERGE_HEAD", "git merge")):
         if Path(top, _out(top, "rev-parse", "--git-path", name)).exists():
@@ -61,7 +60,7 @@ def _require_ready(top: Path, action: str) -> None:
                          f"before `patch {action}`")
 
 
-def _committer_env(top: Path) -> Dict[str, str]:
+def _committer_env(top: Path) -> dict[str, str]:
     env = dict(os.environ)
     if git(["config", "user.email"], top, check=False).returncode != 0:
         env.setdefault("GIT_COMMITTER_NAME", "torch-tensorrt-ext")
@@ -70,7 +69,7 @@ def _committer_env(top: Path) -> Dict[str, str]:
 
 
 def import_series(repo: Path, series: Series, *, branch: str = DEFAULT_BRANCH,
-                  three_way: bool = False, release: Optional[str] = None) -> List[str]:
+                  three_way: bool = False, release: str | None = None) -> list[str]:
     """Commit the series onto the checkout's HEAD on a new branch, one commit per patch."""
     top = _toplevel(repo)
     _require_ready(top, "import")
@@ -121,8 +120,8 @@ def _record_branch(top: Path, branch: str, base: str, series: Series) -> None:
     git(["config", f"branch.{branch}.tteTarget", series.target.name], top)
 
 
-def _am_on_release(top: Path, series: Series, release: Optional[str], am: List[str],
-                   env: Dict[str, str]) -> str:
+def _am_on_release(top: Path, series: Series, release: str | None, am: list[str],
+                   env: dict[str, str]) -> str:
     """Apply the series with git am onto the pinned release (detached); returns the tip commit.
 
     The commits then reach HEAD by cherry-pick, i.e. by git's three-way merge with the release
@@ -162,7 +161,7 @@ def _tail(proc) -> str:
 
 
 def export_series(repo: Path, manifest: Manifest, target_name: str,
-                  base: Optional[str] = None) -> List[str]:
+                  base: str | None = None) -> list[str]:
     """Regenerate `<patches>/<target>/*.patch` and its order file from the branch's commits."""
     target = manifest.target(target_name)
     top = _toplevel(repo)
@@ -192,16 +191,16 @@ def export_series(repo: Path, manifest: Manifest, target_name: str,
     return _write_folder(manifest.root / target.name, patches)
 
 
-def _format_patches(top: Path, base: str, target, manifest: Manifest) -> List[Tuple[str, bytes]]:
+def _format_patches(top: Path, base: str, target, manifest: Manifest) -> list[tuple[str, bytes]]:
     commits = _out(top, "rev-list", "--reverse", f"{base}..HEAD").split()
-    out: List[Tuple[str, bytes]] = []
+    out: list[tuple[str, bytes]] = []
     with tempfile.TemporaryDirectory(prefix="tte-export-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
         git([*FORMAT_PATCH_ARGS, "-o", tmp, f"{base}..HEAD"], top, env=env,
             what="git format-patch")
         names = sorted(os.listdir(tmp))
-        for commit, name in zip(commits, names):
+        for commit, name in zip(commits, names, strict=False):
             data = normalise_patch(Path(tmp, name).read_bytes())
             where = Path(manifest.root, target.name, name)
             subject = _out(top, "log", "-1", "--format=%s", commit)
@@ -223,7 +222,7 @@ def _format_patches(top: Path, base: str, target, manifest: Manifest) -> List[Tu
     return out
 
 
-def _write_folder(folder: Path, patches: List[Tuple[str, bytes]]) -> List[str]:
+def _write_folder(folder: Path, patches: list[tuple[str, bytes]]) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     old = {p.name: p.read_bytes() for p in folder.glob("*.patch")}
     new = dict(patches)
@@ -255,13 +254,13 @@ def _absence(top: Path, commit: str, rp: str) -> str:
             "history here does not say which)")
 
 
-def drift(repo: Path, series: Series, rev: str = "HEAD") -> Tuple[List[str], bool]:
+def drift(repo: Path, series: Series, rev: str = "HEAD") -> tuple[list[str], bool]:
     """How each patch fares on `rev` of a checkout, read from git objects; True when none
     conflicts."""
     top = _toplevel(repo)
     commit = _out(top, "rev-parse", "--verify", f"{rev}^{{commit}}")
     described = _out(top, "log", "-1", "--format=%cs %s", commit)
-    files: Dict[str, bytes] = {}
+    files: dict[str, bytes] = {}
     missing = []
     for rp in series.files:
         blob = git(["cat-file", "blob", f"{commit}:{rp}"], top, check=False)

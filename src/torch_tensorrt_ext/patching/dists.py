@@ -13,7 +13,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
 
 from .errors import PatchError
 
@@ -23,17 +23,17 @@ class Distribution:
     name: str                     # as written in METADATA
     version: str
     dist_info: Path
-    record: Dict[str, str] = field(default_factory=dict)  # site path -> sha256 hex (from RECORD)
+    record: dict[str, str] = field(default_factory=dict)  # site path -> sha256 hex (from RECORD)
 
 
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def find_distribution(site: Path, name: str) -> Optional[Distribution]:
+def find_distribution(site: Path, name: str) -> Distribution | None:
     """The distribution `name` installed in `site`, or None; two installs of it are an error."""
     want = normalise(name)
-    found: List[Distribution] = []
+    found: list[Distribution] = []
     for dist_info in sorted(Path(site).glob("*.dist-info")):
         meta = dist_info / "METADATA"
         if not meta.is_file():
@@ -49,7 +49,7 @@ def find_distribution(site: Path, name: str) -> Optional[Distribution]:
     return found[0] if found else None
 
 
-def find_one_of(site: Path, names: Sequence[str]) -> Optional[Distribution]:
+def find_one_of(site: Path, names: Sequence[str]) -> Distribution | None:
     """The one installed distribution among `names` (alternatives that install the same files),
     or None; more than one of them installed is an error naming each."""
     found = [d for d in (find_distribution(site, n) for n in names) if d is not None]
@@ -63,8 +63,8 @@ def find_one_of(site: Path, names: Sequence[str]) -> Optional[Distribution]:
     return found[0] if found else None
 
 
-def _metadata(path: Path) -> Dict[str, str]:
-    headers: Dict[str, str] = {}
+def _metadata(path: Path) -> dict[str, str]:
+    headers: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         if not line.strip():
             break
@@ -74,10 +74,10 @@ def _metadata(path: Path) -> Dict[str, str]:
     return headers
 
 
-def _record(path: Path) -> Dict[str, str]:
+def _record(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for row in csv.reader(io.StringIO(path.read_text(encoding="utf-8", errors="replace"))):
         if len(row) >= 2 and row[1].startswith("sha256="):
             digest = row[1][len("sha256="):]

@@ -13,9 +13,9 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
 
 from .errors import PatchError
 from .series import Patch
@@ -24,7 +24,7 @@ _OFFSET = re.compile(r"Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\
 _FUZZ = re.compile(r"Context reduced to \((\d+)/(\d+)\) to apply fragment at (\d+)")
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     CLEAN = "clean"
     OFFSET = "applies with offset"
     FUZZ = "applies with fuzz"
@@ -36,19 +36,19 @@ class Outcome(str, Enum):
 class Result:
     patch: Patch
     outcome: Outcome
-    notes: Tuple[str, ...] = ()   # git's lines that explain the outcome
+    notes: tuple[str, ...] = ()   # git's lines that explain the outcome
 
     @property
     def applied(self) -> bool:
         return self.outcome in (Outcome.CLEAN, Outcome.OFFSET, Outcome.FUZZ)
 
 
-def git(args: Sequence[str], cwd: Path, *, env: Optional[Mapping[str, str]] = None,
+def git(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = None,
         check: bool = True, what: str = "") -> subprocess.CompletedProcess:
     """Run `git args` in `cwd`; on failure (check=True) raise PatchError with git's output."""
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, env=dict(env) if env else None,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              capture_output=True)
     except FileNotFoundError:
         raise PatchError("git is not installed or not on PATH; the patch tooling applies "
                          "patches with git (install git)") from None
@@ -58,7 +58,7 @@ def git(args: Sequence[str], cwd: Path, *, env: Optional[Mapping[str, str]] = No
     return proc
 
 
-def isolated_env(tree: Path) -> Dict[str, str]:
+def isolated_env(tree: Path) -> dict[str, str]:
     """Environment for git in `tree`: no repository discovery above it, no user/system config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CEILING_DIRECTORIES=str(tree.parent), GIT_CONFIG_NOSYSTEM="1",
@@ -68,7 +68,7 @@ def isolated_env(tree: Path) -> Dict[str, str]:
 
 def apply_series(files: Mapping[str, bytes], patches: Sequence[Patch], *, fuzz: bool = False,
                  keep_going: bool = False, detect_upstream: bool = False
-                 ) -> Tuple[Dict[str, bytes], List[Result]]:
+                 ) -> tuple[dict[str, bytes], list[Result]]:
     """Apply `patches` in order to `files` (repository path -> bytes) in a temporary tree.
 
     Returns the files after every patch that applied, and one result per patch attempted. A patch
@@ -84,7 +84,7 @@ def apply_series(files: Mapping[str, bytes], patches: Sequence[Patch], *, fuzz: 
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
         env = isolated_env(tree)
-        results: List[Result] = []
+        results: list[Result] = []
         for patch in patches:
             result = _apply_one(tree, env, patch, fuzz, detect_upstream)
             results.append(result)
@@ -132,12 +132,12 @@ def _success(patch: Patch, proc: subprocess.CompletedProcess, outcome: Outcome) 
     return Result(patch, outcome, tuple(notes))
 
 
-def _lines(proc: subprocess.CompletedProcess) -> List[str]:
+def _lines(proc: subprocess.CompletedProcess) -> list[str]:
     text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     return [ln.rstrip() for ln in text.splitlines() if ln.strip()]
 
 
-def _failure_lines(lines: List[str]) -> List[str]:
+def _failure_lines(lines: list[str]) -> list[str]:
     """git's verdict lines (`error: patch failed: path:line` ...), without the echoed context."""
     keep = [ln for ln in lines if ln.startswith(("error: patch failed", "error: ")) and
             not ln.startswith("error: while searching for")]

@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from . import testhook
 from .errors import PatchError
@@ -35,15 +35,15 @@ _NO_ACCESS = (errno.EACCES, errno.EPERM, errno.EROFS)
 class LockOptions:
     """How long to wait for the lock (None: the environment or the default) and whom to tell."""
 
-    timeout: Optional[float] = None
-    on_wait: Optional[Callable[[str], None]] = None   # called once, when the lock is busy
+    timeout: float | None = None
+    on_wait: Callable[[str], None] | None = None   # called once, when the lock is busy
 
 
 def lock_path(site: Path) -> Path:
     return Path(site) / LOCK_NAME
 
 
-def resolve_timeout(timeout: Optional[float]) -> float:
+def resolve_timeout(timeout: float | None) -> float:
     """The wait in seconds: the argument, else $TTE_PATCH_LOCK_TIMEOUT, else 60."""
     if timeout is None:
         raw = os.environ.get(TIMEOUT_ENV, "").strip()
@@ -73,9 +73,9 @@ class SiteLock:
         self.writes = writes
         self.options = options
         self.held = False
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
-    def __enter__(self) -> "SiteLock":
+    def __enter__(self) -> SiteLock:
         timeout = resolve_timeout(self.options.timeout)
         testhook.pause("before-lock")
         deadline = time.monotonic() + timeout
@@ -116,7 +116,7 @@ class SiteLock:
         os.close(self._fd)
         self._fd, self.held = None, False
 
-    def _open(self) -> Optional[int]:
+    def _open(self) -> int | None:
         flags = os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             return os.open(self.path, os.O_RDWR | os.O_CREAT | flags, 0o644)

@@ -14,7 +14,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Tuple
+from collections.abc import Mapping
 
 from .dists import normalise
 from .errors import PatchError
@@ -31,7 +31,7 @@ class Target:
     """One upstream release the series patches."""
 
     name: str                      # folder under patches/, e.g. "executorch"
-    distributions: Tuple[str, ...]  # accepted pip names (they install the same files)
+    distributions: tuple[str, ...]  # accepted pip names (they install the same files)
     version: str                   # the pinned release
     repo_prefix: str               # stripped from repository paths ...
     site_prefix: str               # ... and this prepended, to find the file in site-packages
@@ -65,7 +65,7 @@ class Manifest:
     """The parsed manifest; `root` is the patches directory holding it and one folder per target."""
 
     root: Path
-    targets: Tuple[Target, ...]
+    targets: tuple[Target, ...]
 
     def target(self, name: str) -> Target:
         for t in self.targets:
@@ -137,7 +137,7 @@ def _target(path: Path, name: str, table: object) -> Target:
                   manifest_path=path, **values)
 
 
-def _distributions(where: str, table: dict) -> Tuple[str, ...]:
+def _distributions(where: str, table: dict) -> tuple[str, ...]:
     """`distributions = ["a", "b"]`, or the single-name form `distribution = "a"` (not both)."""
     if "distribution" in table and "distributions" in table:
         raise PatchError(f"{where}: give either distribution = \"NAME\" or distributions = "

@@ -11,7 +11,6 @@ the pinned release (checked against the manifest's baseline sha256); it changes 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict
 
 from .errors import PatchError
 from .gitapply import git, isolated_env
@@ -21,7 +20,7 @@ from .state import read_state, sha256
 __all__ = ["release_checkout", "release_files"]
 
 
-def release_files(site: Path, manifest: Manifest, target_name: str) -> Dict[str, bytes]:
+def release_files(site: Path, manifest: Manifest, target_name: str) -> dict[str, bytes]:
     """Repository path -> the pinned release's bytes, for every file of the target's baseline."""
     target = manifest.target(target_name)
     state = read_state(Path(site))

@@ -12,7 +12,6 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import List, Tuple
 
 from .errors import PatchError
 from .manifest import Manifest, Target
@@ -36,7 +35,7 @@ class Patch:
     author: str
     subject: str              # without the "[PATCH] " prefix
     body: str                 # why the patch exists
-    files: Tuple[str, ...]    # repository paths it modifies, in order of appearance
+    files: tuple[str, ...]    # repository paths it modifies, in order of appearance
 
     @property
     def sha256(self) -> str:
@@ -53,12 +52,12 @@ class Series:
 
     target: Target
     folder: Path
-    patches: Tuple[Patch, ...]
+    patches: tuple[Patch, ...]
 
     @property
-    def files(self) -> Tuple[str, ...]:
+    def files(self) -> tuple[str, ...]:
         """Every repository path the series modifies, each once, in first-touched order."""
-        seen: List[str] = []
+        seen: list[str] = []
         for p in self.patches:
             seen.extend(f for f in p.files if f not in seen)
         return tuple(seen)
@@ -99,9 +98,9 @@ def load_series(manifest: Manifest, target_name: str) -> Series:
     return Series(target, folder, tuple(patches))
 
 
-def read_order(order: Path, text: str) -> List[str]:
+def read_order(order: Path, text: str) -> list[str]:
     """Patch file names from an order file: one per line; blank lines and `#` comments skipped."""
-    names: List[str] = []
+    names: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         name = line.strip()
         if not name or name.startswith("#"):
@@ -141,7 +140,7 @@ def parse_patch(path: Path, data: bytes) -> Patch:
                  subject=subject[len("[PATCH]"):].strip(), body=body, files=tuple(files))
 
 
-def _headers(where: str, lines: List[str]) -> Tuple[dict, int]:
+def _headers(where: str, lines: list[str]) -> tuple[dict, int]:
     headers: dict = {}
     key = None
     i = 1
@@ -160,7 +159,7 @@ def _headers(where: str, lines: List[str]) -> Tuple[dict, int]:
     return headers, i + 1
 
 
-def _body(lines: List[str], i: int) -> Tuple[str, int]:
+def _body(lines: list[str], i: int) -> tuple[str, int]:
     start = i
     while i < len(lines) and lines[i] != "---" and not lines[i].startswith("diff --git "):
         i += 1
@@ -172,8 +171,8 @@ def _body(lines: List[str], i: int) -> Tuple[str, int]:
     return body, i
 
 
-def _diffs(where: str, lines: List[str], i: int) -> List[str]:
-    files: List[str] = []
+def _diffs(where: str, lines: list[str], i: int) -> list[str]:
+    files: list[str] = []
     if i >= len(lines):
         raise PatchError(f"{where}: no 'diff --git' section; a patch must change a file")
     while i < len(lines):
@@ -192,7 +191,7 @@ def _diffs(where: str, lines: List[str], i: int) -> List[str]:
     return files
 
 
-def _one_diff(where: str, lines: List[str], i: int) -> Tuple[int, str]:
+def _one_diff(where: str, lines: list[str], i: int) -> tuple[int, str]:
     m = _DIFF_GIT.fullmatch(lines[i])
     if not m or m.group(1) != m.group(2):
         raise PatchError(f"{where}: line {i + 1}: {lines[i][:80]!r} must read "
@@ -224,7 +223,7 @@ def _one_diff(where: str, lines: List[str], i: int) -> Tuple[int, str]:
     return i, repo_path
 
 
-def _hunk(where: str, repo_path: str, lines: List[str], i: int) -> int:
+def _hunk(where: str, repo_path: str, lines: list[str], i: int) -> int:
     m = _HUNK.match(lines[i])
     if not m:
         raise PatchError(f"{where}: {repo_path}: line {i + 1}: malformed hunk header "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Sequence
+from collections.abc import Iterator, Sequence
 
 from .errors import PatchError
 from .lock import LockOptions, SiteLock
@@ -19,10 +19,10 @@ from .state import read_state, sweep_staging
 
 @contextmanager
 def session(site: Path, command: str, lock: LockOptions, series: Sequence[Series],
-            *, writes: bool) -> Iterator[List[str]]:
+            *, writes: bool) -> Iterator[list[str]]:
     """Hold the site lock for `command`; yields the lines about removed staging files."""
     with SiteLock(site, command, writes=writes, options=lock) as held:
-        lines: List[str] = []
+        lines: list[str] = []
         if held.held:
             removed, failed = sweep_staging(site, _series_paths(series) + _recorded_paths(site))
             if removed:
@@ -35,11 +35,11 @@ def session(site: Path, command: str, lock: LockOptions, series: Sequence[Series
         yield lines
 
 
-def _series_paths(series: Sequence[Series]) -> List[str]:
+def _series_paths(series: Sequence[Series]) -> list[str]:
     return [s.target.site_path(rp) for s in series for rp in s.target.baseline]
 
 
-def _recorded_paths(site: Path) -> List[str]:
+def _recorded_paths(site: Path) -> list[str]:
     try:
         state = read_state(site)
     except PatchError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 from . import gitapply
 from .dists import Distribution, find_one_of
@@ -33,6 +32,9 @@ from .state import (FileRecord, PatchRecord, State, TargetRecord, around_record,
 NOTHING_CHANGED = "Nothing was changed."
 
 
+
+DEFAULT_LOCK = LockOptions()   # wait as the environment says, tell nobody
+
 def default_site_packages() -> Path:
     """The site-packages directory of the running interpreter."""
     return Path(sysconfig.get_paths()["purelib"])
@@ -42,8 +44,8 @@ def default_site_packages() -> Path:
 class _File:
     repo_path: str
     site_path: str
-    current: Optional[bytes]
-    record: Optional[FileRecord]
+    current: bytes | None
+    record: FileRecord | None
     baseline: str                       # pristine sha256
 
     @property
@@ -56,18 +58,18 @@ class _File:
             return "patched"
         return "pristine" if digest == self.baseline else "changed"
 
-    def pristine(self) -> Optional[bytes]:
+    def pristine(self) -> bytes | None:
         if self.record is not None and self.record.pristine_sha256 == self.baseline:
             return self.record.pristine
         return self.current if self.state == "pristine" else None
 
 
-def _all_series(patches_dir: Path) -> List[Series]:
+def _all_series(patches_dir: Path) -> list[Series]:
     manifest = load_manifest(patches_dir)
     return [load_series(manifest, t.name) for t in manifest.targets]
 
 
-def _files(site: Path, target: Target, repo_paths, record: Optional[TargetRecord]) -> List[_File]:
+def _files(site: Path, target: Target, repo_paths, record: TargetRecord | None) -> list[_File]:
     out = []
     for rp in repo_paths:
         rec = record.files.get(rp) if record else None
@@ -78,7 +80,7 @@ def _files(site: Path, target: Target, repo_paths, record: Optional[TargetRecord
     return out
 
 
-def _distribution(site: Path, series: Series, errors: List[str]) -> Optional[Distribution]:
+def _distribution(site: Path, series: Series, errors: list[str]) -> Distribution | None:
     """The installed distribution of a target that has patches; version mismatches are errors."""
     t = series.target
     try:
@@ -123,11 +125,11 @@ def _unusable(t: Target, f: _File, site: Path, dist: str) -> str:
             f"this patch series modified it: {reinstall}")
 
 
-def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord], dist: str,
-                   errors: List[str], *, writing: bool) -> Optional[Dict[str, bytes]]:
+def _pristine_tree(site: Path, series: Series, record: TargetRecord | None, dist: str,
+                   errors: list[str], *, writing: bool) -> dict[str, bytes] | None:
     """The pristine bytes of every file the series touches; when `writing`, every installed file
     must also be either pristine or exactly as the last apply left it."""
-    tree: Dict[str, bytes] = {}
+    tree: dict[str, bytes] = {}
     for f in _files(site, series.target, series.files, record):
         data = f.pristine()
         if data is None or (writing and f.state in ("changed", "missing")):
@@ -137,8 +139,8 @@ def _pristine_tree(site: Path, series: Series, record: Optional[TargetRecord], d
     return tree if len(tree) == len(series.files) else None
 
 
-def _apply_in_temp(series: Series, tree: Dict[str, bytes], dist: str, errors: List[str]
-                   ) -> Optional[Tuple[Dict[str, bytes], List[gitapply.Result]]]:
+def _apply_in_temp(series: Series, tree: dict[str, bytes], dist: str, errors: list[str]
+                   ) -> tuple[dict[str, bytes], list[gitapply.Result]] | None:
     patched, results = gitapply.apply_series(tree, series.patches)
     failed = [r for r in results if not r.applied]
     if failed:
@@ -151,7 +153,7 @@ def _apply_in_temp(series: Series, tree: Dict[str, bytes], dist: str, errors: Li
     return patched, results
 
 
-def apply(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
+def apply(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> list[str]:
     """Apply the whole series to `site`, or change nothing and raise PatchError."""
     site = Path(site)
     all_series = _all_series(patches_dir)
@@ -163,9 +165,9 @@ def apply(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> L
 class _Writes:
     """What one `apply` will write: files (path, bytes), their site paths, and errors so far."""
 
-    changes: List[Tuple[Path, bytes]] = field(default_factory=list)
-    touched: List[str] = field(default_factory=list)
-    errors: List[str] = field(default_factory=list)
+    changes: list[tuple[Path, bytes]] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     def want(self, path: Path, data: bytes, site_path: str) -> None:
         if not path.is_file() or path.read_bytes() != data:
@@ -173,11 +175,11 @@ class _Writes:
             self.touched.append(site_path)
 
 
-def _apply(site: Path, all_series: List[Series]) -> List[str]:
+def _apply(site: Path, all_series: list[Series]) -> list[str]:
     state = read_state(site) or State()
     out = _Writes()
-    lines: List[str] = []
-    records: Dict[str, TargetRecord] = {}
+    lines: list[str] = []
+    records: dict[str, TargetRecord] = {}
     for series in all_series:
         line = _apply_series(site, series, state.targets.get(series.target.name), out, records)
         if line is not None:
@@ -198,8 +200,8 @@ def _apply(site: Path, all_series: List[Series]) -> List[str]:
                     f"{state_path(site).name}"]
 
 
-def _apply_series(site: Path, series: Series, old: Optional[TargetRecord], out: _Writes,
-                  records: Dict[str, TargetRecord]) -> Optional[str]:
+def _apply_series(site: Path, series: Series, old: TargetRecord | None, out: _Writes,
+                  records: dict[str, TargetRecord]) -> str | None:
     """Add one target's patched files (and the restoration of files an earlier series patched
     and this one does not) to `out`, its record to `records`; the line to print, or None when
     it failed (the reason is in `out.errors`)."""
@@ -256,7 +258,7 @@ def _restore_dropped_targets(site: Path, state: State, known: set, out: _Writes)
                     f"{old.distribution}=={old.version}) and apply again")
 
 
-def _applied_line(series: Series, results: List[gitapply.Result]) -> str:
+def _applied_line(series: Series, results: list[gitapply.Result]) -> str:
     t = series.target
     names = ", ".join(p.name for p in series.patches) or "no patches"
     line = f"{t.name} {t.version}: applied {names}"
@@ -264,8 +266,8 @@ def _applied_line(series: Series, results: List[gitapply.Result]) -> str:
     return line + (f" (note: {'; '.join(offsets)})" if offsets else "")
 
 
-def revert(site: Path, force: bool = False, lock: LockOptions = LockOptions(),
-           patches_dir: Optional[Path] = None) -> List[str]:
+def revert(site: Path, force: bool = False, lock: LockOptions = DEFAULT_LOCK,
+           patches_dir: Path | None = None) -> list[str]:
     """Restore every file the last apply changed; refuse files changed since unless `force`.
 
     `patches_dir`, when its manifest loads, only widens the search for leftover staging files."""
@@ -278,13 +280,13 @@ def revert(site: Path, force: bool = False, lock: LockOptions = LockOptions(),
         return swept + _revert(site, force)
 
 
-def _revert(site: Path, force: bool) -> List[str]:
+def _revert(site: Path, force: bool) -> list[str]:
     state = read_state(site)
     if state is None:
         return [f"no patches are recorded in {site}; nothing to revert"]
-    changes: List[Tuple[Path, Optional[bytes]]] = []
-    errors: List[str] = []
-    for name, rec in sorted(state.targets.items()):
+    changes: list[tuple[Path, bytes | None]] = []
+    errors: list[str] = []
+    for _name, rec in sorted(state.targets.items()):
         for rp, f in sorted(rec.files.items()):
             path = site / f.site_path
             current = path.read_bytes() if path.is_file() else None
@@ -307,7 +309,7 @@ def _revert(site: Path, force: bool) -> List[str]:
     return [f"restored {len(changes)} file(s) in {site} to the pristine release"]
 
 
-def status(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
+def status(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> list[str]:
     """One line per patch: applied / not applied / stale, with the reason."""
     site = Path(site)
     all_series = _all_series(patches_dir)
@@ -315,9 +317,9 @@ def status(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> 
         return swept + _status(site, all_series)
 
 
-def _status(site: Path, all_series: List[Series]) -> List[str]:
+def _status(site: Path, all_series: list[Series]) -> list[str]:
     state = read_state(site) or State()
-    lines: List[str] = []
+    lines: list[str] = []
     for series in all_series:
         t = series.target
         rec = state.targets.get(t.name)
@@ -338,7 +340,7 @@ def _status(site: Path, all_series: List[Series]) -> List[str]:
     return lines
 
 
-def _patch_status(patch, files: Dict[str, _File], rec: Optional[PatchRecord]) -> str:
+def _patch_status(patch, files: dict[str, _File], rec: PatchRecord | None) -> str:
     states = {rp: files[rp].state for rp in patch.files}
     changed = [rp for rp, s in states.items() if s in ("changed", "missing")]
     if changed:
@@ -357,7 +359,7 @@ def _patch_status(patch, files: Dict[str, _File], rec: Optional[PatchRecord]) ->
     return f"stale        {patch.name}: only partly applied; run `torch-tensorrt-ext patch apply`"
 
 
-def check(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> List[str]:
+def check(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> list[str]:
     """Prove the series applies to the pinned pristine files, in temporary copies only."""
     site = Path(site)
     all_series = _all_series(patches_dir)
@@ -365,10 +367,10 @@ def check(site: Path, patches_dir: Path, lock: LockOptions = LockOptions()) -> L
         return swept + _check(site, all_series)
 
 
-def _check(site: Path, all_series: List[Series]) -> List[str]:
+def _check(site: Path, all_series: list[Series]) -> list[str]:
     state = read_state(site) or State()
-    errors: List[str] = []
-    lines: List[str] = []
+    errors: list[str] = []
+    lines: list[str] = []
     for series in all_series:
         t = series.target
         if not series.patches:
@@ -394,7 +396,7 @@ def _check(site: Path, all_series: List[Series]) -> List[str]:
     return lines
 
 
-def _check_record(t: Target, dist: Distribution, errors: List[str]) -> None:
+def _check_record(t: Target, dist: Distribution, errors: list[str]) -> None:
     """The manifest's baseline hashes must agree with the wheel's own RECORD where it lists them."""
     for rp, digest in t.baseline.items():
         recorded = dist.record.get(t.site_path(rp))

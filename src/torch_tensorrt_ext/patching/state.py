@@ -20,7 +20,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from . import testhook
 from ..errors import UsageError
@@ -47,20 +47,20 @@ class FileRecord:
 class PatchRecord:
     name: str
     sha256: str
-    files: Tuple[str, ...]
+    files: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class TargetRecord:
     distribution: str
     version: str
-    patches: Tuple[PatchRecord, ...] = ()
-    files: Dict[str, FileRecord] = field(default_factory=dict)   # repo path -> record
+    patches: tuple[PatchRecord, ...] = ()
+    files: dict[str, FileRecord] = field(default_factory=dict)   # repo path -> record
 
 
 @dataclass(frozen=True)
 class State:
-    targets: Dict[str, TargetRecord] = field(default_factory=dict)
+    targets: dict[str, TargetRecord] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         doc = {"format": FORMAT, "written_by": "torch-tensorrt-ext patch apply", "targets": {
@@ -79,7 +79,7 @@ def state_path(site: Path) -> Path:
     return Path(site) / STATE_NAME
 
 
-def read_state(site: Path) -> Optional[State]:
+def read_state(site: Path) -> State | None:
     """The recorded state, None if the series was never applied here; damaged files are errors."""
     path = state_path(site)
     try:
@@ -127,16 +127,16 @@ def _target_record(t: dict) -> TargetRecord:
     return TargetRecord(t["distribution"], t["version"], patches, files)
 
 
-def around_record(site: Path, state: State, records: Dict[str, TargetRecord],
-                  changes: List[Tuple[Path, bytes]], new_bytes: Optional[bytes]
-                  ) -> List[Tuple[Path, Optional[bytes]]]:
+def around_record(site: Path, state: State, records: dict[str, TargetRecord],
+                  changes: list[tuple[Path, bytes]], new_bytes: bytes | None
+                  ) -> list[tuple[Path, bytes | None]]:
     """`changes` and the new record in an order that a kill at any point leaves every file either
     pristine or as the record then in place says: first every file the old record covers goes
     back to pristine (if it changes), then the new record, then the newly patched contents."""
     old_cover = {site / f.site_path: f for r in state.targets.values() for f in r.files.values()}
     new_cover = {site / f.site_path: f for r in records.values() for f in r.files.values()}
-    first: List[Tuple[Path, Optional[bytes]]] = []
-    last: List[Tuple[Path, Optional[bytes]]] = []
+    first: list[tuple[Path, bytes | None]] = []
+    last: list[tuple[Path, bytes | None]] = []
     for path, data in changes:
         new = new_cover.get(path)
         if new is None:
@@ -149,9 +149,9 @@ def around_record(site: Path, state: State, records: Dict[str, TargetRecord],
     return first + [(state_path(site), new_bytes)] + last
 
 
-def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
+def commit_files(changes: Sequence[tuple[Path, bytes | None]]) -> None:
     """Write (bytes) or delete (None) every path in order, all or nothing."""
-    staged: List[Tuple[Path, Optional[Path]]] = []
+    staged: list[tuple[Path, Path | None]] = []
     try:
         for path, data in changes:
             staged.append((path, _stage(path, data)))
@@ -162,7 +162,7 @@ def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
                          f"was changed. Run as a user who can write to {Path(path).parent} (the "
                          f"owner of the environment), or point --site-packages at a writable "
                          f"copy") from None
-    done: List[Tuple[Path, Optional[bytes]]] = []
+    done: list[tuple[Path, bytes | None]] = []
     try:
         for path, tmp in staged:
             before = path.read_bytes() if path.exists() else None
@@ -182,7 +182,7 @@ def commit_files(changes: Sequence[Tuple[Path, Optional[bytes]]]) -> None:
                          f"restored, nothing is changed. Fix the cause and retry") from None
 
 
-def _stage(path: Path, data: Optional[bytes]) -> Optional[Path]:
+def _stage(path: Path, data: bytes | None) -> Path | None:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=STAGING_SUFFIX, dir=path.parent)
     tmp = Path(name)
     with os.fdopen(fd, "wb") as fh:
@@ -197,14 +197,14 @@ def _stage(path: Path, data: Optional[bytes]) -> Optional[Path]:
     return tmp
 
 
-def sweep_staging(site: Path, site_paths: Sequence[str]) -> Tuple[List[Path], List[str]]:
+def sweep_staging(site: Path, site_paths: Sequence[str]) -> tuple[list[Path], list[str]]:
     """Remove the staging files a killed run left beside the record and beside `site_paths`.
 
     Call only while holding the site lock (then no live run has staging files). Returns the
     removed paths and, for each one that could not be removed, "path (reason)"."""
     folders = {Path(site)} | {(Path(site) / sp).parent for sp in site_paths}
-    removed: List[Path] = []
-    failed: List[str] = []
+    removed: list[Path] = []
+    failed: list[str] = []
     for folder in sorted(folders):
         for tmp in sorted(folder.glob(f".*{STAGING_SUFFIX}")):
             try:
@@ -217,20 +217,20 @@ def sweep_staging(site: Path, site_paths: Sequence[str]) -> Tuple[List[Path], Li
     return removed, failed
 
 
-def _discard(staged: Sequence[Tuple[Path, Optional[Path]]]) -> None:
+def _discard(staged: Sequence[tuple[Path, Path | None]]) -> None:
     for _, tmp in staged:
         if tmp is not None and tmp.exists():
             tmp.unlink()
 
 
-def _restore(path: Path, before: Optional[bytes]) -> None:
+def _restore(path: Path, before: bytes | None) -> None:
     if before is None:
         path.unlink(missing_ok=True)
     else:
         path.write_bytes(before)
 
 
-def drop_bytecode(site: Path, site_paths: Sequence[str]) -> List[Path]:
+def drop_bytecode(site: Path, site_paths: Sequence[str]) -> list[Path]:
     """Remove `__pycache__/<stem>.*.pyc` of every changed `.py` file; returns what was removed."""
     removed = []
     for sp in site_paths:

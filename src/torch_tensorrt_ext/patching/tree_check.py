@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from .gitapply import git
 
@@ -30,7 +30,7 @@ def _ruff() -> str:
     return str(here) if here.exists() else (shutil.which("ruff") or "")
 
 
-def _problems(root: Path, files: Sequence[str], ruff: str) -> List[str]:
+def _problems(root: Path, files: Sequence[str], ruff: str) -> list[str]:
     problems = []
     for p in files:
         try:
@@ -63,7 +63,7 @@ def _compiles(data: bytes) -> bool:
     return True
 
 
-def tree_problems(top: Path, paths: Sequence[str], base: Optional[str] = None) -> List[str]:
+def tree_problems(top: Path, paths: Sequence[str], base: str | None = None) -> list[str]:
     files = [p for p in paths if p.endswith(".py") and (Path(top) / p).is_file()]
     ruff = _ruff()
     if base is None:
@@ -85,6 +85,6 @@ def tree_problems(top: Path, paths: Sequence[str], base: Optional[str] = None) -
     return found + _unchecked(files, ruff)
 
 
-def _unchecked(files: Sequence[str], ruff: str) -> List[str]:
+def _unchecked(files: Sequence[str], ruff: str) -> list[str]:
     return [f"{NOT_CHECKED}: ruff is not installed (pip install ruff)"] if files and not ruff \
         else []

@@ -10,7 +10,8 @@ as usual.
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch.fx import Graph, GraphModule, Node
@@ -33,14 +34,14 @@ def _engine_tensor(module: torch.nn.Module) -> torch.Tensor:
     return t
 
 
-def _string_slots(module: torch.nn.Module) -> List[str]:
+def _string_slots(module: torch.nn.Module) -> list[str]:
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import ENGINE_IDX
     info = module._pack_engine_info()
     return ["" if i == ENGINE_IDX else (v.decode() if isinstance(v, bytes) else str(v))
             for i, v in enumerate(info)]
 
 
-def _placeholder_args(inputs: Sequence[Any], strings: List[str], engine: Any) -> tuple:
+def _placeholder_args(inputs: Sequence[Any], strings: list[str], engine: Any) -> tuple:
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import ENGINE_IDX
     return (list(inputs), *strings[:ENGINE_IDX], engine, *strings[ENGINE_IDX + 1:])
 

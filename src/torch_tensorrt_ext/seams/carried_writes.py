@@ -14,7 +14,7 @@ compile instead of producing a module that runs with stale state.
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from collections.abc import Mapping
 
 import torch
 from torch.fx import GraphModule
@@ -28,9 +28,9 @@ def _copied_into(gm: GraphModule) -> set:
             and getattr(n.args[0], "op", None) == "get_attr"}
 
 
-def _taken_by_engine(gm: GraphModule) -> Dict[str, set]:
+def _taken_by_engine(gm: GraphModule) -> dict[str, set]:
     """Engine call target -> the buffers (FQNs) it is handed, read in one pass."""
-    taken: Dict[str, set] = {}
+    taken: dict[str, set] = {}
     for n in gm.graph.nodes:
         if n.op == "call_module":
             taken.setdefault(str(n.target), set()).update(

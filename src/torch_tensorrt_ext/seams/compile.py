@@ -23,7 +23,7 @@ import contextvars
 import copy
 import dataclasses
 import operator
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -65,7 +65,7 @@ def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
     """Also lift buffers this program only reads (shared state) to inputs after the others."""
     gm, graph = lifted.gm, lifted.gm.graph
     wanted = set(fqns) - {f for f, _ in lifted.buffer_inputs}
-    reads: Dict[str, List[Node]] = {}
+    reads: dict[str, list[Node]] = {}
     for n in graph.find_nodes(op="get_attr"):   # one pass, whatever the number of buffers
         if str(n.target) in wanted:
             reads.setdefault(str(n.target), []).append(n)
@@ -92,13 +92,13 @@ def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
     return dataclasses.replace(lifted, buffer_inputs=tuple(inputs), initial_values=tuple(initial))
 
 
-def _engine_modules(trt_gm: torch.nn.Module) -> Dict[str, torch.nn.Module]:
+def _engine_modules(trt_gm: torch.nn.Module) -> dict[str, torch.nn.Module]:
     """call_module targets that are TensorRT engines (they report binding names)."""
     return {name: m for name, m in trt_gm.named_children()
             if hasattr(m, "input_binding_names") and hasattr(m, "output_binding_names")}
 
 
-def _output_of(call: Node, k: int, n_outputs: int) -> Optional[Node]:
+def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
     if n_outputs == 1:
         return call
     for u in call.users:
@@ -107,13 +107,13 @@ def _output_of(call: Node, k: int, n_outputs: int) -> Optional[Node]:
     return None
 
 
-def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> Tuple[EngineInfo, ...]:
+def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, ...]:
     """What each built engine reports, with its buffer bindings resolved by name."""
     graph = trt_gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     fqn_of_ph = {placeholders[p]: f for f, p in lifted.buffer_inputs if p in placeholders}
     outs = list(graph.output_node().args[0])
-    fqn_of_value: Dict[Node, List[str]] = {}
+    fqn_of_value: dict[Node, list[str]] = {}
     for fqn, idx in lifted.buffer_outputs:
         fqn_of_value.setdefault(outs[idx], []).append(fqn)
     modules = _engine_modules(trt_gm)
@@ -142,11 +142,11 @@ READS_OLD_CACHE = ("the program reads the cache's old value after writing it; an
                    "write would change what that read sees")
 
 
-def _cache_writes(ph: Node) -> List[Node]:
+def _cache_writes(ph: Node) -> list[Node]:
     return [u for u in ph.users if u.target in (SLICE_SCATTER, INDEX_COPY) and u.args[0] is ph]
 
 
-def _lift(gm: GraphModule, excluded: Sequence[object]) -> Tuple[MutationPlan, LiftedGraph]:
+def _lift(gm: GraphModule, excluded: Sequence[object]) -> tuple[MutationPlan, LiftedGraph]:
     """Plan `gm`'s writes and lift them, in place and once (the writes are found once, for both).
 
     A KV write whose cache is read again after the write (the old value) is copied back —
@@ -166,7 +166,7 @@ def _lift(gm: GraphModule, excluded: Sequence[object]) -> Tuple[MutationPlan, Li
     return plan, lifted
 
 
-def _stale_kv(gm: GraphModule, found: Sequence[FoundWrite], plan: MutationPlan) -> Dict[str, str]:
+def _stale_kv(gm: GraphModule, found: Sequence[FoundWrite], plan: MutationPlan) -> dict[str, str]:
     """KV writes whose cache is read after the write, with their copy-back reason, judged on the
     unlifted graph (the buffer's own trailing `copy_` is not a read)."""
     kv = plan.kv()
@@ -182,7 +182,7 @@ def _stale_kv(gm: GraphModule, found: Sequence[FoundWrite], plan: MutationPlan) 
     return stale
 
 
-def _as_copy_back(plan: MutationPlan, reasons: Dict[str, str]) -> MutationPlan:
+def _as_copy_back(plan: MutationPlan, reasons: dict[str, str]) -> MutationPlan:
     """`plan` with the writes `reasons` names made COPY_BACK for those reasons (one pass)."""
     if not reasons:
         return plan
@@ -216,7 +216,7 @@ class StatefulCompile:
     parameters it folded), kept only when the plan has KV writes (only those are rebuilt)."""
 
     def __init__(self, gm: GraphModule, *, torch_executed_ops: Iterable[object] = (),
-                 written: Optional[Mapping[str, str]] = None):
+                 written: Mapping[str, str] | None = None):
         self._codegen = gm.graph._codegen   # the exported module's calling convention
         self._excluded = tuple(torch_executed_ops or ())
         self._written = dict(written) if written is not None else None
@@ -225,7 +225,7 @@ class StatefulCompile:
 
     @classmethod
     def from_settings(cls, gm: GraphModule, settings,
-                      written: Optional[Mapping[str, str]] = None) -> "StatefulCompile":
+                      written: Mapping[str, str] | None = None) -> StatefulCompile:
         """`written`: what the exported program writes (`stateful_program`), checked at finish."""
         return cls(gm, torch_executed_ops=getattr(settings, "torch_executed_ops", ()) or (),
                    written=written)
@@ -235,10 +235,10 @@ class StatefulCompile:
         return self.lifted.gm
 
     @property
-    def buffer_tensors(self) -> List[torch.Tensor]:
+    def buffer_tensors(self) -> list[torch.Tensor]:
         return [t for _, t in self.lifted.initial_values]
 
-    def finish(self, trt_gm: GraphModule, rebuild: Optional[Build] = None) -> GraphModule:
+    def finish(self, trt_gm: GraphModule, rebuild: Build | None = None) -> GraphModule:
         """Reconcile with the built engines (rebuilding once if asked), then module form."""
         _sizes_read_from_inputs(trt_gm)   # first: an engine's results are then its bindings
         infos = engine_infos(trt_gm, self.lifted)
@@ -308,14 +308,14 @@ def _record_copy(module: torch.nn.Module, output: str, input: str) -> None:
     setattr(module, COPY_BACK_ATTR, record + [[output, input]])
 
 
-def _old_values_kept(graph, user_outputs: List[object], getattrs: Mapping[str, Node],
-                     written: Sequence[Tuple[str, int]]) -> List[object]:
+def _old_values_kept(graph, user_outputs: list[object], getattrs: Mapping[str, Node],
+                     written: Sequence[tuple[str, int]]) -> list[object]:
     """A user output that is a written buffer itself means the buffer's value *before* the call
     (the exported program's functional meaning; torch-tensorrt's lowering drops the `clone` that
     said so). Once the buffer is module state written in place, returning it would hand out the
     new value: such an output becomes a clone taken before anything writes the buffer."""
     written_fqns = {f for f, _ in written}
-    clones: Dict[Node, Node] = {}
+    clones: dict[Node, Node] = {}
     out = []
     for o in user_outputs:
         fqn = next((f for f, ga in getattrs.items() if ga is o), None)
@@ -339,7 +339,7 @@ def _to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) ->
     graph = gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     out_node = graph.output_node()
-    getattrs: Dict[str, Node] = {}
+    getattrs: dict[str, Node] = {}
     for fqn, tensor in lifted.initial_values:
         set_buffer(gm, fqn, tensor.clone())
     for fqn, ph_name in lifted.buffer_inputs:
@@ -473,7 +473,7 @@ def _calling_convention_of(gm: GraphModule, codegen: object) -> None:
 
 
 def stateful_program(program: torch.export.ExportedProgram
-                     ) -> Tuple[torch.export.ExportedProgram, Dict[str, str]]:
+                     ) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
     """What compile hands torch-tensorrt's lowering, and which buffers the program writes (FQN ->
     the node writing it) for `StatefulCompile.finish`'s check.
 
@@ -501,7 +501,7 @@ def stateful_program(program: torch.export.ExportedProgram
     return state, writers
 
 
-def plan_of(module: torch.nn.Module) -> Optional[MutationPlan]:
+def plan_of(module: torch.nn.Module) -> MutationPlan | None:
     """The reconciled plan a patched `torch_tensorrt.compile` attached, if any."""
     return getattr(module, "mutation_plan", None)
 

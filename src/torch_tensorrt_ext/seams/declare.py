@@ -13,7 +13,7 @@ that is not a registered buffer is refused, naming the engine, binding and input
 from __future__ import annotations
 
 import copy
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -28,7 +28,7 @@ from ..contracts.plan import PlanError
 __all__ = ["aliased_plan", "declare_program", "functionalize_buffer_copies"]
 
 
-def _in_place_copies(ep: ExportedProgram, graph) -> List[Tuple[Node, str]]:
+def _in_place_copies(ep: ExportedProgram, graph) -> list[tuple[Node, str]]:
     """`aten.copy_(buffer, value)` nodes an exporter left in the graph, with the buffer FQN."""
     buffers = ep.graph_signature.inputs_to_buffers
     found = []
@@ -72,7 +72,7 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
 
 
 def declare_program(ep: ExportedProgram,
-                    upstream_copyback: Optional[Sequence[str]] = None) -> ExportedProgram:
+                    upstream_copyback: Sequence[str] | None = None) -> ExportedProgram:
     """`ep` with every mutation declared once by buffer name. `upstream_copyback`: the buffers
     torch-tensorrt's own lifting helpers recorded as copy-back (`_copyback_mutation_buffers`,
     positional trailing outputs); a module lifted that way, not compiled by the patched

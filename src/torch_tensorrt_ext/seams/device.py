@@ -10,7 +10,6 @@ is the converters' record, and running one raises `NoDeviceError` naming the eng
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
 
 import torch
 
@@ -29,7 +28,7 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def target_capability() -> Tuple[int, int]:
+def target_capability() -> tuple[int, int]:
     """The compute capability engines are built for: the device's, else the configured one."""
     if has_cuda():
         return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
@@ -69,7 +68,7 @@ class _TargetProperties:
         self.major, self.minor, self.name = major, minor, name
 
 
-def mem_get_info() -> Optional[Tuple[int, int]]:
+def mem_get_info() -> tuple[int, int] | None:
     """(free, total) device memory, or None when there is no device to ask."""
     return torch.cuda.mem_get_info() if has_cuda() else None
 
@@ -85,7 +84,7 @@ class SerializedEngine:
     def serialize(self) -> bytes:
         return self._bytes
 
-    def get_aliased_input_tensor(self, name: str) -> Optional[str]:
+    def get_aliased_input_tensor(self, name: str) -> str | None:
         return None
 
     def __len__(self) -> int:

@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 import copy
 import dataclasses
-from typing import Dict, Iterator, List, Sequence, Tuple
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
@@ -58,8 +58,8 @@ class ReferenceEngineModule(torch.nn.Module):
     caller that reads one (binding names, `aliased_io`, forward's return convention)."""
 
     def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
-                 scalars: Tuple[Tuple[int, torch.dtype], ...] = (), output_dims=(),
-                 size_outputs: Tuple[Tuple[int, int, int], ...] = ()):
+                 scalars: tuple[tuple[int, torch.dtype], ...] = (), output_dims=(),
+                 size_outputs: tuple[tuple[int, int, int], ...] = ()):
         super().__init__()
         self.name = name
         self.output_dims = tuple(output_dims)   # Signature.output_dims: dynamic outputs' sizes
@@ -79,7 +79,7 @@ class ReferenceEngineModule(torch.nn.Module):
     def signature(self) -> str:
         return Signature(self.name, self._meta, self.output_dims).to_json()
 
-    def bind_buffers(self, pairs: Sequence[Tuple[str, str]]) -> None:
+    def bind_buffers(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Name the caller-owned buffers its inputs carry (input binding -> FQN)."""
         buffers = tuple(blobfmt.BufferBinding(i, f) for i, f in pairs)
         self._meta = dataclasses.replace(self._meta, buffers=buffers)
@@ -112,7 +112,7 @@ class ReferenceEngineModule(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _aliasable(node: Node, inputs: Dict[Node, int], order: Dict[Node, int]) -> bool:
+def _aliasable(node: Node, inputs: dict[Node, int], order: dict[Node, int]) -> bool:
     if node.target not in (SLICE_SCATTER, INDEX_COPY) or node.args[0] not in inputs:
         return False
     if node.meta.get(NO_KV_ALIAS_MARKER):
@@ -136,7 +136,7 @@ def _executorch_ops(sub: GraphModule) -> None:
             n.target = _EXECUTORCH_EQUIVALENT[n.target]
 
 
-def _bindings(phs: List[Node], outs: List[Node], out_names: List[str], dims: PartitionDims):
+def _bindings(phs: list[Node], outs: list[Node], out_names: list[str], dims: PartitionDims):
     """Every binding (dynamic dims -1, bounded by max_shape) and which input dimension sizes
     each dynamic output dimension."""
     bindings, sources = [], []
@@ -144,7 +144,7 @@ def _bindings(phs: List[Node], outs: List[Node], out_names: List[str], dims: Par
         shape, bound = dims.input_shapes(p.meta["val"], p.name)
         bindings.append(blobfmt.IOBinding(p.name, dtype_name(p.meta["val"].dtype), shape, True,
                                           bound))
-    for o, name in zip(outs, out_names):
+    for o, name in zip(outs, out_names, strict=False):
         shape, bound, src = dims.output_shapes(o.meta["val"], name)
         bindings.append(blobfmt.IOBinding(name, dtype_name(o.meta["val"].dtype), shape, False,
                                           bound))
@@ -166,7 +166,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     index = {p: i for i, p in enumerate(phs)}
     out_node = graph.output_node()
     single = not isinstance(out_node.args[0], (tuple, list))
-    outs: List[Node] = [out_node.args[0]] if single else list(out_node.args[0])
+    outs: list[Node] = [out_node.args[0]] if single else list(out_node.args[0])
     n_graph = len(outs)
     size_outputs = tuple((k, *dims.input_dim_of(o.meta.get("val"), f"result {k}"))
                          for k, o in enumerate(outs)
