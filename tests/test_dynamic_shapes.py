@@ -265,23 +265,30 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
         prog.run(torch.zeros(1, 9, dtype=torch.long), torch.tensor([0]))
 
 
-def test_executorch_llama_with_dynamic_shape_through_tensorrt_rtx_is_refused_at_save(tmp_path):
-    """TensorRT-RTX takes the start position (and the length) as shape tensor inputs of an
-    engine; the delegate binds no TensorRT shape tensors yet, so the save refuses, naming the
-    engine and each scalar input (it failed in pybind's argument cast before)."""
+def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bound_as_tensors(
+        tmp_path):
+    """TensorRT-RTX takes the start position (and the length) as symbolic scalar inputs of an
+    engine (issue 32): each is handed to the delegate as a 0-d tensor of the engine's recorded
+    dtype — the runtime binds a shape tensor through a host copy of its value — so the dynamic
+    llama saves (it was refused, naming the engine), every state write verified by the save."""
     torch_tensorrt = torch_tensorrt_or_skip()
     t = torch.export.Dim("T", min=1, max=8)
     example = (torch.randint(0, 128, (1, 4)), torch.tensor([0]))
     ep = torch.export.export(_executorch_llama(), example, dynamic_shapes=({1: t}, {0: 1}),
                              strict=False)
     trt = compile_rtx(ep, example)
-    with pytest.raises(NotImplementedError, match=(
-            r"TensorRT engine '_run_on_acc_\d+' takes symbolic scalars \(_local_scalar_dense, "
-            r"sym_size_int_\d+, .*\) as shape tensor inputs .* the ExecuTorch delegate does not "
-            r"bind TensorRT shape tensors yet\. Export that model with static shapes "
-            r"\(enable_dynamic_shape=False\), or compile it with reference engines")):
-        torch_tensorrt.dynamo.export(trt, arg_inputs=list(example),
-                                     dynamic_shapes=({1: t}, {0: 1}))
+    scalars = {e["name"] for m in trt.children()
+               for e in ((getattr(m, "symbolic_shape_expressions", None) or {}).get("inputs")
+                         or []) if isinstance(e, dict) and e.get("is_scalar")}
+    assert scalars, "the engines take no symbolic scalar: nothing tested"
+    path = tmp_path / "dynamic_llama_rtx.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(example),
+                        dynamic_shapes=({1: t}, {0: 1}))
+    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    bound = {b[0]: b for d in inspect_pte(path.read_bytes()).method("forward").delegates
+             for b in d.bindings if b[3]}
+    assert scalars <= set(bound)
+    assert all(bound[s][2] == () for s in scalars), [bound[s] for s in scalars]
 
 
 # --- every save path of the matrix, TensorRT-RTX engines built ahead of time --------------------

@@ -70,19 +70,15 @@ def test_the_family_steps_like_eager_through_the_compiled_module_and_the_pte(kin
                 buffers[fqn].host_path, buffers[fqn]
 
 
-# ExecuTorch's ring KV cache computes its positions in engines from the start position read with
-# item(): TensorRT-RTX takes those scalars as shape-tensor inputs, which the delegate does not bind
-# yet (the ExecuTorch LLM issue's shape-tensor item) — refused by name, nothing written.
-RTX_REFUSED = {"llama_ring"}
-
-
-@pytest.mark.parametrize("kind", sorted(set(FAMILIES) - RTX_REFUSED))
+@pytest.mark.parametrize("kind", FAMILIES)
 def test_the_family_saves_with_tensorrt_rtx_engines_aliasing_every_kv_cache(kind, tmp_path,
                                                                            caplog):
     """Engines built ahead of time with TensorRT-RTX (on this CPU): the converters alias exactly
     the caches the plan calls KV, save's verifier of the emitted program accepts every state
     write (a write lost or doubled would refuse the save), and a cache a host op writes in place
-    is named by the save's warning (it stays in host memory)."""
+    is named by the save's warning (it stays in host memory). ExecuTorch's ring KV cache hands its
+    engines the start position read with item(): symbolic scalar inputs, bound as 0-d tensors
+    (a shape tensor through host memory, runtime/src/tensorrt_engine.cpp)."""
     torch_tensorrt = torch_tensorrt_or_skip()
     program = ModelProgram(kind)
     trt = _compile_rtx(program)
@@ -97,20 +93,6 @@ def test_the_family_saves_with_tensorrt_rtx_engines_aliasing_every_kv_cache(kind
     host = {f for f in program.fqns() if _expected_plan(kind, f) == "host"}
     warned = {f for f in host if f"buffer {f!r} stays in host memory" in caplog.text}
     assert warned == host
-
-
-@pytest.mark.parametrize("kind", sorted(RTX_REFUSED))
-def test_the_family_with_scalar_engine_inputs_is_refused_by_tensorrt_rtx_save(kind, tmp_path):
-    torch_tensorrt = torch_tensorrt_or_skip()
-    program = ModelProgram(kind)
-    trt = _compile_rtx(program)
-    path = tmp_path / f"{kind}.pte"
-    with pytest.raises(NotImplementedError, match=(
-            r"TensorRT engine '_run_on_acc_\d+' takes symbolic scalars \(.+\) as shape tensor "
-            r"inputs .* the ExecuTorch delegate does not bind TensorRT shape tensors yet")):
-        torch_tensorrt.save(trt, str(path), output_format="executorch",
-                            arg_inputs=list(program.args(0)))
-    assert not path.exists()
 
 
 def _compile_rtx(program: ModelProgram):

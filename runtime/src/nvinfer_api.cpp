@@ -179,6 +179,7 @@ class NvInferApi final : public TrtApi {
   int32_t data_type(const char* name) const override {
     return static_cast<int32_t>(engine_->getTensorDataType(name));
   }
+  bool host_input(const char* name) const override { return engine_->isShapeInferenceIO(name); }
   bool linear(const char* name) const override {
     return engine_->getTensorFormat(name) == nvinfer1::TensorFormat::kLINEAR;
   }
@@ -235,6 +236,13 @@ class NvInferApi final : public TrtApi {
     DeviceScope scope(device_);
     last_ = scope.ok() ? cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream())
                        : cudaErrorInvalidDevice;
+    return last_ == cudaSuccess;
+  }
+  bool read_to_host(void* dst, const void* src, size_t nbytes) override {
+    DeviceScope scope(device_);
+    last_ = scope.ok() ? cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream())
+                       : cudaErrorInvalidDevice;
+    if (last_ == cudaSuccess) last_ = cudaStreamSynchronize(stream());
     return last_ == cudaSuccess;
   }
 #ifdef TTE_HAVE_CUDA_KERNELS

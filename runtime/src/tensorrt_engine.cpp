@@ -8,6 +8,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +36,9 @@ bool is_static(const TrtDims& d) {
 
 // A binding as the engine runs it: dtype and shape from the blob when it gives them (checked
 // against the engine), else the engine's (an unknown TR01/TR02 binding).
+// The largest shape-tensor input bound through host memory (8 int64 values: a rank-8 shape).
+constexpr size_t kHostInputBytes = 64;
+
 struct IoTensor {
   std::string name;
   DType dtype = DType::Float32;
@@ -42,6 +46,9 @@ struct IoTensor {
   size_t nbytes = 0;  // of `dims`
   std::string text;   // "float32 [1,2,8,4]" for execute-time messages (built at init)
   bool dynamic = false;
+  // An input TensorRT reads on the host (a shape tensor): bound to `value`, this call's copy.
+  bool host = false;
+  alignas(8) uint8_t value[kHostInputBytes] = {};
 };
 
 bool same_dims(const TrtDims& a, const TrtDims& b) {
@@ -150,11 +157,35 @@ class TensorRTEngine final : public Engine {
   }
 
   Error bind_input(size_t binding, void* data, size_t nbytes) override {
-    const IoTensor& t = inputs_[binding];
+    IoTensor& t = inputs_[binding];
+    if (t.host) return bind_host_input(t, data, nbytes);
     if (!sized(t, "input", nbytes) || !device_checked(checked_in_[binding], t, "input", data)) {
       return Error::InvalidArgument;
     }
     return api_->set_address(t.name.c_str(), data) ? Error::Ok : Error::InvalidArgument;
+  }
+
+  // A shape tensor's value, wherever the caller's tensor is, copied to host memory before the
+  // engine is enqueued; a new value may change the outputs' shapes (read again).
+  Error bind_host_input(IoTensor& t, const void* data, size_t nbytes) {
+    if (!sized(t, "input", nbytes)) return Error::InvalidArgument;
+    uint8_t now[kHostInputBytes];
+    if (api_->is_device_pointer(data)) {
+      if (!api_->read_to_host(now, data, nbytes)) {
+        refuse("execute.host_input",
+               "TensorRTBackend: reading the value of shape input '%s' from device memory "
+               "failed (%s)",
+               t.name.c_str(), api_->last_error());
+        return Error::Internal;
+      }
+    } else {
+      std::memcpy(now, data, nbytes);
+    }
+    if (std::memcmp(now, t.value, nbytes) != 0) {
+      std::memcpy(t.value, now, nbytes);
+      dirty_ = true;
+    }
+    return api_->set_address(t.name.c_str(), t.value) ? Error::Ok : Error::InvalidArgument;
   }
 
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
@@ -261,12 +292,14 @@ class TensorRTEngine final : public Engine {
     return -1;
   }
 
-  // This call's input shapes, once they changed: the profile holding them, each set on the
-  // context, every output's shape read back. A shape no profile holds is refused naming the
-  // binding, its shape and each profile's bounds; nothing is set then. No allocation.
+  // This call's input shapes (or shape-input values), once they changed: the profile holding
+  // them, each set on the context, every output's shape read back. A shape no profile holds is
+  // refused naming the binding, its shape and each profile's bounds; nothing is set then. No
+  // allocation.
   Error apply_shapes() {
     if (!dirty_) return Error::Ok;
-    const int32_t p = select_profile();
+    // no profiles: only a shape input's value changed (outputs are read again, nothing chosen)
+    const int32_t p = profiles_.empty() ? profile_ : select_profile();
     if (p < 0) return refuse_profile();
     if (p != profile_) {
       if (!api_->set_profile(p)) {
@@ -395,6 +428,13 @@ class TensorRTEngine final : public Engine {
       Error e = resolve_type(b, TrtIo::Input, t, why);
       if (e == Error::Ok) e = resolve_input_shape(b, api_->engine_shape(b.name.c_str()), t, why);
       if (e != Error::Ok) return e;
+      t.host = api_->host_input(b.name.c_str());
+      if (t.host && (t.dynamic || t.nbytes > kHostInputBytes)) {
+        return why.fail(Error::NotSupported, "tensorrt.shape_input",
+                        format("TensorRT shape input '%s' is %s; this runtime binds shape inputs "
+                               "of a static shape up to %zu bytes",
+                               b.name.c_str(), t.text.c_str(), kHostInputBytes));
+      }
       if (!t.dynamic && !api_->set_input_shape(b.name.c_str(), t.dims)) {
         return why.fail(Error::InvalidProgram, "tensorrt.shape",
                         std::string(api_->sdk()) + " refused shape " + dims_text(t.dims) +

@@ -48,6 +48,10 @@ class TrtApi {
   virtual bool linear(const char* name) const = 0;           // TensorFormat::kLINEAR
   virtual TrtDims engine_shape(const char* name) const = 0;  // -1: a dynamic dimension
   virtual TrtAlias aliased_input(const char* output) const = 0;
+  // An input TensorRT reads on the host when it enqueues — a shape tensor (a start position or a
+  // length an engine computes shapes from; ICudaEngine::isShapeInferenceIO): bound to host
+  // memory holding its value, never to device memory.
+  virtual bool host_input(const char* name) const = 0;
   virtual int64_t streamable_weights() const = 0;  // 0: built without weight streaming
   ET_NODISCARD virtual bool set_weight_streaming_budget(int64_t bytes) = 0;
   ET_NODISCARD virtual bool create_context() = 0;
@@ -78,6 +82,10 @@ class TrtApi {
     }
     return true;
   }
+  // `nbytes` of `src` (device or host memory) into host memory `dst`, complete on return: the
+  // value of a host input, read before the engine is enqueued (work before it on the stream
+  // finishes first).
+  ET_NODISCARD virtual bool read_to_host(void* dst, const void* src, size_t nbytes) = 0;
   // Waits for this call's work unless a caller stream is in force (its owner waits for it).
   ET_NODISCARD virtual bool synchronize() = 0;
   virtual bool is_device_pointer(const void* p) const = 0;

@@ -30,6 +30,7 @@ struct FakeTensor {
   std::string from;   // an output: the input it is computed from
   std::string alias;  // an output: the input the engine says it aliases ("" none)
   bool linear = true;
+  bool host = false;  // an input: a shape tensor TensorRT reads on the host
 };
 
 inline tte::TrtDims dims(std::initializer_list<int64_t> d) {
@@ -53,6 +54,7 @@ struct FakeTrtState {  // outlives the engine that owns the FakeTrt
   bool context_when_budget_set = false;
   bool context = false;
   int enqueues = 0;
+  int host_reads = 0;  // read_to_host calls (a host input's value fetched from device memory)
   std::map<std::string, void*> addresses;
 };
 
@@ -75,6 +77,10 @@ class FakeTrt final : public tte::TrtApi {
   }
   int32_t data_type(const char* name) const override { return find(name)->dtype; }
   bool linear(const char* name) const override { return find(name)->linear; }
+  bool host_input(const char* name) const override {
+    const FakeTensor* t = find(name);
+    return t != nullptr && t->host;
+  }
   tte::TrtDims engine_shape(const char* name) const override {
     const FakeTensor* t = find(name);
     return t ? t->dims : tte::TrtDims{};
@@ -165,6 +171,11 @@ class FakeTrt final : public tte::TrtApi {
     return p;
   }
   bool copy_async(void* dst, const void* src, size_t nbytes) override {
+    std::memcpy(dst, src, nbytes);
+    return true;
+  }
+  bool read_to_host(void* dst, const void* src, size_t nbytes) override {
+    ++state_.host_reads;
     std::memcpy(dst, src, nbytes);
     return true;
   }

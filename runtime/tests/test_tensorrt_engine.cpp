@@ -3,6 +3,7 @@
 // budget, the engine kinds a runtime without an SDK refuses, TensorRT-RTX's devices. What the
 // real adapter does with nvinfer1 is compile-checked only (scripts/check_tensorrt_headers.sh).
 #include "check.h"
+#include "dtype.h"
 #include "engine.h"
 #include "fake_trt.h"
 #include "refusal.h"
@@ -347,6 +348,70 @@ TEST(the_engine_names_its_kind) {
   Built b = build(info, kv_tensors(), state);
   REQUIRE(b.engine != nullptr);
   CHECK_EQ(std::string(b.engine->kind()), std::string("tensorrt_rtx"));
+}
+
+// Issue 32: an engine taking a start position as a shape tensor (TensorRT reads it on the host
+// when it enqueues): the value is copied out of the caller's tensor — device memory read back
+// once per call, host memory copied — and the engine is bound to that host copy; a plain int64
+// input stays a device binding; a shape input too large or dynamic is refused at init.
+TEST(a_shape_tensor_input_is_bound_to_a_host_copy_of_its_value) {
+  BlobInfo info;
+  std::memcpy(info.magic, "TR03", 4);
+  info.format = 3;
+  Binding pos = binding("pos", {}, true, 0), step = binding("step", {1}, true, 1);
+  pos.dtype = step.dtype = DType::Int64;
+  info.inputs = {pos, step, binding("x", {4}, true, 2)};
+  info.outputs = {binding("y", {4}, false, 0)};
+  const int32_t kInt64 = tte::trt_type::kInt64;
+  FakeTensor host_pos{"pos", TrtIo::Input, kInt64, dims({})};
+  host_pos.host = true;
+  FakeTrtState state;
+  Built b = build(info,
+                  {host_pos,
+                   {"step", TrtIo::Input, kInt64, dims({1})},
+                   {"x", TrtIo::Input, 0, dims({4})},
+                   {"y", TrtIo::Output, 0, dims({4}), "x"}},
+                  state);
+  REQUIRE(b.engine != nullptr);
+  auto* on_device = static_cast<int64_t*>(b.engine->allocate_scratch(8, b.why).get());
+  auto* step_in = static_cast<int64_t*>(b.engine->allocate_scratch(8, b.why).get());
+  float* x = static_cast<float*>(b.engine->allocate_scratch(16, b.why).get());
+  float* y = static_cast<float*>(b.engine->allocate_scratch(16, b.why).get());
+  for (int64_t p = 3; p <= 5; ++p) {
+    *on_device = p;
+    REQUIRE(b.engine->bind_input(0, on_device, 8) == Error::Ok);
+    REQUIRE(b.engine->bind_input(1, step_in, 8) == Error::Ok);
+    REQUIRE(b.engine->bind_input(2, x, 16) == Error::Ok);
+    REQUIRE(b.engine->bind_output(0, y, 16) == Error::Ok);
+    REQUIRE(b.engine->run() == Error::Ok);
+    void* bound = state.addresses["pos"];
+    CHECK(bound != on_device && !b.api->is_device_pointer(bound));  // TensorRT reads host memory
+    CHECK_EQ(*static_cast<int64_t*>(bound), p);
+  }
+  CHECK_EQ(state.host_reads, 3);
+  CHECK_EQ(state.addresses["step"], static_cast<void*>(step_in));  // not a shape tensor: device
+  int64_t on_host = 9;  // a host tensor's value is copied without a device read
+  REQUIRE(b.engine->bind_input(0, &on_host, 8) == Error::Ok);
+  CHECK_EQ(*static_cast<int64_t*>(state.addresses["pos"]), int64_t(9));
+  CHECK_EQ(state.host_reads, 3);
+  tte::clear_refusal();
+  CHECK(b.engine->bind_input(0, on_device, 4) == Error::InvalidArgument);  // wrong size
+  CHECK_EQ(std::string(tte::last_check()), std::string("execute.nbytes"));
+
+  info.inputs[0].shape = {16};  // 128 bytes: more than a shape tensor is bound through
+  host_pos.dims = dims({16});
+  FakeTrtState big_state;
+  Built big = build(info,
+                    {host_pos,
+                     {"step", TrtIo::Input, kInt64, dims({1})},
+                     {"x", TrtIo::Input, 0, dims({4})},
+                     {"y", TrtIo::Output, 0, dims({4}), "x"}},
+                    big_state);
+  CHECK(big.error == Error::NotSupported);
+  CHECK_EQ(std::string(big.why.check), std::string("tensorrt.shape_input"));
+  CHECK_EQ(big.why.text,
+           std::string("TensorRT shape input 'pos' is int64 [16]; this runtime binds shape "
+                       "inputs of a static shape up to 64 bytes"));
 }
 
 TEST_MAIN()

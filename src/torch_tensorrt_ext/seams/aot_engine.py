@@ -9,6 +9,7 @@ as usual.
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any
 from collections.abc import Sequence
@@ -17,7 +18,6 @@ import torch
 from torch.fx import Graph, GraphModule, Node
 
 from .device import has_cuda, require_device
-from ..errors import Unsupported
 
 ENGINE_ATTR = "_tte_aot_engine_bytes"
 
@@ -46,15 +46,46 @@ def _placeholder_args(inputs: Sequence[Any], strings: list[str], engine: Any) ->
     return (list(inputs), *strings[:ENGINE_IDX], engine, *strings[ENGINE_IDX + 1:])
 
 
-def _refuse_scalar_inputs(engine: str, scalars: Sequence[str]) -> None:
-    if scalars:
-        raise Unsupported(
-            f"TensorRT engine {engine!r} takes symbolic scalars ({', '.join(scalars)}) as shape "
-            "tensor inputs (a value read from a tensor, such as the start position ExecuTorch's "
-            "llama reads with item() when exported with enable_dynamic_shape=True, or its ring "
-            "KV cache's positions); the ExecuTorch delegate does not bind TensorRT shape tensors "
-            "yet. Export that model with static shapes (enable_dynamic_shape=False), or compile "
-            "it with reference engines")
+_SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _scalar_dtypes(module: torch.nn.Module, inputs: Sequence[Any]) -> dict:
+    """{input index: dtype} of the engine's scalar inputs — symbolic ones: a start position an
+    engine reads, a length it shapes by — each an input whose value is a Python or symbolic
+    scalar, or (a graph node of unknown value) one the engine's record (`inout_symexprs`) marks
+    `is_scalar`; the dtype is the record's, else the value's. A tensor is never one. TensorRT
+    takes each as a 0-d tensor (a shape tensor when it shapes anything; the delegate binds those
+    through host memory, CONTRACTS §1)."""
+    recorded = (getattr(module, "symbolic_shape_expressions", None) or {}).get("inputs") or []
+    out = {}
+    for i, x in enumerate(inputs):
+        entry = recorded[i] if i < len(recorded) and isinstance(recorded[i], dict) else {}
+        if isinstance(x, _SCALARS) or (x is None and entry.get("is_scalar")):
+            dtype = entry.get("dtype")
+            if not isinstance(dtype, torch.dtype):
+                dtype = torch.bool if isinstance(x, (bool, torch.SymBool)) else \
+                    torch.float32 if isinstance(x, (float, torch.SymFloat)) else torch.int64
+            out[i] = dtype
+    return out
+
+
+def as_0d_tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
+    """`x` as a 0-d tensor — run when the inlined program is traced, where a value the graph
+    records as a scalar may already be a 0-d tensor (a piece PyTorch runs hands some out so)."""
+    return x if isinstance(x, torch.Tensor) else torch.scalar_tensor(x, dtype=dtype)
+
+
+def _node_value(a: Any) -> Any:
+    """What `_scalar_dtypes` reads of a graph argument of an engine being inlined: a Python value
+    as is; a tensor for an output of another engine (`_run_on_acc*`: its placeholder returns a
+    0-d tensor even where the engine records a scalar); None — unknown, the engine's record
+    decides — for anything else, such as an output of a piece PyTorch runs (`_run_on_gpu*`,
+    inlined after the engines: its `item()` is a SymInt)."""
+    if not isinstance(a, Node):
+        return a
+    source = a.args[0] if a.target is operator.getitem and a.args else a
+    engine = isinstance(source, Node) and "_run_on_acc" in str(source.target)
+    return torch.empty(()) if engine else None
 
 
 def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
@@ -65,10 +96,10 @@ def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
     if not torch.compiler.is_exporting():
         require_device(module.name)
     from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
-    names = list(getattr(module, "input_binding_names", None) or [])
-    _refuse_scalar_inputs(module.name, [names[i] if i < len(names) else f"input {i}"
-                                        for i, x in enumerate(inputs)
-                                        if not isinstance(x, torch.Tensor)])
+    inputs = list(inputs)
+    for i, dtype in _scalar_dtypes(module, inputs).items():
+        if not isinstance(inputs[i], torch.Tensor):
+            inputs[i] = torch.scalar_tensor(inputs[i], dtype=dtype)
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     outputs = op(*_placeholder_args(inputs, _string_slots(module), _engine_tensor(module)))
     if module.aliased_io:
@@ -105,10 +136,11 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
-    # the engine's own record of its inputs (torch-tensorrt's `inout_symexprs`)
-    recorded = (getattr(module, "symbolic_shape_expressions", None) or {}).get("inputs") or []
-    _refuse_scalar_inputs(name, [e.get("name", f"input {i}") for i, e in enumerate(recorded)
-                                 if isinstance(e, dict) and e.get("is_scalar")])
+    # the engine's symbolic scalar inputs, bound as 0-d tensors — but not an output of another
+    # engine, which its placeholder already returns as a 0-d tensor (its value is a SymInt)
+    args = list(args)
+    for i, dtype in _scalar_dtypes(module, [_node_value(a) for a in args]).items():
+        args[i] = graph.call_function(as_0d_tensor, (args[i], dtype))
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
 
