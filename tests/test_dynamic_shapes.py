@@ -281,14 +281,15 @@ def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bou
                for e in ((getattr(m, "symbolic_shape_expressions", None) or {}).get("inputs")
                          or []) if isinstance(e, dict) and e.get("is_scalar")}
     assert scalars, "the engines take no symbolic scalar: nothing tested"
-    path = tmp_path / "dynamic_llama_rtx.pte"
-    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(example),
-                        dynamic_shapes=({1: t}, {0: 1}))
     from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
-    bound = {b[0]: b for d in inspect_pte(path.read_bytes()).method("forward").delegates
-             for b in d.bindings if b[3]}
-    assert scalars <= set(bound)
-    assert all(bound[s][2] == () for s in scalars), [bound[s] for s in scalars]
+    for legacy in (False, True):     # both exporters inline the engines
+        path = tmp_path / f"dynamic_llama_rtx_{legacy}.pte"
+        torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(example),
+                            dynamic_shapes=({1: t}, {0: 1}), use_legacy_exporter=legacy)
+        bound = {b[0]: b for d in inspect_pte(path.read_bytes()).method("forward").delegates
+                 for b in d.bindings if b[3]}
+        assert scalars <= set(bound)
+        assert all(bound[s][2] == () for s in scalars), [bound[s] for s in scalars]
 
 
 # --- every save path of the matrix, TensorRT-RTX engines built ahead of time --------------------

@@ -69,23 +69,32 @@ def _scalar_dtypes(module: torch.nn.Module, inputs: Sequence[Any]) -> dict:
     return out
 
 
-def as_0d_tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
-    """`x` as a 0-d tensor — run when the inlined program is traced, where a value the graph
-    records as a scalar may already be a 0-d tensor (a piece PyTorch runs hands some out so)."""
-    return x if isinstance(x, torch.Tensor) else torch.scalar_tensor(x, dtype=dtype)
+_SCALAR_OPS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default,
+               torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default}
 
 
-def _node_value(a: Any) -> Any:
-    """What `_scalar_dtypes` reads of a graph argument of an engine being inlined: a Python value
-    as is; a tensor for an output of another engine (`_run_on_acc*`: its placeholder returns a
-    0-d tensor even where the engine records a scalar); None — unknown, the engine's record
-    decides — for anything else, such as an output of a piece PyTorch runs (`_run_on_gpu*`,
-    inlined after the engines: its `item()` is a SymInt)."""
+def _node_value(gm: GraphModule, a: Any) -> Any:
+    """What an argument of an engine being inlined holds when the program runs: a Python value as
+    is; for a node, its recorded value — and for an output of a piece PyTorch runs (`getitem` of a
+    `_run_on_gpu*` call, inlined after the engines), that piece's own output node's: an `item()`
+    there is a scalar, a 0-d tensor stays a tensor. An engine output is a tensor (its placeholder
+    returns one even where the engine records a scalar); unknown: None (the record decides)."""
     if not isinstance(a, Node):
         return a
-    source = a.args[0] if a.target is operator.getitem and a.args else a
-    engine = isinstance(source, Node) and "_run_on_acc" in str(source.target)
-    return torch.empty(()) if engine else None
+    if a.target is operator.getitem and isinstance(a.args[0], Node):
+        source, index = a.args[0], a.args[1]
+        if "_run_on_acc" in str(source.target) or \
+                source.target is torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default:
+            return torch.empty(())   # an engine's output (inlined already, or not yet)
+        if source.op == "call_module":
+            outputs = gm.get_submodule(str(source.target)).graph.output_node().args[0]
+            a = outputs[index] if isinstance(outputs, (tuple, list)) else outputs
+            if not isinstance(a, Node):
+                return a
+    if a.op == "call_function" and a.target in _SCALAR_OPS:
+        return a.meta.get("val", 0)
+    val = a.meta.get("val")
+    return val if isinstance(val, (torch.Tensor, *_SCALARS)) else None
 
 
 def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
@@ -136,11 +145,9 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
-    # the engine's symbolic scalar inputs, bound as 0-d tensors — but not an output of another
-    # engine, which its placeholder already returns as a 0-d tensor (its value is a SymInt)
-    args = list(args)
-    for i, dtype in _scalar_dtypes(module, [_node_value(a) for a in args]).items():
-        args[i] = graph.call_function(as_0d_tensor, (args[i], dtype))
+    # the engine's symbolic scalar inputs, bound as 0-d tensors (a tensor never converted)
+    args = _scalars_as_tensors(graph, args, _scalar_dtypes(module,
+                                                            [_node_value(gm, a) for a in args]))
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
 
