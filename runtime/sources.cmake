@@ -12,6 +12,7 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/counters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_factory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/device_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/emulated_device.cpp

@@ -59,10 +59,6 @@ class Engine {
   ET_NODISCARD virtual Error finish() { return Error::Ok; }
 };
 
-// The engine for `info.engine_kind` over the payload `info.engine`/`engine_size`; fails with
-// Error::NotSupported (engine.not_compiled) when that kind was not compiled into this runtime.
-Result<std::unique_ptr<Engine>> create_engine(const BlobInfo& info, Reason& why);
-
 // "reference" or "reference,tensorrt".
 const char* compiled_engines();
 

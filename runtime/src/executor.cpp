@@ -1,6 +1,7 @@
 // One delegate's executor; see executor.h.
 #include "executor.h"
 #include "device.h"
+#include "engine_factory.h"
 
 #include "refusal.h"
 

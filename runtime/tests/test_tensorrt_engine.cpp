@@ -5,6 +5,7 @@
 #include "check.h"
 #include "dtype.h"
 #include "engine.h"
+#include "engine_factory.h"
 #include "fake_trt.h"
 #include "refusal.h"
 #include "tensorrt_engine.h"
