@@ -119,6 +119,29 @@ def test_tensorrt_rtx_ahead_of_time_with_input_specs(tmp_path):
     assert set(bounded.values()) == {(1, MAX_T, 8)}
 
 
+def test_input_specs_without_shared_dims_share_the_length_the_program_shares(tmp_path):
+    """Issue 32 item 4: `Input` min/opt/max specs without `shared_dims=` on the ahead-of-time path
+    (TensorRT-RTX): the compiled program sizes `x`'s axis 1 and `pos`'s axis 0 by one symbol, so
+    save and `torch_tensorrt.dynamo.export` give them one Dim — they failed with torch.export's
+    "Constraints violated" and "Unsupported input type" before. The saved program takes any
+    shared length within the bounds and refuses two different ones, naming them."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    specs = [torch_tensorrt.Input(min_shape=(1, 1, 8), opt_shape=(1, 4, 8),
+                                  max_shape=(1, MAX_T, 8), dtype=torch.float32),
+             torch_tensorrt.Input(min_shape=(1,), opt_shape=(4,), max_shape=(MAX_T,),
+                                  dtype=torch.int64)]
+    trt = compile_rtx(_export(PrefillCache().eval()), specs)
+    ep = torch_tensorrt.dynamo.export(trt, arg_inputs=specs)
+    sizes = [n.meta["val"].shape for n in ep.graph.nodes if n.op == "placeholder"
+             and n.name in ep.graph_signature.user_inputs]
+    assert str(sizes[0][1]) == str(sizes[1][0])          # one symbol for both
+    assert [(r.lower, r.upper) for r in ep.range_constraints.values()] == [(1, MAX_T)]
+    path = tmp_path / "specs.pte"
+    torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=specs)
+    info = inspect_pte(path.read_bytes()).method("forward")
+    assert {d.engine_kind for d in info.delegates} == {"tensorrt_rtx"}
+
+
 # --- real clients: transformers decoders with a dynamic prompt length ---------------------------
 
 def _hf_prefill(name, max_t=8):
@@ -340,3 +363,24 @@ def test_every_save_path_keeps_the_length_dynamic_and_declares_each_write(
     assert declared(ep) == expected_declarations(trt.mutation_plan)
     x = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == "x")
     assert isinstance(x.meta["val"].shape[1], torch.SymInt)
+
+
+def test_only_axes_the_program_sizes_by_one_symbol_are_unified():
+    """`unify_shared_dims` reads the compiled module's placeholders: axes sized by one symbol
+    get one Dim (bounds intersected), independent axes keep their own."""
+    from torch_tensorrt_ext.seams.dynamic_specs import unify_shared_dims
+
+    class Two(torch.nn.Module):
+        def forward(self, x, pos, other):
+            return x.sum(1) + pos.sum() + other.sum()
+
+    a, b = torch.export.Dim("A", min=1, max=16), torch.export.Dim("B", min=2, max=9)
+    gm = torch.export.export(Two(), (torch.randn(1, 4, 8), torch.arange(4), torch.randn(5)),
+                             dynamic_shapes=({1: a}, {0: a}, {0: b})).module()
+    given = {"x": {1: torch.export.Dim("x_1", min=1, max=16)},
+             "pos": {0: torch.export.Dim("pos_0", min=2, max=12)},
+             "other": {0: torch.export.Dim("other_0", min=2, max=9)}}
+    got = unify_shared_dims(gm, given)
+    assert got["x"][1] is got["pos"][0]
+    assert (got["x"][1].min, got["x"][1].max) == (2, 12)
+    assert got["other"][0] is given["other"][0]
