@@ -77,17 +77,6 @@ def _seq2seq(kind: str) -> torch.nn.Module:
         model.eval(), max_static_cache_length=16, batch_size=1).eval()
 
 
-class _LlamaDecoder(torch.nn.Module):
-    """ExecuTorch's `Transformer`, called as its runner calls it."""
-
-    def __init__(self, inner: torch.nn.Module):
-        super().__init__()
-        self.m = inner
-
-    def forward(self, tokens, input_pos):
-        return self.m(tokens, {"input_pos": input_pos})
-
-
 def _llama(kind: str) -> torch.nn.Module:
     from executorch.examples.models.llama import llama_transformer, model_args
     from executorch.examples.models.llama.source_transformation import custom_kv_cache, sdpa
@@ -105,7 +94,8 @@ def _llama(kind: str) -> torch.nn.Module:
             else sdpa.replace_sdpa_with_custom_op(m)
     if kind == "llama_ring":   # a window of 4 per layer: ring of 8 positions, wrapped by step 8
         m = custom_kv_cache.replace_kv_cache_with_ring_kv_cache(m, [4, 4])
-    return _LlamaDecoder(m).eval()
+    from hybrid_models import Decoder   # ExecuTorch's Transformer, called as its runner does
+    return Decoder(m).eval()
 
 
 def _token_args(step: int) -> tuple[torch.Tensor, ...]:

@@ -16,6 +16,7 @@ import torch
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.errors import UsageError
 
+from hybrid_models import Decoder
 from rtx_env import torch_tensorrt_or_skip
 
 llama_transformer = pytest.importorskip("executorch.examples.models.llama.llama_transformer")
@@ -28,17 +29,6 @@ SPECIAL = ("<unk>", "<s>", "</s>")             # what the runner prints for ids 
 ARGS = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=3 + len(CHARS),
             max_seq_len=64, max_context_len=64, use_kv_cache=True, enable_dynamic_shape=False,
             hidden_dim=128)
-
-
-class Decoder(torch.nn.Module):
-    """ExecuTorch's `Transformer`, called as its runner calls it."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.m = inner
-
-    def forward(self, tokens, input_pos):
-        return self.m(tokens, {"input_pos": input_pos})
 
 
 def _tokenizer(path):
