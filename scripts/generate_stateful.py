@@ -13,7 +13,8 @@ Programs are drawn by hypothesis in chunks (`--chunk` programs, hypothesis seed 
 goes to a journal as it is made, a program that killed its worker is recorded as a `crash`, and
 the replacement replays the chunk from those results (hypothesis draws the same programs from the
 same seed and results), so a chunk survives crashes. Shrinking is the same replay with the one
-failure class made to raise.
+failure class made to raise. A chunk's programs depend only on `--seed`, the chunk's index and
+`--chunk`, so `--first-chunk` continues a long run in a later invocation.
 """
 from __future__ import annotations
 
@@ -184,7 +185,7 @@ class Chunks:
 
 
 def _chunks(args):
-    left, index = args.count, 0
+    left, index = args.count, args.first_chunk
     while left > 0:
         n = min(args.chunk, left)
         yield index, args.seed * 1_000_003 + index, n
@@ -205,6 +206,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at a time")
     ap.add_argument("--chunk", type=int, default=50, help="programs per hypothesis run")
+    ap.add_argument("--first-chunk", type=int, default=0,
+                    help="index of the first chunk: a long run split over several invocations "
+                         "(--count 5000 --first-chunk 100 after --count 5000) draws exactly the "
+                         "programs of one --count 10000 run")
     ap.add_argument("--recycle", type=int, default=40, help="programs per worker process")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--device", help="runtime device in force in the workers (e.g. emulated)")

@@ -134,3 +134,22 @@ def test_minimal_failing_program_now_saves_with_tensorrt_rtx(name):
     program = RTX_REGRESSIONS[name]
     result = check_program(program, rtx=True)
     assert result.ok, result.report(program)
+
+
+def test_a_long_run_split_by_first_chunk_draws_the_same_chunks():
+    """scripts/generate_stateful.py --first-chunk: two invocations cover one long run's chunks
+    exactly (same index, hypothesis seed and size), so a 10^4 run can span several sessions."""
+    import argparse
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "generate_stateful", HERE.parent / "scripts" / "generate_stateful.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+
+    def chunks(count, first=0):
+        return list(gen._chunks(argparse.Namespace(count=count, seed=606, chunk=50,
+                                                   first_chunk=first)))
+    whole = chunks(10_120)
+    assert len(whole) == 203 and whole[-1][2] == 20
+    assert chunks(5_000) + chunks(5_120, first=100) == whole
+    assert chunks(50, first=7) == [whole[7]]
