@@ -142,3 +142,20 @@ def test_an_engine_fed_a_strided_view_by_pytorch_runs_like_eager():
     fed = [n for n in trt.graph.nodes if n.op == "call_module" and "_run_on_acc" in n.target]
     assert [a.target for a in fed[0].args if a.op == "call_module"] == ["_run_on_gpu_0"]
     torch.testing.assert_close(trt(x, w), model(x, w))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_compile_keeps_one_engine_record_per_engine_with_every_field(name):
+    """`trt_gm.engine_infos` (what `tte.reference.compile`'s `.engines` reads): each engine's kind
+    is its own, and its copy-back pairs are exactly the plan's engine-copied writes."""
+    _, reference = reference_compiled(name)
+    _, _, _, rtx = compiled(name)
+    for gm, kind in ((reference, "reference"), (rtx, "tensorrt")):
+        infos = {i.name: i for i in gm.engine_infos}
+        assert sorted(infos) == sorted(engine_modules(gm)), name
+        assert {i.kind for i in infos.values()} == {kind}
+        plan = {(w.engine, w.output_binding, w.input_binding)
+                for w in gm.mutation_plan if w.engine_copies}
+        assert {(i.name, o, b) for i in infos.values() for o, b in i.copy_back} == plan
+        assert {(i.name, a.output, a.input) for i in infos.values() for a in i.aliased_io} == \
+            {(w.engine, w.output_binding, w.input_binding) for w in gm.mutation_plan if w.is_kv}

@@ -372,3 +372,40 @@ def test_a_malformed_copy_back_record_is_refused(upstream, record, why):
     with pytest.raises(T.TensorRTInfoError) as e:
         T.engine_info_from_serialized(_with_copy_back(upstream, record))
     assert why in str(e.value) and "_run_on_acc_0_engine" in str(e.value)
+
+
+class _TwoEngines(torch.nn.Module):
+    """A KV cache and a ring written by two TensorRT-RTX engines split by a host op."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 8, 4))
+        self.register_buffer("ring", torch.zeros(1, 4))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(1, pos, x)
+        h = torch.sin(self.cache.sum(1))
+        self.ring.copy_(torch.cat([self.ring[:, 1:], h[:, :1] * 2], dim=1))
+        return self.ring + 1
+
+
+def test_a_save_decodes_each_engine_record_once(tmp_path, monkeypatch):
+    """Declaration, hand-over, partitioner and blob all read one `export.engine_calls.engine_info`:
+    a save of a two-engine program decodes each engine's serialized metadata once (8 times each
+    before they shared the reader)."""
+    from rtx_env import compile_rtx, torch_tensorrt_or_skip
+
+    from torch_tensorrt_ext.export import engine_calls
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model = _TwoEngines().eval()
+    args = (torch.randn(1, 1, 4), torch.tensor([3]))
+    trt = compile_rtx(model, args, torch_executed_ops={"torch.ops.aten.sin.default"})
+    engine_calls._decoded.cache_clear()
+    decoded = []
+    real = T.decode_metadata
+    monkeypatch.setattr(T, "decode_metadata",
+                        lambda encoded, *, engine: decoded.append(engine) or real(
+                            encoded, engine=engine))
+    torch_tensorrt.save(trt, str(tmp_path / "m.pte"), output_format="executorch",
+                        arg_inputs=list(args))
+    assert len(decoded) == 2 and len(set(decoded)) == 2, decoded

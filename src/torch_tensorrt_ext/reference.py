@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from .contracts.engine import AliasedIO, EngineInfo
+from .contracts.engine import EngineInfo
 from .contracts.plan import MutationPlan
 from .errors import UsageError
 
@@ -45,30 +45,10 @@ class CompiledModule(torch.nn.Module):
         super().__init__()
         self.gm = gm
         self.plan: MutationPlan = gm.mutation_plan
-        self.engines: tuple[EngineInfo, ...] = _engine_infos(gm)
+        self.engines: tuple[EngineInfo, ...] = gm.engine_infos   # compile's record
 
     def forward(self, *args):
         return self.gm(*args)
-
-
-def _engine_infos(gm: torch.fx.GraphModule) -> tuple[EngineInfo, ...]:
-    from .seams.compile import _engine_modules
-    modules = _engine_modules(gm)
-    infos = []
-    for call in gm.graph.nodes:
-        if call.op != "call_module" or call.target not in modules:
-            continue
-        m = modules[call.target]
-        ins = tuple(m.input_binding_names)
-        buffers = tuple((ins[i], str(a.target)) for i, a in enumerate(call.args)
-                        if getattr(a, "op", "") == "get_attr")
-        written = {w.output_binding: w.fqn for w in gm.mutation_plan if w.engine == call.target
-                   and w.output_binding}
-        infos.append(EngineInfo(
-            name=str(call.target), input_names=ins, output_names=tuple(m.output_binding_names),
-            aliased_io=tuple(AliasedIO(o, i, k) for o, (i, k) in m.aliased_io.items()),
-            input_buffers=buffers, output_buffers=tuple(written.items()), kind="reference"))
-    return tuple(infos)
 
 
 def _op_overloads(ops: Iterable[object]) -> set:

@@ -36,7 +36,8 @@ from ..contracts.engine import AliasedIO, EngineInfo
 
 __all__ = [
     "ABI_VERSION", "SERIALIZATION_LEN", "TensorRTInfoError", "PickledObject", "SymbolicDim",
-    "engine_info_from_serialized", "engine_info_from_blob", "decode_metadata", "COPY_BACK_KEY",
+    "engine_info_from_serialized", "engine_info_from_blob", "engine_info_from_metadata",
+    "decode_metadata", "COPY_BACK_KEY",
 ]
 
 # The key this project adds to the metadata dict of an engine whose delegate copies copy-back
@@ -355,15 +356,21 @@ def _copy_back(meta: dict[str, Any], engine: str) -> tuple[tuple[str, str], ...]
 
 
 def engine_info_from_blob(data: bytes, *, name: str) -> EngineInfo:
-    """`EngineInfo` from a TensorRTBackend delegate blob (upstream TR01/TR02, or TR03). Buffers
-    come from TR03's `buffers` entries: input binding -> FQN, and each aliased or copy-back
-    output -> the FQN of the input it writes. Dtypes/shapes are the blob's (upstream's real
-TR01/TR02 blobs leave them empty: then they are "" and ()). Device:
-    `cuda:<device_id>` for a TensorRT engine, `cpu` for a reference engine."""
+    """`EngineInfo` from a TensorRTBackend delegate blob (upstream TR01/TR02, or TR03)."""
     try:
         meta = blobfmt.parse(data).metadata
     except blobfmt.BlobError as e:
         raise TensorRTInfoError(f"engine {name!r}: {e}") from None
+    return engine_info_from_metadata(meta, name=name)
+
+
+def engine_info_from_metadata(meta: blobfmt.BlobMetadata, *, name: str) -> EngineInfo:
+    """`EngineInfo` from validated blob metadata (a blob's, or a reference engine call's
+    signature). Buffers come from TR03's `buffers` entries: input binding -> FQN, and each
+    aliased or copy-back output -> the FQN of the input it writes; `copy_back` is the metadata's.
+    Dtypes/shapes are the metadata's (upstream's real TR01/TR02 blobs leave them empty: then they
+    are "" and ()). Device: `cuda:<device_id>` for a TensorRT engine, `cpu` for a reference
+    engine."""
     return EngineInfo(
         name=name, input_names=meta.input_names, output_names=meta.output_names,
         aliased_io=tuple(meta.aliased_io),
@@ -374,4 +381,5 @@ TR01/TR02 blobs leave them empty: then they are "" and ()). Device:
         input_shapes=tuple(b.shape for b in meta.inputs),
         output_shapes=tuple(b.shape for b in meta.outputs),
         input_dtypes=tuple(b.dtype for b in meta.inputs),
-        output_dtypes=tuple(b.dtype for b in meta.outputs))
+        output_dtypes=tuple(b.dtype for b in meta.outputs),
+        copy_back=tuple((c.output, c.input) for c in meta.copy_back))

@@ -21,9 +21,9 @@ from torch.export import ExportedProgram
 
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import is_reference_call, is_tensorrt_call
-from ..engines.tensorrt_info import engine_info_from_serialized
 from .backend import BACKEND_ID
-from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC, engine_info_record
+from ..export.engine_calls import engine_info
+from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC
 
 __all__ = ["buffer_specs", "reference_device", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
@@ -64,7 +64,7 @@ def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[s
         if node is None:
             out[tag] = spec
             continue
-        info = engine_info_from_serialized(engine_info_record(ep, node))
+        info = engine_info(ep, node)
         pairs = [[info.input_names[i], buffers[a.name]] for i, a in enumerate(node.args[0])
                  if getattr(a, "name", None) in buffers]
         specs = [s for s in spec.compile_specs if s.key != BUFFERS_SPEC]

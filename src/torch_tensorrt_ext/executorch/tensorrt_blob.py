@@ -18,10 +18,10 @@ from torch.export import ExportedProgram
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import is_engine_call
 from ..engines.dynamic_dims import max_shape
-from ..engines.tensorrt_info import engine_info_from_serialized
+from ..export.engine_calls import engine_info, engine_record
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
-__all__ = ["preprocess", "engine_info_record", "tensor_bytes", "BUFFERS_SPEC", "DEVICE_SPEC"]
+__all__ = ["preprocess", "tensor_bytes", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
 BUFFERS_SPEC = "tte_buffers"
 DEVICE_SPEC = "target_device"
@@ -41,13 +41,6 @@ def _engine_kind() -> str:
     engines (a distinct engine kind: its runtime library, its devices), torch-tensorrt TensorRT."""
     from torch_tensorrt._features import ENABLED_FEATURES
     return "tensorrt_rtx" if getattr(ENABLED_FEATURES, "tensorrt_rtx", False) else "tensorrt"
-
-
-def engine_info_record(ep: ExportedProgram, node: torch.fx.Node,
-                       metadata_only: bool = True) -> list:
-    """torch-tensorrt's serialized engine info of an engine call (upstream reads it)."""
-    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
-    return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
 
 
 def _bindings(info, call: torch.fx.Node) -> tuple:
@@ -80,11 +73,11 @@ def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) 
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
         DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
     call = single_engine_call(edge_program, is_engine_call)
-    raw = engine_info_record(edge_program, call, metadata_only=False)
+    raw = engine_record(edge_program, call, metadata_only=False)
     engine = raw[ENGINE_IDX]
     if isinstance(engine, torch.Tensor):
         engine = tensor_bytes(engine)
-    info = engine_info_from_serialized(raw)
+    info = engine_info(edge_program, call, raw)
     specs = {s.key: s.value for s in compile_specs}
     pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
     device = specs.get(DEVICE_SPEC, b"cuda:0").decode()

@@ -1,65 +1,107 @@
 """The engine calls of an exported program, whichever compiler put them there.
 
-Invariant: `engine_calls(ep)` returns one `EngineCall` per engine-call node of the program's
-graph — this project's `tte::execute_engine`, torch-tensorrt's `tensorrt::execute_engine`, or its
-serialized form `tensorrt::no_op_placeholder_for_execute_engine` — keyed by engine name, with
-the binding names and the in-place outputs read from the engine's own record (its signature or
-its serialized engine info), never from the graph's shape; `aliased_plan(ep)` turns those records
-into the plan of the writes the engines perform themselves. The TensorRT forms are read without
-TensorRT and without a device.
+Invariant: `engine_info(ep, node)` is the one reader of an engine call's own record — its
+signature (`tte::execute_engine`) or its serialized engine info (torch-tensorrt's
+`tensorrt::execute_engine` / `no_op_placeholder_for_execute_engine`, read through
+`engine_record`, the one use of upstream's private reader) — and returns one `EngineInfo` with
+every field the record holds (kind, bindings, aliased pairs, copy-back pairs, shapes, dtypes,
+device). A record is decoded once per distinct record text, whichever stage asks (compile's
+declaration, the save's hand-over to the delegates, the partitioner, the blob). `engine_calls(ep)`
+returns one `EngineCall` per engine-call node keyed by engine name, never reading the graph's
+shape; `aliased_plan(ep)` turns those records into the plan of the writes the engines perform
+themselves. The TensorRT forms are read without TensorRT and without a device.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from collections.abc import Mapping
 
 import torch
 from torch.fx import Node
 
 from torch.export.graph_signature import OutputKind
 
+from ..contracts.engine import EngineInfo
 from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
     Signature, is_engine_call, is_reference_call)
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
+from ..engines.tensorrt_info import engine_info_from_metadata, engine_info_from_serialized
 
+__all__ = ["EngineCall", "engine_record", "engine_info", "engine_calls", "aliased_plan",
+           "is_engine_call", "is_reference_call"]
+
+_ENGINE_SLOT = 3   # torch-tensorrt's SerializedInfoIndex.ENGINE_IDX: bytes the reader never reads
+
+
+def engine_record(ep: torch.export.ExportedProgram, node: Node,
+                  metadata_only: bool = True) -> list:
+    """torch-tensorrt's serialized engine info of a TensorRT engine call, as its ExecuTorch
+    backend reads it (with the engine bytes only when `metadata_only` is False)."""
+    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
+    return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded(slots: tuple[str, ...]) -> EngineInfo:
+    return engine_info_from_serialized(slots)
+
+
+@functools.lru_cache(maxsize=256)
+def _from_signature(text: str) -> EngineInfo:
+    sig = Signature.parse(text)
+    return engine_info_from_metadata(sig.metadata, name=sig.name)
+
+
+def engine_info(ep: torch.export.ExportedProgram, node: Node,
+                record: list | None = None) -> EngineInfo:
+    """The engine call's own record as an `EngineInfo` (module docstring). `record`: its
+    serialized engine info when the caller read it already (with the engine bytes)."""
+    if is_reference_call(node):
+        return _from_signature(node.args[2])
+    raw = engine_record(ep, node) if record is None else record
+    return _decoded(tuple("" if k == _ENGINE_SLOT else v.decode() if isinstance(v, bytes)
+                          else str(v) for k, v in enumerate(raw)))
 
 
 @dataclass(frozen=True)
 class EngineCall:
-    """One engine call and the engine's own record of what it writes in place (`aliased`,
-    `copied`): `aliased_plan` turns that record into a plan, and
-    `export.declare` only cross-checks a plan against it."""
+    """One engine call and its engine's own record (`info`): `aliased_plan` turns that record
+    into a plan, and `export.declare` only cross-checks a plan against it."""
 
     node: Node
-    name: str
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    aliased: Mapping[str, str]            # output binding -> input binding, written in place
-    copied: frozenset[str] = frozenset()  # outputs the delegate runtime copies back itself
-    copy_pairs: tuple[tuple[str, str], ...] = ()   # (output, input) of each copied output
+    info: EngineInfo
+
+    @property
+    def name(self) -> str:
+        """The engine's name as plans name it (a TensorRT engine's without `_engine`)."""
+        n = self.info.name
+        return n[:-len("_engine")] if self.info.kind != "reference" and n.endswith("_engine") \
+            else n
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return self.info.input_names
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.info.output_names
+
+    @property
+    def aliased(self) -> dict[str, str]:
+        """Output binding -> input binding it writes in place."""
+        return {a.output: a.input for a in self.info.aliased_io}
+
+    @property
+    def copy_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(output, input) of each output the delegate copies into its input after the call."""
+        return self.info.copy_back
+
+    @property
+    def copied(self) -> frozenset[str]:
+        return frozenset(o for o, _ in self.info.copy_back)
 
     def argument(self, input_binding: str) -> object:
         return self.node.args[0][self.input_names.index(input_binding)]
-
-
-def _tte_call(node: Node) -> EngineCall:
-    sig = Signature.parse(node.args[2])
-    meta = sig.metadata
-    return EngineCall(node, sig.name, tuple(meta.input_names), tuple(meta.output_names),
-                      {a.output: a.input for a in meta.aliased_io},
-                      frozenset(c.output for c in meta.copy_back),
-                      tuple((c.output, c.input) for c in meta.copy_back))
-
-
-def _trt_call(ep: torch.export.ExportedProgram, node: Node) -> EngineCall:
-    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
-
-    from ..engines.tensorrt_info import engine_info_from_serialized
-    info = engine_info_from_serialized(_get_engine_info_for_node(ep, node, metadata_only=True))
-    name = info.name[:-len("_engine")] if info.name.endswith("_engine") else info.name
-    return EngineCall(node, name, info.input_names, info.output_names,
-                      {a.output: a.input for a in info.aliased_io},
-                      frozenset(o for o, _ in info.copy_back), tuple(info.copy_back))
 
 
 def engine_calls(ep: torch.export.ExportedProgram) -> dict[str, EngineCall]:
@@ -67,7 +109,7 @@ def engine_calls(ep: torch.export.ExportedProgram) -> dict[str, EngineCall]:
     for node in ep.graph.nodes:
         if not is_engine_call(node):
             continue
-        call = _tte_call(node) if is_reference_call(node) else _trt_call(ep, node)
+        call = EngineCall(node, engine_info(ep, node))
         if call.name in calls:
             raise PlanError(f"engine {call.name!r} is called twice ({calls[call.name].node.name} "
                             f"and {node.name}); one call per engine is supported")

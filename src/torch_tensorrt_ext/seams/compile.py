@@ -107,8 +107,19 @@ def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
     return None
 
 
+def _recorded_copy_back(module: torch.nn.Module) -> tuple[tuple[str, str], ...]:
+    """The copies `_record_copy` wrote into an engine's own record: a reference engine's
+    `copy_back`, a TensorRT engine's `tte_copy_back` attribute."""
+    pairs = getattr(module, "copy_back", None)
+    if pairs is None:
+        pairs = getattr(module, COPY_BACK_ATTR, ())
+    return tuple((o, i) for o, i in pairs)
+
+
 def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, ...]:
-    """What each built engine reports, with its buffer bindings resolved by name."""
+    """What each built engine reports — its kind, bindings, aliased pairs and the copies recorded
+    in it — with its buffer bindings resolved by name (the one builder of a compiled module's
+    `EngineInfo`s; `StatefulCompile.finish` keeps them on the module as `engine_infos`)."""
     graph = trt_gm.graph
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     fqn_of_ph = {placeholders[p]: f for f, p in lifted.buffer_inputs if p in placeholders}
@@ -134,7 +145,9 @@ def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, 
         aliased = tuple(AliasedIO(o, i, kind) for o, (i, kind) in (m.aliased_io or {}).items())
         infos.append(EngineInfo(name=str(call.target), input_names=ins, output_names=outs_b,
                                 aliased_io=aliased, input_buffers=in_buf,
-                                output_buffers=tuple(out_buf), kind="tensorrt"))
+                                output_buffers=tuple(out_buf),
+                                kind=getattr(m, "engine_kind", "tensorrt"),
+                                copy_back=_recorded_copy_back(m)))
     return tuple(infos)
 
 
@@ -251,6 +264,9 @@ class StatefulCompile:
         final = dataclasses.replace(final, rebuilds=())
         _bind_reference_buffers(trt_gm, infos)
         final = _to_module_form(trt_gm, self.lifted, final)
+        modules = _engine_modules(trt_gm)   # the copies are recorded in the engines now
+        trt_gm.engine_infos = tuple(
+            dataclasses.replace(i, copy_back=_recorded_copy_back(modules[i.name])) for i in infos)
         _engine_results_as_returned(trt_gm)
         _calling_convention_of(trt_gm, self._codegen)
         if self._written is not None:

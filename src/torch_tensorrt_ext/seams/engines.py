@@ -57,6 +57,8 @@ class ReferenceEngineModule(torch.nn.Module):
     """A built reference engine, shaped like torch-tensorrt's `TorchTensorRTModule` for every
     caller that reads one (binding names, `aliased_io`, forward's return convention)."""
 
+    engine_kind = "reference"
+
     def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
                  scalars: tuple[tuple[int, torch.dtype], ...] = (), output_dims=(),
                  size_outputs: tuple[tuple[int, int, int], ...] = ()):
@@ -70,6 +72,7 @@ class ReferenceEngineModule(torch.nn.Module):
         self.engine = None
         self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         self._meta = meta
+        self._signature: str | None = None
         self.n_graph_outputs = n_graph_outputs
         self.input_binding_names = list(meta.input_names)
         self.output_binding_names = list(meta.output_names)
@@ -77,12 +80,21 @@ class ReferenceEngineModule(torch.nn.Module):
 
     @property
     def signature(self) -> str:
-        return Signature(self.name, self._meta, self.output_dims).to_json()
+        """The call's signature JSON, built once per change of the record (not per forward)."""
+        if self._signature is None:
+            self._signature = Signature(self.name, self._meta, self.output_dims).to_json()
+        return self._signature
+
+    @property
+    def copy_back(self) -> tuple[tuple[str, str], ...]:
+        """(output, input) of each output this engine copies into its input after a call."""
+        return tuple((c.output, c.input) for c in self._meta.copy_back)
 
     def bind_buffers(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Name the caller-owned buffers its inputs carry (input binding -> FQN)."""
         buffers = tuple(blobfmt.BufferBinding(i, f) for i, f in pairs)
         self._meta = dataclasses.replace(self._meta, buffers=buffers)
+        self._signature = None
 
     def copy_back_into(self, output: str, input: str) -> None:
         """The engine itself copies output `output` into input `input` after each call (one
@@ -90,6 +102,7 @@ class ReferenceEngineModule(torch.nn.Module):
         self._meta = dataclasses.replace(
             self._meta, copy_back=self._meta.copy_back + (blobfmt.CopyBack(output, input),))
         blobfmt.validate(self._meta)
+        self._signature = None
 
     def set_output_tensors_as_unowned(self, enabled: bool) -> None:
         """Nothing to tune: outputs are always fresh tensors."""
