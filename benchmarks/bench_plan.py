@@ -20,7 +20,7 @@ started after a garbage collection. Two paths:
 * the whole path from the ExportedProgram torch.export returns (training IR): ours is
   `plan_mutations(ep)` + `lift_mutated_buffers(ep, plan)` + `reconcile` (one functionalization,
   shared — the cache of it is cleared before each run so every run pays for it — and the lift
-  taken straight from the functional program's buffer inputs, no `module()`) against
+  the compiler runs, on the functional program's `module(check_guards=False)`) against
   upstream's `ep.run_decompositions({})` + `.module()` + `lift_mutated_buffers`.
 
 Then the four targets of issue 9 item 1, each with its measured ratio and met / NOT met.

@@ -15,7 +15,7 @@ from torch_tensorrt_ext.lowering import graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
 from e2e_models import MODELS
-from test_lift_program import CASES
+from lift_cases import CASES
 from trace_counts import count_decompositions
 
 

@@ -6,9 +6,8 @@ Invariant: the lifted graph computes exactly what the original did. Each mutated
 its `index_copy`/`slice_scatter` form, see `index_put_kv`), for a COPY_BACK write the value
 leaves the engine — and in both cases the new value becomes a graph output. The pairing of
 buffers with placeholders and outputs is returned by name (`LiftedGraph`), never implied by
-position conventions, and nothing is written to `gm.meta`. An ExportedProgram is lifted from
-its functional form's own buffer inputs (`lift_program`), with the same result as lifting its
-`module()`.
+position conventions, and nothing is written to `gm.meta`. An ExportedProgram is lifted through
+its functional form's `module(check_guards=False)`: one lift, the compiler's.
 
 Cost: one pass over the graph to find the writes, then work per lifted buffer only — no copy of
 a graph the caller hands over to be lifted in place (`in_place=True`, the compile pipeline), and
@@ -25,8 +24,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError
-from .graph_writes import FoundWrite, ep_writes, functional_form, gm_writes
-from .lift_program import lift_program
+from .graph_writes import FoundWrite, functional_form, gm_writes
 from .lifted_graph import (LiftedGraph, buffer_input_name, buffer_value, planned, reclaim_name,
                            recompile_lazily)
 
@@ -40,15 +38,12 @@ def lift_mutated_buffers(program: GraphModule | torch.export.ExportedProgram,
     rewritten into the lifted graph (for a caller that owns it and has no further use for the
     unlifted graph, like the compile pipeline) — no copy is made. An ExportedProgram is lifted
     from its functional form (the one `plan_mutations` computed for the same program object, not
-    a second one), which is left as it was: straight from its buffer inputs where
-    `lift_program` can, else from its `module(check_guards=False)`. Either way the lifted module
-    carries no input checks of the unlifted calling convention (`_guards_fn`, pre-hooks).
+    a second one), which is left as it was, through its `module(check_guards=False)` — the
+    GraphModule compile lifts, so the public API and the compiler run one lift. The lifted
+    module carries no input checks of the unlifted calling convention (`_guards_fn`, pre-hooks).
     """
     if isinstance(program, torch.export.ExportedProgram):
-        functional, origins = functional_form(program)
-        lifted = lift_program(functional, ep_writes(functional, origins), plan)
-        if lifted is not None:
-            return lifted
+        functional, _origins = functional_form(program)
         gm = functional.module(check_guards=False)
     elif isinstance(program, GraphModule):
         gm = program if in_place else copy.deepcopy(program)

@@ -1,7 +1,6 @@
-"""The lifted graph and what every way of lifting shares.
+"""The lifted graph and the pieces of lifting it (`lift`) that other layers share.
 
-Invariant: however a graph was lifted (a GraphModule's whole-buffer `copy_` writes, `lift`, or an
-ExportedProgram's lifted buffer inputs, `lift_program`), each planned buffer ends up the same:
+Invariant: in a lifted graph (`lift.lift_writes`) each planned buffer ends up the same:
 an input called `b_<fqn with dots as underscores>` (`buffer_input_name`), and an output holding
 its new value in the form `buffer_value` gives it — a KV `index_put` in its converter form, a
 COPY_BACK cache write marked so no converter aliases it. The writes lifted are exactly the
