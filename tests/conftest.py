@@ -5,7 +5,8 @@ force (`runtime_lib.use_device`): with $TTE_REFERENCE_DEVICE=cuda:0 too, every p
 save keeps its state in device memory, which on the emulated device faults on any host access
 (test_emulated_device runs the end-to-end suites so).
 
-After each test of the modules in `INSPECTED` that used `tmp_path`, every `*.pte` left there
+After each test marked `inspects_pte` (a module's `pytestmark`) that used `tmp_path`, every
+`*.pte` left there
 goes through `inspect_pte` (the `inspect` command's reader): it must parse, every TensorRTBackend
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
@@ -22,15 +23,10 @@ def pytest_configure(config):
         from torch_tensorrt_ext import runtime_lib
         runtime_lib.use_device(os.environ["TTE_DEVICE"])
 
-INSPECTED = {"test_e2e_reference", "test_reference_engines", "test_upstream_matrix",
-             "test_upstream_cases", "test_hf_transformers", "test_llama_executorch",
-             "test_declare", "test_inspect_cli", "test_public_api_cli", "test_device_state",
-             "test_hybrid_state"}
-
 
 @pytest.fixture(autouse=True)
 def _inspect_every_pte(request):
-    wanted = request.module.__name__.rsplit(".", 1)[-1] in INSPECTED \
+    wanted = request.node.get_closest_marker("inspects_pte") is not None \
         and "tmp_path" in request.fixturenames \
         and request.node.get_closest_marker("writes_bad_pte") is None
     tmp = request.getfixturevalue("tmp_path") if wanted else None   # torn down after this one

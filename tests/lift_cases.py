@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from e2e_models import MODELS
 
 
@@ -87,7 +86,7 @@ def _own():
 
 def _llama(ring):
     attention = pytest.importorskip("executorch.examples.models.llama.attention")
-    from test_llama_executorch import Layer, _args
+    from llama_layers import Layer, _args
     cache = (attention.RingKVCache(1, 3, 2, 4, True) if ring
              else attention.KVCache(1, 8, 2, 4, False))
     return torch.export.export(Layer(cache).eval(), _args(0)), _args(1)
@@ -95,9 +94,11 @@ def _llama(ring):
 
 def _hf(non_strict):
     pytest.importorskip("transformers")
+    from hf_models import MAX_CACHE, _model, _tokens
     from transformers.integrations.executorch import (
-        TorchExportableModuleForDecoderOnlyLM, TorchExportableModuleWithStaticCache)
-    from test_hf_transformers import MAX_CACHE, _model, _tokens
+        TorchExportableModuleForDecoderOnlyLM,
+        TorchExportableModuleWithStaticCache,
+    )
     model = _model("llama")
     if non_strict:
         wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=MAX_CACHE)

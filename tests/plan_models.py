@@ -41,3 +41,17 @@ class Wrapper(nn.Module):
 
 def export(module: nn.Module, *args, dynamic_shapes=None) -> torch.export.ExportedProgram:
     return torch.export.export(module.eval(), args, dynamic_shapes=dynamic_shapes)
+
+
+class StateReadOnTheHost(torch.nn.Module):
+    """A PyTorch-run op reads the buffer beside the engine that writes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(1, 8))
+
+    def forward(self, x):
+        seen = torch.sin(self.state)
+        new = self.state * 0.5 + x
+        self.state.copy_(new)
+        return seen + new * 2

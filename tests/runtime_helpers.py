@@ -8,7 +8,7 @@ themselves: the engine is an explicit `nn.Module` whose inputs/outputs are the e
 The test backend class has a private name (so it never shadows the product's `TensorRTBackend`
 preprocess in `BackendDetails.__subclasses__()`); the lowered module is renamed afterwards.
 
-Used by tests/test_runtime_*.py and runtime/tests/gen_payloads.py (ctest fixtures).
+Used by tests/runtime/test_runtime_*.py and runtime/tests/gen_payloads.py (ctest fixtures).
 """
 from __future__ import annotations
 
@@ -255,7 +255,8 @@ def run_runner(pte, io_dir, steps: int, device: str = "emulated", *extra: str):
     return done, (json.loads(last[0]) if last else None)
 
 
-# ---- the runner's cases (tests/test_device_runner.py, scripts/device_bundle.py, ctest's tte_run)
+# ---- the runner's cases (tests/runtime/test_device_runner.py, scripts/device_bundle.py, ctest's
+# tte_run)
 
 def _random_state(model: torch.nn.Module) -> torch.nn.Module:
     """Non-zero initial values, so a lost or host-written initial value shows in the outputs."""

@@ -15,12 +15,11 @@ import itertools
 from typing import NamedTuple
 
 import torch
+from e2e_models import MODELS
+from rtx_env import built_engine_kind, compile_rtx, torch_tensorrt_or_skip
 from torch.export.graph_signature import OutputKind
 
 import torch_tensorrt_ext as tte
-from e2e_models import MODELS
-from rtx_env import built_engine_kind, compile_rtx
-
 from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
 
 FORMATS = ("exported_program", "executorch", "aot_inductor")
@@ -95,3 +94,20 @@ def compiled(name):
 
 def nbytes(model) -> dict[str, int]:
     return {n: b.numel() * b.element_size() for n, b in model.named_buffers()}
+
+
+SAVE_MODELS = ("kv_index_copy", "kv_slice_scatter", "kv_write_only", "nested_three_deep",
+               "ring_buffer", "counter", "strided_write", "write_twice", "two_submodules",
+               "reads_old_cache_after_write", "gated_deltanet_states")
+
+
+@functools.cache
+def reference_compiled(name):
+    torch_tensorrt = torch_tensorrt_or_skip()
+    factory, args_of, _ = MODELS[name]
+    model = factory().eval()
+    ep = torch.export.export(copy.deepcopy(model), args_of(0))
+    with tte.reference.engines():
+        trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args_of(0)),
+                                     min_block_size=1)
+    return model, trt

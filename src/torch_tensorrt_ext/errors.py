@@ -12,7 +12,7 @@ class TteError(Exception):
 
 
 # The built-in kinds a caller may already catch, each as one of ours (no module of this package
-# raises a bare built-in exception: tests/test_house_rules.py).
+# raises a bare built-in exception: tests/house/test_house_rules.py).
 
 class UsageError(TteError, ValueError):
     """A call's arguments or a program's shape this package cannot take (says which and why)."""

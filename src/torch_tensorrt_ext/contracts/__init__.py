@@ -10,5 +10,5 @@
 - `dtypes`: the one binding dtype table.
 
 Invariant: nothing here imports from this package except `errors` and other contracts
-(tests/test_import_graph.py holds every layer to importing only layers below it).
+(tests/house/test_import_graph.py holds every layer to importing only layers below it).
 """

@@ -2,8 +2,8 @@
 
 Invariant: `parse` returns only blobs the C++ runtime (runtime/src/blob.cpp) would accept, and
 `serialize` writes only blobs `parse` accepts — the same validation runs on both paths and on the
-C++ side, check for check in the same order (tests/test_blob_differential.py compares the two
-readers' verdicts and check ids), and anything else fails closed with a `BlobError` — never
+C++ side, check for check in the same order (tests/contracts/test_blob_differential.py compares
+the two readers' verdicts and check ids), and anything else fails closed with a `BlobError` — never
 another exception — whose `.check` is the stable id of the refusing check (blob_checks.CHECKS)
 and whose message names what is wrong (the magic found, the byte range past the end, the binding
 name, the two shapes that differ, ...). In

@@ -3,8 +3,8 @@ stable check id every refusal carries.
 
 Invariant: every `BlobError` the readers raise names one id of `CHECKS` in `.check`; the C++
 runtime's reader refuses the same input under the same id (`tte_runtime_last_check`), so the
-two readers are compared check for check (tests/test_blob_differential.py), while each words its
-message in its own idiom. This module imports nothing of the package but `errors`.
+two readers are compared check for check (tests/contracts/test_blob_differential.py), while each
+words its message in its own idiom. This module imports nothing of the package but `errors`.
 """
 from __future__ import annotations
 

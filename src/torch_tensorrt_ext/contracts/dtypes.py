@@ -2,7 +2,8 @@
 and the torch dtypes they are (docs/CONTRACTS.md §1).
 
 Invariant: `_TABLE` is the only dtype table of the package (runtime/src/dtype.cpp holds the same
-names, sizes and ScalarType codes for the C++ runtime; tests/test_dtypes.py compares them);
+names, sizes and ScalarType codes for the C++ runtime; tests/contracts/test_dtypes.py compares
+them);
 every other map here is derived from it. `SCALAR_TYPES` (what a `.pte`'s state may hold, for
 reading programs) is `_TABLE` plus the one dtype no engine binding takes, int16. A blob dtype
 name is torch's own attribute name

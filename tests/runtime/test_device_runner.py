@@ -1,0 +1,89 @@
+"""The product path with state in device memory, on CPU CI: `.pte` files saved with reference
+engines on `cuda:0` are stepped by the C++ runner (`tte_run`, ExecuTorch's Module API) on the
+emulated device, whose memory faults on any host access. Device arenas come from the runtime's
+`DeviceAllocator`, initial values reach them through it, KV writes stay in place, copy-back
+buffers are copied once by the delegate — and every output equals eager, step after step.
+
+What this cannot show (no GPU here): real CUDA pointers and streams; the runner takes
+`--device cuda` on a GPU machine (issue 22's device run)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from executorch.exir import schema
+from executorch.exir._serialize._program import deserialize_pte_binary
+from helpers import buffer_nbytes
+from runtime_helpers import (
+    PREFILL_THEN_DECODE,
+    read_output,
+    run_runner,
+    runner_cases,
+    save_on_device,
+)
+
+from torch_tensorrt_ext.contracts.plan import Copier
+from torch_tensorrt_ext.executorch.traffic import mutable_buffers
+
+STEPS = 4
+
+
+# one method each (the two-method case, one cache across methods:
+# tests/executorch/test_shared_state.py)
+CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
+
+
+def _saved(tmp_path, name, steps: int = STEPS):
+    return save_on_device(tmp_path, name, steps)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
+    eager, plan, data = _saved(tmp_path, name)
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS, "emulated", "--reset")
+    assert done.returncode == 0, done.stderr[-2000:]
+    _, args_of = CASES[name]
+    for s in range(STEPS):
+        with torch.no_grad():
+            want = eager(*args_of(s))
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        for j, w in enumerate(want):
+            torch.testing.assert_close(read_output(tmp_path, s, j, w), w,
+                                       msg=lambda m: f"{name} step {s} output {j}: {m}")
+    # where each buffer lives, and what the delegate copied: KV nothing, an engine-copied
+    # buffer its size once per call (a device-to-device copy); program-copied state keeps a
+    # host path (ExecuTorch's write-back is a host kernel), which the delegate never copies
+    method = next(p for p in deserialize_pte_binary(data).program.execution_plan
+                  if p.name == "forward")
+    placed = {f: t.extra_tensor_info.device_type for f, (_, t) in mutable_buffers(method).items()}
+    assert summary["device"] == "emulated"
+    for w in plan:
+        engine_copied = w.copier is Copier.ENGINE and not w.is_kv
+        assert summary["copy_bytes"][w.fqn] == (STEPS * buffer_nbytes(eager, w.fqn)
+                                                if engine_copied else 0), w.fqn
+        want_device = schema.DeviceType.CUDA if w.copier is Copier.ENGINE else schema.DeviceType.CPU
+        assert placed[w.fqn] == want_device, (w.fqn, w.copier)
+    for fqn, (device, link, host) in summary["copy_paths"].items():   # all device to device
+        assert (device, link, host) == (summary["copy_bytes"][fqn], 0, 0), fqn
+    assert summary["staging_bytes"] > 0   # the reference engine ran "on the device"
+    assert summary["reset"] is True       # reset, the same steps again: identical outputs
+
+
+def test_the_runner_refuses_device_state_without_a_device(tmp_path):
+    _saved(tmp_path, "kv_index_copy")
+    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "none")
+    assert done.returncode == 3
+    assert done.stderr.strip().endswith(
+        "m.pte: method 'forward': memory arena 1 lives on cuda:0, where the program keeps its "
+        "state (its buffers: 'k'), but no device is in force: load it on a GPU machine (device "
+        "'cuda'), or with the emulated device to test on CPU")
+    assert not list(tmp_path.glob("out.*"))
+
+
+def test_a_callers_stream_needs_a_device_with_streams(tmp_path):
+    """`--stream` (a caller's non-blocking stream, tte::use_stream) is a CUDA notion: on the
+    emulated device the runner refuses it before loading anything (the GPU run steps every case
+    with and without one: scripts/device_run.sh)."""
+    _saved(tmp_path, "kv_index_copy")
+    done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--stream")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+        3, "tte_run: --stream: device emulated has no streams")
