@@ -7,7 +7,8 @@
 - `blob_checks`, `blob_model`, `blob_json`, `blob_validate`, `blob`: the delegate blob's check ids
   and `BlobError` (the same ids as the C++ reader's), its data model, its strict JSON reader, its
   validation, and reading/writing it (docs/CONTRACTS.md §1);
-- `dtypes`: the one binding dtype table.
+- `dtypes`: the one binding dtype table;
+- `target_device`: the one reader of a device string (a `target_device` compile spec).
 
 Invariant: nothing here imports from this package except `errors` and other contracts
 (tests/house/test_import_graph.py holds every layer to importing only layers below it).

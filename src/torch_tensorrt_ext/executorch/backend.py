@@ -16,6 +16,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import Signature, is_reference_call, is_tensorrt_call
+from ..contracts.target_device import parse_target_device
 from . import tensorrt_blob
 from .tensorrt_blob import tensor_bytes
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
@@ -63,7 +64,7 @@ class TensorRTBackend(BackendDetails):
         delegate_outputs = delegate_output_bindings(edge_program, call, list(meta.output_names))
         specs = {s.key: s.value for s in compile_specs}
         device = specs.get(tensorrt_blob.DEVICE_SPEC, b"cpu").decode()
-        device_id = int(device.split(":")[1]) if ":" in device else 0
+        device_id = parse_target_device(device)[1] or 0
         meta = dataclasses.replace(meta, delegate_inputs=tuple(delegate_inputs),
                                    delegate_outputs=tuple(delegate_outputs), device_id=device_id)
         return PreprocessResult(processed_bytes=blobfmt.serialize(meta, _payload(

@@ -25,6 +25,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, OutputKind
 from torch.fx import Node
 
+from ..contracts.engine_call import schema_name
 from ..contracts.plan import PlanError
 from ..export.declare import declare_mutations
 from ..export.engine_calls import aliased_plan, engine_calls, is_reference_call
@@ -33,11 +34,6 @@ __all__ = ["hand_copy_backs_to_delegates", "recorded_copies"]
 
 _PLACEHOLDER_OP = "tensorrt::no_op_placeholder_for_execute_engine"
 _log = logging.getLogger("torch_tensorrt_ext")
-
-
-def _schema(node: Node) -> str:
-    s = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-    return s.name if s is not None else ""
 
 
 def recorded_copies(ep: ExportedProgram) -> dict[str, tuple[str, Node, str, str]]:
@@ -87,7 +83,7 @@ def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, tuple[str, Node
 
 
 def _warn_host_write_backs(ep: ExportedProgram) -> None:
-    if not any(_schema(n) == _PLACEHOLDER_OP for n in ep.graph.nodes):
+    if not any(schema_name(n) == _PLACEHOLDER_OP for n in ep.graph.nodes):
         return                                   # not a device program
     outputs = list(ep.graph.output_node().args[0])
     for i, s in enumerate(ep.graph_signature.output_specs):

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Mapping
 
 import torch
+from ..contracts.target_device import parse_target_device
 from ..errors import UsageError
 
 RECORD_KEY = "tte.shared_state"
@@ -36,8 +37,8 @@ def parse_device(text: str) -> _Device:
     """`"cuda:0"` (a `target_device` compile spec) -> (exir DeviceType value, index)."""
     from executorch.exir.schema import DeviceType
 
-    kind, _, index = text.strip().lower().partition(":")
-    return int(DeviceType[kind.upper()]), int(index or 0)
+    kind, index = parse_target_device(text)
+    return int(DeviceType[kind.upper()]), index or 0
 
 
 def _device_name(device: _Device) -> str:

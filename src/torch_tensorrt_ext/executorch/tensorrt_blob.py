@@ -17,6 +17,7 @@ from torch.export import ExportedProgram
 
 from ..contracts import blob as blobfmt
 from ..contracts.engine_call import is_engine_call
+from ..contracts.target_device import parse_target_device
 from ..engines.dynamic_dims import max_shape
 from ..export.engine_calls import engine_info, engine_record
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
@@ -68,6 +69,13 @@ def _bindings(info, call: torch.fx.Node) -> tuple:
     return tuple(ins + outs)
 
 
+def _device_id(target: str, engine_device: str) -> int:
+    """The target device's index, else the device the engine was built on (its record's
+    `id%major%minor%type%name` slot)."""
+    index = parse_target_device(target)[1]
+    return index if index is not None else int(engine_device.split("%")[0])
+
+
 def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
     """One TensorRT partition → one TR03 blob carrying the serialized engine."""
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
@@ -91,8 +99,7 @@ def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) 
         buffers=tuple(blobfmt.BufferBinding(i, f) for i, f in pairs),
         copy_back=tuple(blobfmt.CopyBack(o, i) for o, i in info.copy_back),
         hardware_compatible=text[HW_COMPATIBLE_IDX] == "1",
-        device_id=(int(device.split(":")[1]) if ":" in device
-                   else int(text[DEVICE_IDX].split("%")[0])),
+        device_id=_device_id(device, text[DEVICE_IDX]),
         serialized_metadata=text[SERIALIZED_METADATA_IDX],
         target_platform=text[TARGET_PLATFORM_IDX],
         weight_streaming_budget=(int(specs[WEIGHT_STREAMING_SPEC].decode())

@@ -13,7 +13,7 @@ from torch.fx import GraphModule, Node
 
 from ..contracts.plan import BufferWrite, MutationPlan, WriteKind
 from .graph_writes import FoundWrite, Program, find_buffer_writes
-from .kv_rules import kv_verdict, static_shape, writer_op
+from .kv_rules import kv_verdict, op_name_of, static_shape, writer_op
 
 
 def _normalize_ops(ops: Iterable[object]) -> frozenset:
@@ -27,8 +27,7 @@ def _normalize_ops(ops: Iterable[object]) -> frozenset:
             if name.count(".") == 1:  # "aten.add" means aten.add.default too
                 out.add(name + ".default")
         elif hasattr(op, "_schema"):
-            ns, _, name = op._schema.name.partition("::")
-            out.add(f"{ns}.{name}.{op._schema.overload_name or 'default'}")
+            out.add(op_name_of(op))
         elif hasattr(op, "overloads"):  # an OpOverloadPacket: every overload of it
             out |= _normalize_ops(getattr(op, name) for name in op.overloads())
     return frozenset(out)

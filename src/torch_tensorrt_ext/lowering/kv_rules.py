@@ -56,12 +56,7 @@ def old_value_read(cache: Node, kv_write: Node, order: dict[Node, int],
 
 
 def op_name(node: Node) -> str:
-    target = node.target
-    if hasattr(target, "_schema"):
-        ns, _, name = target._schema.name.partition("::")
-        overload = target._schema.overload_name or "default"
-        return f"{ns}.{name}.{overload}"
-    return getattr(target, "__name__", str(target))
+    return op_name_of(node.target)
 
 
 def static_shape(node: object) -> tuple[object, ...] | None:
@@ -244,8 +239,13 @@ def _index_put_verdict(value: Node, cache_shape: Sequence[object],
 
 
 def op_name_of(target: object) -> str:
-    ns, _, name = target._schema.name.partition("::")
-    return f"{ns}.{name}.{target._schema.overload_name or 'default'}"
+    """An op's name as `torch_executed_ops` spells it ("aten.index_copy.default"); a target
+    without a schema (a Python function) by its own name — the one op-name helper."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return getattr(target, "__name__", str(target))
+    ns, _, name = schema.name.partition("::")
+    return f"{ns}.{name}.{schema.overload_name or 'default'}"
 
 
 def kv_verdict(value: Node, root: Node, cache_shape: Sequence[object] | None,
