@@ -115,7 +115,7 @@ def compile(model: Model, example_args: Sequence[object] | None = None, *,  # no
             strict: bool = False) -> CompiledModule:
     """`torch_tensorrt.compile` with reference engines. `shared_state` names buffers another
     method of the same module writes: read here, they stay live engine inputs."""
-    from .seams.compile import shared_state as keep_live
+    from .seams.planned_lift import shared_state as keep_live
     torch_tensorrt = _torch_tensorrt()
     args = _user_args(model, example_args)
     program = _exported(model, args, strict)

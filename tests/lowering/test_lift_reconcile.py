@@ -341,7 +341,7 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
     from e2e_models import MODELS
     from torch_tensorrt_ext.lowering.graph_writes import find_buffer_writes
     from torch_tensorrt_ext.lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, read_after_write
-    from torch_tensorrt_ext.seams.compile import _stale_kv
+    from torch_tensorrt_ext.seams.planned_lift import stale_kv
     cases = {name: (factory(), args_of(0)) for name, (factory, args_of, _) in MODELS.items()}
     cases["index_put_read_after_write"] = (Stateful(_reads_old_value_of_index_put, k=C4),
                                            (torch.ones(1, 2, 1, 4), torch.tensor([3])))
@@ -349,7 +349,7 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
         gm = _decomposed_gm(model, *args)
         _, found = find_buffer_writes(gm)
         plan = tte.plan_mutations(gm)
-        before = set(_stale_kv(gm, found, plan))
+        before = set(stale_kv(gm, found, plan))
         lifted = tte.lift_mutated_buffers(gm, plan)
         order = {n: i for i, n in enumerate(lifted.gm.graph.nodes)}
         phs = {n.name: n for n in lifted.gm.graph.nodes if n.op == "placeholder"}
@@ -368,19 +368,21 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
 def test_compile_seam_plans_and_lifts_once_in_place(monkeypatch):
     from e2e_models import MODELS
     from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.seams import planned_lift
     calls = {"find": 0, "lift": 0}
-    for name, real in (("find", seam.find_buffer_writes), ("lift", seam.lift_writes)):
+    for name, real in (("find", planned_lift.find_buffer_writes),
+                       ("lift", planned_lift.lift_writes)):
         def counted(*a, _name=name, _real=real, **k):
             calls[_name] += 1
             return _real(*a, **k)
-        monkeypatch.setattr(seam, {"find": "find_buffer_writes", "lift": "lift_writes"}[name],
-                            counted)
+        monkeypatch.setattr(planned_lift,
+                            {"find": "find_buffer_writes", "lift": "lift_writes"}[name], counted)
     factory, args_of, _ = MODELS["reads_old_cache_after_write"]
     gm = _decomposed_gm(factory(), *args_of(0))
     sc = seam.StatefulCompile(gm)
     assert sc.gm is gm and calls == {"find": 1, "lift": 1}
     w = sc.plan["k"]
-    assert w.kind is CB and w.reason.endswith(f"but {seam.READS_OLD_CACHE}; copied back")
+    assert w.kind is CB and w.reason.endswith(f"but {planned_lift.READS_OLD_CACHE}; copied back")
     value = gm.graph.output_node().args[0][sc.lifted.output_of("k")]
     assert value.target is torch.ops.aten.index_copy.default
     assert value.meta.get("_trt_no_kv_alias") is True
@@ -408,8 +410,9 @@ def test_a_rebuild_starts_from_the_lifted_graph_as_it_was_before_the_build(monke
     constants, and without lifting again; every call still updates the cache like eager."""
     from rtx_env import engine_modules, torch_tensorrt_or_skip
     from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.seams import planned_lift
     torch_tensorrt = torch_tensorrt_or_skip()
-    real_reconcile, real_lift, lifts = seam.reconcile, seam.lift_writes, []
+    real_reconcile, real_lift, lifts = seam.reconcile, planned_lift.lift_writes, []
 
     def asks_a_rebuild(plan, infos):
         out = real_reconcile(plan, infos)
@@ -423,7 +426,7 @@ def test_a_rebuild_starts_from_the_lifted_graph_as_it_was_before_the_build(monke
         lifts.append("lift")
         return real_lift(*a, **k)
     monkeypatch.setattr(seam, "reconcile", asks_a_rebuild)
-    monkeypatch.setattr(seam, "lift_writes", counted_lift)
+    monkeypatch.setattr(planned_lift, "lift_writes", counted_lift)
     model = _FoldedWeight().eval()
     args_of = lambda s: (torch.full((1, 2, 1, 4), s + 1.0), torch.tensor([s % 8]))  # noqa: E731
     ep = torch.export.export(copy.deepcopy(model), args_of(0))
@@ -452,8 +455,9 @@ def test_shared_read_only_state_keeps_its_own_input_name():
     input is `b_<fqn>` (an engine binding name) as for a written buffer — the name
     `ExportedProgram.module()` used for the input it unlifted is taken back, not suffixed."""
     from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.seams.planned_lift import shared_state
     gm = _decomposed_gm(Stateful(_writes_a_reads_r, a=(4,), r=(4,)), torch.ones(4))
-    with seam.shared_state({"a", "r"}):
+    with shared_state({"a", "r"}):
         sc = seam.StatefulCompile(gm)
     assert sc.lifted.buffer_inputs == (("a", "b_a"), ("r", "b_r"))
     assert [n.name for n in sc.gm.graph.find_nodes(op="placeholder")] [1:] == ["b_a", "b_r"]
