@@ -55,15 +55,6 @@ bool Binding::fits() const {
   return n <= kMaxBindingBytes;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 std::string Binding::describe() const {
   if (!known) return "unknown";
   const std::string bound = max_shape.empty() ? "" : " (max " + shape_text(max_shape) + ")";

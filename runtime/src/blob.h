@@ -121,8 +121,17 @@ bool validate_blob(const BlobInfo& info, Reason& why);
 // Error::InvalidProgram, with `why` set. Not yet validated (blob_metadata.cpp).
 ET_NODISCARD Error read_metadata(const char* text, size_t size, BlobInfo& info, Reason& why);
 
-// "[1,2,8,4]"
-std::string shape_text(const std::vector<int64_t>& shape);
+// "[1,2,8,4]": the runtime's one shape printer (the executor's hot path has an allocation-free
+// one, dims_text), for any sequence of integer sizes (a binding's shape, a tensor's sizes).
+template <class Sizes>
+std::string shape_text(const Sizes& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(static_cast<int64_t>(shape[i]));
+  }
+  return s + "]";
+}
 
 // The tail of both readers' refusal of an unknown binding in a TR03 blob.
 extern const char* const kUnknownInTr03;

@@ -135,15 +135,6 @@ struct InputView {
   }
 };
 
-std::string sizes_text(Span<const int32_t> s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) t += ',';
-    t += std::to_string(s[i]);
-  }
-  return t + "]";
-}
-
 // The payload's declared tensor for a binding must match it exactly — a dynamic dimension
 // declared at the binding's max_shape (the payload plans for it) — and must not be planned.
 bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, Reason& why) {
@@ -170,7 +161,7 @@ bool check_signature(const TensorInfo& ti, const Binding& b, const char* side, R
     return why.reject(
         "payload.shape",
         format("reference payload %s %zu ('%s') has shape %s, the binding says %s", side, b.index,
-               b.name.c_str(), sizes_text(sizes).c_str(), b.describe().c_str()));
+               b.name.c_str(), shape_text(sizes).c_str(), b.describe().c_str()));
   }
   if (ti.is_memory_planned()) {
     return why.reject("payload.memory_planned_io",

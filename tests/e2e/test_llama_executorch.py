@@ -75,7 +75,7 @@ def test_index_put_kv_reason_names_the_rewrite():
     plan = tte.plan_mutations(torch.export.export(_kv(False).eval(), _args(0)))
     assert plan["kv.k_cache"].op == "aten.index_put.default"
     assert plan["kv.k_cache"].reason == ("index_put of one position rewritten to index_copy "
-                                         "along dim 2 of [1, 2, 8, 4] -> IKVCacheUpdateLayer")
+                                         "along dim 2 of [1,2,8,4] -> IKVCacheUpdateLayer")
 
 
 def test_item_runs_outside_engines_and_every_engine_binding_is_a_tensor():

@@ -94,10 +94,10 @@ def test_a_call_beyond_the_bounds_is_refused_and_changes_nothing(tmp_path):
     with pytest.raises(InputShapeError) as e:
         prog.run(*prefill_args(MAX_T + 1))
     assert str(e.value) == (
-        "method 'forward': dynamic input 0 takes shapes at most [1, 16, 8]; this call gives "
-        "[1, 17, 8] (nothing ran, the state is as it was)")
+        "method 'forward': dynamic input 0 takes shapes at most [1,16,8]; this call gives "
+        "[1,17,8] (nothing ran, the state is as it was)")
     with pytest.raises(InputShapeError, match=r"dynamic input 0 takes shapes at most "
-                                              r"\[1, 16, 8\]; this call gives \[1, 4\]"):
+                                              r"\[1,16,8\]; this call gives \[1,4\]"):
         prog.run(torch.randn(1, 4), torch.arange(4))   # another rank
     assert torch.equal(prog.state()["k_cache"], before)
 
@@ -282,8 +282,8 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
                                        msg=lambda m: f"prompt {prompt} call {k}: {m}")
         for fqn, value in prog.state().items():
             torch.testing.assert_close(value, eager.get_buffer(fqn), msg=fqn)
-    with pytest.raises(InputShapeError, match=r"dynamic input 0 takes shapes at most \[1, 8\]; "
-                                              r"this call gives \[1, 9\]"):
+    with pytest.raises(InputShapeError, match=r"dynamic input 0 takes shapes at most \[1,8\]; "
+                                              r"this call gives \[1,9\]"):
         prog.run(torch.zeros(1, 9, dtype=torch.long), torch.tensor([0]))
 
 

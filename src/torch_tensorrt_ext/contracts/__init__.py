@@ -8,7 +8,8 @@
   and `BlobError` (the same ids as the C++ reader's), its data model, its strict JSON reader, its
   validation, and reading/writing it (docs/CONTRACTS.md §1);
 - `dtypes`: the one binding dtype table;
-- `target_device`: the one reader of a device string (a `target_device` compile spec).
+- `target_device`: the one reader of a device string (a `target_device` compile spec);
+- `shape_text`: the one shape printer.
 
 Invariant: nothing here imports from this package except `errors` and other contracts
 (tests/house/test_import_graph.py holds every layer to importing only layers below it).

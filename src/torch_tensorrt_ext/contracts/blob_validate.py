@@ -24,6 +24,7 @@ from .blob_model import (
     BlobMetadata, BufferBinding, CopyBack, IOBinding,
 )
 from .dtypes import DTYPES
+from .shape_text import shape_text
 
 __all__ = ["validate", "parse_metadata"]
 
@@ -32,15 +33,11 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # ----------------------------------------------------------------------------------- validation
 
-def _shape_text(shape: Sequence[int]) -> str:
-    return f"[{','.join(str(s) for s in shape)}]"
-
-
 def _shape_str(b: IOBinding) -> str:
     if not b.known:
         return "unknown"
-    bound = f" (max {_shape_text(b.max_shape)})" if b.max_shape else ""
-    return f"{b.dtype} {_shape_text(b.shape)}{bound}"
+    bound = f" (max {shape_text(b.max_shape)})" if b.max_shape else ""
+    return f"{b.dtype} {shape_text(b.shape)}{bound}"
 
 
 _UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the "
@@ -65,7 +62,7 @@ def _check_max_shape(b: IOBinding) -> None:
             why = "it bounds the binding at more than 2**63-1 bytes"
     if why:
         raise BlobError(f"binding '{b.name}' ({_shape_str(b)}) has max_shape "
-                        f"{_shape_text(b.max_shape)}: {why}", check="binding.max_shape")
+                        f"{shape_text(b.max_shape)}: {why}", check="binding.max_shape")
 
 
 def _fits(b: IOBinding) -> bool:
@@ -213,7 +210,7 @@ class _Validator:
         self.record_writer(c.input, c.output)
         if c.output not in self.delegate_outs and any(s < 0 for s in out.shape):
             raise BlobError(f"copy-back output '{c.output}' has a dynamic shape "
-                            f"{_shape_text(out.shape)}; the runtime needs a static one for its "
+                            f"{shape_text(out.shape)}; the runtime needs a static one for its "
                             f"scratch", check="copy_back.dynamic_scratch")
 
     def outputs_targeted(self) -> None:
@@ -292,7 +289,7 @@ def _unknown(dtype: str, shape: tuple[int, ...], magic: bytes, where: str) -> No
         raise BlobError(f"{where}: empty dtype; {_UNKNOWN_IN_TR03}",
                         check="binding.unknown_in_tr03")
     if shape:
-        raise BlobError(f"{where}: empty dtype with shape {_shape_text(shape)}; a binding left "
+        raise BlobError(f"{where}: empty dtype with shape {shape_text(shape)}; a binding left "
                         f"to the delegate's tensors has dtype '' and shape []",
                         check="binding.unknown_with_shape")
 

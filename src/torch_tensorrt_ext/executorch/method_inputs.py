@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..contracts.shape_text import shape_text
 from ..errors import TteError
 
 __all__ = ["InputSpec", "InputShapeError", "input_specs", "check_call", "specs_by_method"]
@@ -30,8 +31,7 @@ class InputSpec:
     dynamic: bool
 
     def describe(self) -> str:
-        dims = ", ".join(str(s) for s in self.sizes)
-        return f"at most [{dims}]" if self.dynamic else f"[{dims}]"
+        return f"at most {shape_text(self.sizes)}" if self.dynamic else shape_text(self.sizes)
 
 
 def input_specs(plan) -> tuple[InputSpec | None, ...]:
@@ -59,7 +59,7 @@ def check_call(method: str, specs: Sequence[InputSpec | None], args: Sequence[ob
             kind = "dynamic input" if spec.dynamic else "input"
             raise InputShapeError(
                 f"method {method!r}: {kind} {k} takes shapes {spec.describe()}; this call gives "
-                f"{list(shape)} (nothing ran, the state is as it was)")
+                f"{shape_text(shape)} (nothing ran, the state is as it was)")
 
 
 def specs_by_method(program) -> dict[str, tuple[InputSpec | None, ...]]:

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 import torch
 from torch.fx import Node
 
+from ..contracts.shape_text import shape_text
+
 aten = torch.ops.aten
 INDEX_PUT = aten.index_put.default
 _ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
@@ -69,8 +71,8 @@ def kv_form(node: Node, cache_shape: Sequence[object]) -> KVForm | str:
     if accumulate:
         return "index_put with accumulate=True adds into the cache; no KV form"
     if len(cache_shape) != 4 or not all(isinstance(s, int) for s in cache_shape):
-        return (f"index_put into a cache of shape {list(cache_shape)}; the KV form needs a static "
-                "4-D [b,d,s_max,h] cache")
+        return (f"index_put into a cache of shape {shape_text(cache_shape)}; the KV form needs a "
+                "static 4-D [b,d,s_max,h] cache")
     indices = list(indices or ())
     if not (3 <= len(indices) <= 4 and indices[0] is None and indices[1] is None
             and isinstance(indices[2], Node) and (len(indices) == 3 or indices[3] is None)):

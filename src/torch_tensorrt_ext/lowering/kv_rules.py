@@ -18,6 +18,7 @@ import operator
 import torch
 from torch.fx import Node
 
+from ..contracts.shape_text import shape_text
 from .index_put_kv import INDEX_PUT, describe, kv_form
 
 aten = torch.ops.aten
@@ -73,17 +74,14 @@ def _is_static(shape: Sequence[object]) -> bool:
     return all(isinstance(s, int) and s >= 0 for s in shape)
 
 
-def _fmt(shape: Sequence[object]) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
 def cache_shape_problem(shape: Sequence[object] | None) -> str | None:
     if shape is None:
         return None
     if not _is_static(shape):
-        return f"cache shape {_fmt(shape)} is dynamic; IKVCacheUpdateLayer needs a static s_max"
+        return (f"cache shape {shape_text(shape)} is dynamic; IKVCacheUpdateLayer needs a static "
+                "s_max")
     if len(shape) != 4:
-        return (f"rank {len(shape)} cache {_fmt(shape)}; KV update needs 4-D [b,d,s_max,h]")
+        return (f"rank {len(shape)} cache {shape_text(shape)}; KV update needs 4-D [b,d,s_max,h]")
     return None
 
 
@@ -148,7 +146,7 @@ def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict
         return Verdict(False, f"write [{start}:{end}] exceeds s_max {s_max} (the converter does "
                               "not clamp an open-ended slice)")
     return Verdict(True, f"slice_scatter of positions [{start}:{end}) along dim 2 of "
-                         f"{_fmt(cache_shape)} -> IKVCacheUpdateLayer")
+                         f"{shape_text(cache_shape)} -> IKVCacheUpdateLayer")
 
 
 def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
@@ -170,8 +168,9 @@ def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
                               "cannot prove a single-position write")
     if len(src_shape) != 4 or not isinstance(src_shape[2], int) or src_shape[2] != 1:
         return Verdict(False, f"writes {src_shape[2] if len(src_shape) == 4 else '?'} positions "
-                              f"(source {_fmt(src_shape)}); the index_copy KV path writes one")
-    return Verdict(True, f"index_copy of one position along dim 2 of {_fmt(cache_shape)} "
+                              f"(source {shape_text(src_shape)}); the index_copy KV path writes "
+                              "one")
+    return Verdict(True, f"index_copy of one position along dim 2 of {shape_text(cache_shape)} "
                          "-> IKVCacheUpdateLayer")
 
 
@@ -229,12 +228,12 @@ def _index_put_verdict(value: Node, cache_shape: Sequence[object],
         if cache_shape[0] != 1:
             return Verdict(False, f"{describe(form)}; batch {cache_shape[0]}: the index_copy KV "
                                   "path handles batch 1 only")
-        return Verdict(True, f"{describe(form)} along dim 2 of {_fmt(cache_shape)} "
+        return Verdict(True, f"{describe(form)} along dim 2 of {shape_text(cache_shape)} "
                              "-> IKVCacheUpdateLayer")
     if form.start == 0 and form.end == cache_shape[2]:
         return Verdict(False, f"{describe(form)}: a full overwrite of dim 2; the converter "
                               "returns the source and emits no KV layer")
-    return Verdict(True, f"{describe(form)} along dim 2 of {_fmt(cache_shape)} "
+    return Verdict(True, f"{describe(form)} along dim 2 of {shape_text(cache_shape)} "
                          "-> IKVCacheUpdateLayer")
 
 
