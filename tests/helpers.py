@@ -1,6 +1,7 @@
 """Paths and small measures every test layer shares (one place, not a copy per test file)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -12,3 +13,12 @@ def buffer_nbytes(model, fqn: str) -> int:
     """Bytes of buffer `fqn` of `model`: what one copy of it moves."""
     b = model.get_buffer(fqn)
     return b.numel() * b.element_size()
+
+
+def kv_meta(**over) -> dict:
+    """The valid TR03 metadata the blob tests of both languages start from
+    (fixtures/kv_meta.json: KV aliased, a copy-back counter, one delegate output), with `over`'s
+    members replaced."""
+    md = json.loads((FIXTURES / "kv_meta.json").read_text())
+    md.update(over)
+    return md

@@ -25,22 +25,9 @@ std::string upstream_engine() {
   return e;
 }
 
-// The same metadata as tests/test_blob.py::kv_meta.
-const std::string kKvMeta = R"({"io_bindings":[
- {"name":"cache_in","dtype":"float32","shape":[1,2,8,4],"is_input":true},
- {"name":"tok","dtype":"float32","shape":[1,2,1,4],"is_input":true},
- {"name":"pos","dtype":"int64","shape":[1],"is_input":true},
- {"name":"step_in","dtype":"int64","shape":[1],"is_input":true},
- {"name":"logits","dtype":"float32","shape":[1,2],"is_input":false},
- {"name":"cache_out","dtype":"float32","shape":[1,2,8,4],"is_input":false},
- {"name":"step_out","dtype":"int64","shape":[1],"is_input":false}],
- "aliased_io":[{"output":"cache_out","input":"cache_in","kind":"kv_cache_update"}],
- "hardware_compatible":false,"device_id":0,"serialized_metadata":"","target_platform":"",
- "tte_version":3,"engine_kind":"reference",
- "delegate_inputs":["tok","pos","cache_in","step_in"],
- "delegate_outputs":["logits"],
- "buffers":[{"input":"cache_in","fqn":"layers.0.attn.k_cache"},{"input":"step_in","fqn":"step"}],
- "copy_back":[{"output":"step_out","input":"step_in"}]})";
+// The valid TR03 metadata both languages' blob tests start from (tests/fixtures/kv_meta.json):
+// KV aliased, a copy-back counter, one delegate output.
+const std::string kKvMeta = tte_test::read_file(kFixtures + "/kv_meta.json");
 
 struct Parsed {
   std::string blob;  // info.engine points into it

@@ -2,14 +2,13 @@
 import hashlib
 import json
 import struct
-from pathlib import Path
 
 import pytest
 
+from helpers import FIXTURES, kv_meta
 from torch_tensorrt_ext.contracts import blob as B
 from torch_tensorrt_ext.contracts import blob_validate
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
 
 
@@ -49,30 +48,6 @@ def raw(magic=b"TR03", md=None, engine=b"E" * 20, md_off=None, md_size=None, eng
     return body + engine
 
 
-def kv_meta(**over):
-    """A valid TR03 metadata dict: KV aliased, a copy-back counter, one delegate output."""
-    md = {
-        "io_bindings": [
-            {"name": "cache_in", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": True},
-            {"name": "tok", "dtype": "float32", "shape": [1, 2, 1, 4], "is_input": True},
-            {"name": "pos", "dtype": "int64", "shape": [1], "is_input": True},
-            {"name": "step_in", "dtype": "int64", "shape": [1], "is_input": True},
-            {"name": "logits", "dtype": "float32", "shape": [1, 2], "is_input": False},
-            {"name": "cache_out", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": False},
-            {"name": "step_out", "dtype": "int64", "shape": [1], "is_input": False},
-        ],
-        "aliased_io": [{"output": "cache_out", "input": "cache_in", "kind": "kv_cache_update"}],
-        "hardware_compatible": False, "device_id": 0, "serialized_metadata": "",
-        "target_platform": "",
-        "tte_version": 3, "engine_kind": "reference",
-        "delegate_inputs": ["tok", "pos", "cache_in", "step_in"],
-        "delegate_outputs": ["logits"],
-        "buffers": [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
-                    {"input": "step_in", "fqn": "step"}],
-        "copy_back": [{"output": "step_out", "input": "step_in"}],
-    }
-    md.update(over)
-    return md
 
 
 def refused(data, match, check):

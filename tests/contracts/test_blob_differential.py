@@ -8,16 +8,15 @@ import hashlib
 import json
 import random
 import struct
-from pathlib import Path
 
 
 import runtime_helpers as H
+from helpers import FIXTURES, REPO, kv_meta
 from torch_tensorrt_ext.contracts import blob as B
 from torch_tensorrt_ext import runtime_lib
 
-CONTRACTS = Path(__file__).resolve().parents[2] / "docs" / "CONTRACTS.md"
+CONTRACTS = REPO / "docs" / "CONTRACTS.md"
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def make(md, magic=b"TR03", engine=b"E" * 20, seal=True):
@@ -38,26 +37,6 @@ def make(md, magic=b"TR03", engine=b"E" * 20, seal=True):
     return head + text + b"\0" * (eng_off - md_off - len(text)) + engine
 
 
-def kv_meta(**over):
-    md = {
-        "io_bindings": [
-            {"name": "cache_in", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": True},
-            {"name": "tok", "dtype": "float32", "shape": [1, 2, 1, 4], "is_input": True},
-            {"name": "step_in", "dtype": "int64", "shape": [1], "is_input": True},
-            {"name": "logits", "dtype": "float32", "shape": [1, 2], "is_input": False},
-            {"name": "cache_out", "dtype": "float32", "shape": [1, 2, 8, 4], "is_input": False},
-            {"name": "step_out", "dtype": "int64", "shape": [1], "is_input": False},
-        ],
-        "aliased_io": [{"output": "cache_out", "input": "cache_in", "kind": "kv_cache_update"}],
-        "hardware_compatible": False, "device_id": 0, "serialized_metadata": "",
-        "target_platform": "", "tte_version": 3, "engine_kind": "reference",
-        "delegate_inputs": ["tok", "cache_in", "step_in"], "delegate_outputs": ["logits"],
-        "buffers": [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
-                    {"input": "step_in", "fqn": "step"}],
-        "copy_back": [{"output": "step_out", "input": "step_in"}],
-    }
-    md.update(over)
-    return md
 
 
 def with_binding(i, **over):

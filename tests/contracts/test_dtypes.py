@@ -2,14 +2,14 @@
 runtime/src/dtype.cpp (name, element size, ScalarType) are exactly `contracts.dtypes`' rows, and
 every Python map of dtypes is derived from that table."""
 import re
-from pathlib import Path
 
 import torch
 from executorch.exir import schema
 
+from helpers import REPO
 from torch_tensorrt_ext.contracts import dtypes
 
-CPP = Path(__file__).resolve().parents[2] / "runtime" / "src" / "dtype.cpp"
+CPP = REPO / "runtime" / "src" / "dtype.cpp"
 ROW = re.compile(r'\{DType::\w+, "(\w+)", (\d+), ScalarType::(\w+),')
 # ExecuTorch's C++ ScalarType names -> its serialized schema's names
 SCHEMA_NAME = {"Float": "FLOAT", "Half": "HALF", "BFloat16": "BFLOAT16", "Long": "LONG",

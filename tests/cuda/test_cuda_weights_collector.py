@@ -21,8 +21,9 @@ from types import ModuleType
 
 import pytest
 import torch
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO
 PATCH = REPO / "patches/executorch/0001-cuda-accept-AOTInductor-s-compact-clones-of-view-buf.patch"
 REPO_PATH = "backends/cuda/cuda_weight_collector.py"
 SEAM = "from torch_tensorrt_ext.cuda import "

@@ -10,7 +10,6 @@ import pickle
 import struct
 import sys
 import types
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +17,11 @@ import sympy
 import torch
 from torch.utils._sympy.functions import FloorDiv
 
+from helpers import FIXTURES
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.engines import tensorrt_info as T
 from torch_tensorrt_ext.contracts import blob as B
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK
 ENGINE_BYTES = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256))
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def test_the_gpu_setup_stops_with_one_line_where_tensorrt_is_not_reachable():

@@ -6,8 +6,9 @@ is written.
 """
 import ast
 from pathlib import Path
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[2] / "src" / "torch_tensorrt_ext"
+ROOT = REPO / "src" / "torch_tensorrt_ext"
 MAX_LINES = 60
 
 

@@ -7,9 +7,10 @@ import order. A unit is a top-level module or subpackage of `torch_tensorrt_ext`
 """
 import ast
 from pathlib import Path
+from helpers import REPO
 
 PKG = "torch_tensorrt_ext"
-ROOT = Path(__file__).resolve().parents[2] / "src" / PKG
+ROOT = REPO / "src" / PKG
 
 # bottom to top; a unit may import its own modules and any unit of a lower layer, nothing else
 LAYERS = [

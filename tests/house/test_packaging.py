@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from helpers import REPO
 from torch_tensorrt_ext import cli as tte_cli
 from torch_tensorrt_ext import runtime_lib
 from torch_tensorrt_ext.patching import bundled
@@ -32,7 +33,7 @@ from torch_tensorrt_ext.patching.errors import PatchError
 from torch_tensorrt_ext.patching.manifest import load_manifest
 from torch_tensorrt_ext.patching.state import read_state
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO
 VENV_SITE = Path(sysconfig.get_paths()["purelib"])
 LIB = Path("torch_tensorrt_ext") / "_lib"
 SERIES = Path("torch_tensorrt_ext") / "_data" / "patches"

@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
 from patch_fixtures import patch_text, sha, snapshot, write_series  # noqa: E402
 
+from helpers import REPO
 from torch_tensorrt_ext import cli as tte_cli  # noqa: E402
 from torch_tensorrt_ext.patching import cli  # noqa: E402
 from torch_tensorrt_ext.patching.dists import find_distribution  # noqa: E402
@@ -26,7 +27,7 @@ from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
 from torch_tensorrt_ext.patching.series import load_series  # noqa: E402
 from torch_tensorrt_ext.patching.state import STATE_NAME, read_state  # noqa: E402
 
-PATCHES = Path(__file__).resolve().parents[2] / "patches"
+PATCHES = REPO / "patches"
 SITE = Path(sysconfig.get_paths()["purelib"])
 COMPILE = "torch_tensorrt/_compile.py"
 INFO = "torch_tensorrt-2.14.0.dist-info"

@@ -1,15 +1,14 @@
 """The C++ runtime inside ExecuTorch's Python runtime: .pte files whose delegate is
 "TensorRTBackend" (reference payload, TR03 blob) update the caller's state exactly like eager,
 with the aliased KV write costing no copy and each copy-back exactly one buffer-sized copy."""
-from pathlib import Path
 
 import pytest
 import torch
 
 import runtime_helpers as H
+from helpers import FIXTURES
 from torch_tensorrt_ext import runtime_lib
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,16 @@
 """runtime_lib: the C++ runtime loads into the Python process and registers into ExecuTorch's
 shared registries; its C API answers through the ctypes wrappers."""
 import ctypes
-from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from torch_tensorrt_ext import runtime_lib
 
 
 def test_library_path_searches_package_then_build_tree_and_honours_env(monkeypatch):
     monkeypatch.delenv(runtime_lib.ENV_VAR, raising=False)
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     assert runtime_lib.search_path() == [
         root / "src" / "torch_tensorrt_ext" / "_lib" / "lib" / "libtte_runtime.so",
         root / "build" / "runtime" / "libtte_runtime.so"]
