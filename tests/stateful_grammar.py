@@ -1,7 +1,8 @@
 """A grammar of small random stateful programs, as hypothesis strategies (so shrinking is free).
 
 A `Program` is a plain frozen dataclass: 1-3 registered buffers (`Buf`), each written by one of
-the forms users write — an `index_copy_` / slice-assigned / `slice_scatter` KV cache, an
+the forms users write — an `index_copy_` / slice-assigned / `slice_scatter` KV cache (one
+position, or `RUN` from a start read on the host, as ExecuTorch's dynamic llama writes), an
 `index_put_` table, a `cat` or `roll` ring buffer, an `add_` counter, an EMA, `fill_` /
 `zero_`, a write to a slice or row of a buffer, a bool flag — placed at the top or in nested
 submodules (`layers.1.attn.k`), written once or twice per call, with what the caller gets back
@@ -22,6 +23,7 @@ import linecache
 from hypothesis import strategies as st
 
 F, HEADS, S_MAX, HEAD_DIM, ROWS, WIDTH = 8, 2, 8, 4, 6, 4   # HEADS * HEAD_DIM == F
+RUN = 2                                                      # positions a kv_run writes
 
 # kind -> (buffer name, dtypes it takes, its shape given the batch, the op it writes with)
 KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
@@ -29,6 +31,9 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
                       "aten.index_copy.default"),
     "kv_slice": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                  "aten.slice_scatter.default"),
+    # ExecuTorch llama's dynamic KVCache.update: RUN positions at arange(RUN) + p[0].item()
+    "kv_run": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+               "aten.index_copy.default"),
     "kv_slice_scatter": ("v", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                          "aten.slice_scatter.default"),
     "index_put": ("table", ("float32", "bfloat16"), lambda b: (ROWS, F), "aten.index_put.default"),
@@ -150,6 +155,17 @@ def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> tuple[list[str],
             return lines + [f"{B}[:, :, {at}:{at + 1}, :] = {v}"], v
         return lines + [f"n{i} = torch.slice_scatter({B}, {v}, dim=2, start={at}, end={at + 1})",
                         f"{B}.copy_(n{i})"], f"n{i}"
+    if b.kind == "kv_run":
+        lines = [f"w{i} = {half}"] if second else [
+            f"v{i} = h.reshape({batch}, {HEADS}, 1, {HEAD_DIM}).expand(-1, -1, {RUN}, -1)"
+            f".contiguous(){c}",
+            f"t{i} = p{i}[0].item()", f"torch._check_is_size(t{i})",
+            f"torch._check(t{i} <= {S_MAX - RUN})"]
+        # read after the write, as attention reads the cache it updated: an engine that only
+        # writes in place hands ExecuTorch a delegate without outputs, which the save refuses
+        # (test_partition_layouts' write_only_engine)
+        return lines + [f"{B}.index_copy_(2, torch.arange({RUN}) + t{i}, {v})",
+                        f"h = h + {B}[:, :, :1].float().mean()"], v
     if b.kind == "index_put":
         lines = [f"w{i} = {half}"] if second else [f"v{i} = h{c}"]
         pos = f"(p{i} + 1) % {ROWS}" if second else f"p{i}"
@@ -228,7 +244,7 @@ def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
 
 
 def _extra_input(b: Buf, i: int) -> str | None:
-    return f"p{i}" if b.kind in ("kv_index_copy", "index_put") else None
+    return f"p{i}" if b.kind in ("kv_index_copy", "kv_run", "index_put") else None
 
 
 def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
@@ -299,6 +315,8 @@ def _args_source(program: Program) -> list[str]:
     for i, b in enumerate(program.bufs):
         if b.kind == "kv_index_copy":
             lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX}]))")
+        elif b.kind == "kv_run":
+            lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX - RUN + 1}]))")
         elif b.kind == "index_put":
             lines.append(f"    args.append(torch.tensor([(2 * step + {i} + j) % {ROWS} "
                          f"for j in range({program.batch})]))")

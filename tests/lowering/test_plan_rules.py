@@ -29,6 +29,19 @@ def _icopy(dim):
 S = slice(None)
 
 
+def _icopy_from(positions, start_first=False):
+    """`cache.index_copy_(2, positions(T) + start, x)`, start read from `p` on the host (as
+    ExecuTorch's llama's dynamic KVCache.update writes a prompt)."""
+    def fn(m, x, p):
+        start = p[0].item()
+        torch._check_is_size(start)
+        torch._check(start < 6)
+        run = positions(x.size(2))
+        m.cache.index_copy_(2, start + run if start_first else run + start, x)
+        return m.cache.sum()
+    return fn
+
+
 def _iput(index_of):
     """`cache[:, :, index] = x` — ExecuTorch's default llama KV write (an index_put)."""
     def fn(m, x, p):
@@ -78,7 +91,22 @@ CASES = [
     ("slice_full_overwrite", Stateful(_slice_write((S, S, slice(0, 8), S)), cache=C4),
      (torch.ones(1, 2, 8, 4),), {"cache": (CB, "")}),
     ("index_copy_two_positions", Stateful(_icopy(2), cache=C4),
-     (torch.ones(1, 2, 2, 4), torch.tensor([1, 2])), {"cache": (CB, "writes 2 positions")}),
+     (torch.ones(1, 2, 2, 4), torch.tensor([1, 2])),
+     {"cache": (CB, "writes 2 positions (source [1,2,2,4]) at index 'args_1', which is not "
+                    "arange(n) + start")}),
+    # ExecuTorch llama's KVCache with enable_dynamic_shape: T positions from a runtime start
+    ("index_copy_arange_plus_start", Stateful(_icopy_from(lambda n: torch.arange(n)), cache=C4),
+     (torch.ones(1, 2, 3, 4), pos3),
+     {"cache": (KV, "index_copy of 3 consecutive positions from a runtime start")}),
+    ("index_copy_start_plus_arange_0_n", Stateful(_icopy_from(lambda n: torch.arange(0, n),
+                                                              start_first=True), cache=C4),
+     (torch.ones(1, 2, 3, 4), pos3), {"cache": (KV, "3 consecutive positions")}),
+    ("index_copy_arange_from_1", Stateful(_icopy_from(lambda n: torch.arange(1, n + 1)),
+                                          cache=C4),
+     (torch.ones(1, 2, 3, 4), torch.tensor([2])), {"cache": (CB, "which is not arange(n)")}),
+    ("index_copy_arange_step_2", Stateful(_icopy_from(lambda n: torch.arange(0, 2 * n, 2)),
+                                          cache=C4),
+     (torch.ones(1, 2, 3, 4), torch.tensor([1])), {"cache": (CB, "which is not arange(n)")}),
     ("index_copy_batch2", Stateful(_icopy(2), cache=(2, 2, 8, 4)),
      (torch.ones(2, 2, 1, 4), pos3), {"cache": (CB, "batch 2; the index_copy KV path")}),
     ("index_put", Stateful(lambda m, x, p: (m.cache.index_put_((p,), x), m.cache.sum())[1],

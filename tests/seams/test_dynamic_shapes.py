@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch._inductor
 from dynamic_models import MAX_T, PrefillCache, prefill_args, prefill_dims, prefill_input_specs
-from rtx_env import compile_rtx, torch_tensorrt_or_skip
+from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
 from upstream_matrix import CELLS, declared, expected_declarations
 
 import torch_tensorrt_ext as tte
@@ -264,12 +264,17 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
     prompt of 3 then decodes, equal eager in the compiled module and in the `.pte`, the state
     carried from prefill into decode. Its engines read the start position as a scalar input:
     bounded by the program's own checks (`0 <= start <= 14`, `start + T <= 16`), which the
-    partitions' exports are given (`payload.bind_scalar_reads`)."""
+    partitions' exports are given (`payload.bind_scalar_reads`). Every cache is written in place
+    by its engine — T consecutive positions from a runtime start (patch 0008) — and moves 0
+    bytes per call (issue 32 item 2: each was copied back through a host index_put before)."""
     model = _executorch_llama()
     t = torch.export.Dim("T", max=8)
     ep = torch.export.export(model, (torch.randint(0, 128, (1, 4)), torch.tensor([0])),
                              dynamic_shapes=({1: t}, {0: 1}), strict=False)
     compiled = tte.reference.compile(ep)
+    caches = [w.fqn for w in compiled.plan if w.fqn.endswith(("k_cache", "v_cache"))]
+    assert len(caches) == 4 and {compiled.plan[f].kind.name for f in caches} == {"KV_ALIAS"}, \
+        str(compiled.plan)
     prog = load(tte.reference.export(ep, str(tmp_path / "llama.pte")))
     for prompt, seed in ((5, 0), (3, 1)):
         eager, mine = copy.deepcopy(model), copy.deepcopy(compiled)
@@ -282,6 +287,7 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
                                        msg=lambda m: f"prompt {prompt} call {k}: {m}")
         for fqn, value in prog.state().items():
             torch.testing.assert_close(value, eager.get_buffer(fqn), msg=fqn)
+    assert {f: prog.state_traffic()[f] for f in caches} == dict.fromkeys(caches, 0)
     with pytest.raises(InputShapeError, match=r"dynamic input 0 takes shapes at most \[1,8\]; "
                                               r"this call gives \[1,9\]"):
         prog.run(torch.zeros(1, 9, dtype=torch.long), torch.tensor([0]))
@@ -292,13 +298,18 @@ def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bou
     """TensorRT-RTX takes the start position (and the length) as symbolic scalar inputs of an
     engine (issue 32): each is handed to the delegate as a 0-d tensor of the engine's recorded
     dtype — the runtime binds a shape tensor through a host copy of its value — so the dynamic
-    llama saves (it was refused, naming the engine), every state write verified by the save."""
+    llama saves (it was refused, naming the engine), every state write verified by the save. The
+    converters alias every cache (IKVCacheUpdateLayer writing T positions from the start, patch
+    0008): each stays on cuda:0 and no copy of it is made, by the program or the delegate."""
     torch_tensorrt = torch_tensorrt_or_skip()
     t = torch.export.Dim("T", min=1, max=8)
     example = (torch.randint(0, 128, (1, 4)), torch.tensor([0]))
     ep = torch.export.export(_executorch_llama(), example, dynamic_shapes=({1: t}, {0: 1}),
                              strict=False)
     trt = compile_rtx(ep, example)
+    caches = {w.fqn for w in trt.mutation_plan if w.fqn.endswith(("k_cache", "v_cache"))}
+    assert len(caches) == 4 and set(recorded_aliasing(trt)) == caches
+    assert {trt.mutation_plan[f].kind.name for f in caches} == {"KV_ALIAS"}
     scalars = {e["name"] for m in trt.children()
                for e in ((getattr(m, "symbolic_shape_expressions", None) or {}).get("inputs")
                          or []) if isinstance(e, dict) and e.get("is_scalar")}
@@ -308,8 +319,11 @@ def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bou
         path = tmp_path / f"dynamic_llama_rtx_{legacy}.pte"
         torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(example),
                             dynamic_shapes=({1: t}, {0: 1}), use_legacy_exporter=legacy)
-        bound = {b[0]: b for d in inspect_pte(path.read_bytes()).method("forward").delegates
-                 for b in d.bindings if b[3]}
+        method = inspect_pte(path.read_bytes()).method("forward")
+        assert {(b.fqn, b.kind, b.device, b.program_copy_bytes, b.delegate_copy_bytes)
+                for b in method.buffers if b.fqn in caches} == \
+            {(f, "kv_alias", "cuda:0", 0, 0) for f in caches}
+        bound = {b[0]: b for d in method.delegates for b in d.bindings if b[3]}
         assert scalars <= set(bound)
         assert all(bound[s][2] == () for s in scalars), [bound[s] for s in scalars]
 

@@ -11,7 +11,7 @@ shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import operator
 
@@ -26,6 +26,9 @@ SLICE_SCATTER = aten.slice_scatter.default
 INDEX_COPY = aten.index_copy.default
 # Marker upstream's converters read: a node carrying it is never aliased.
 NO_KV_ALIAS_MARKER = "_trt_no_kv_alias"
+# Marker patch 0008's index_copy validator reads: the write's index was proven arange(n) + start
+# on the whole graph (`mark_consecutive_writes`), where a partition may see only its inputs.
+CONSECUTIVE_MARKER = "_trt_kv_consecutive_index"
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def _slice_scatter_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict
 def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
     if len(node.args) < 4:
         return Verdict(False, "index_copy with fewer than 4 arguments")
-    dim, _index, src = node.args[1:4]
+    dim, index, src = node.args[1:4]
     problem = cache_shape_problem(cache_shape)
     if problem:
         return Verdict(False, problem)
@@ -166,12 +169,67 @@ def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
     if src_shape is None:
         return Verdict(False, f"source {getattr(src, 'name', src)!r} has no meta['val']; "
                               "cannot prove a single-position write")
-    if len(src_shape) != 4 or not isinstance(src_shape[2], int) or src_shape[2] != 1:
-        return Verdict(False, f"writes {src_shape[2] if len(src_shape) == 4 else '?'} positions "
-                              f"(source {shape_text(src_shape)}); the index_copy KV path writes "
-                              "one")
-    return Verdict(True, f"index_copy of one position along dim 2 of {shape_text(cache_shape)} "
-                         "-> IKVCacheUpdateLayer")
+    if len(src_shape) != 4:
+        return Verdict(False, f"source {shape_text(src_shape)} is not 4-D [b,d,s,h]")
+    if src_shape[2] == 1 and isinstance(src_shape[2], int):
+        return Verdict(True, f"index_copy of one position along dim 2 of "
+                             f"{shape_text(cache_shape)} -> IKVCacheUpdateLayer")
+    if node.meta.get(CONSECUTIVE_MARKER) or consecutive_positions(index):
+        return Verdict(True, f"index_copy of {src_shape[2]} consecutive positions from a runtime "
+                             f"start (index arange + start) along dim 2 of "
+                             f"{shape_text(cache_shape)} -> IKVCacheUpdateLayer")
+    return Verdict(False, f"writes {src_shape[2]} positions (source {shape_text(src_shape)}) at "
+                          f"index {getattr(index, 'name', index)!r}, which is not arange(n) + "
+                          "start; the index_copy KV path writes one position, or consecutive "
+                          "ones from a start")
+
+
+_ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
+
+
+def _counts_from_zero(node: object) -> bool:
+    """`arange(n)`, `arange(0, n)` or `arange(0, n, 1)`: 0, 1, ..., n-1."""
+    if not isinstance(node, Node) or node.target not in _ARANGES:
+        return False
+    args = list(node.args) + [node.kwargs.get(k) for k in ("start", "end", "step")
+                              if k in node.kwargs]
+    if node.target is aten.arange.default:
+        return True
+    start = args[0]
+    step = args[2] if len(args) > 2 and args[2] is not None else 1
+    return start == 0 and step == 1
+
+
+def _one_value(node: object) -> bool:
+    """A scalar (Python or symbolic), or a tensor of one element."""
+    if isinstance(node, (int, torch.SymInt)):
+        return True
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    if isinstance(val, (int, torch.SymInt)):
+        return True
+    return isinstance(val, torch.Tensor) and all(isinstance(s, int) and s == 1
+                                                 for s in val.shape)
+
+
+def mark_consecutive_writes(nodes: Iterable[Node]) -> None:
+    """Mark each multi-position `index_copy` among `nodes` whose index is `arange(n) + start`
+    (`CONSECUTIVE_MARKER`), while the whole graph is visible: once partitioned, the index may be
+    an input of the engine that writes the cache."""
+    for node in nodes:
+        if node.target is INDEX_COPY and len(node.args) >= 4 and \
+                consecutive_positions(node.args[2]):
+            node.meta[CONSECUTIVE_MARKER] = True
+
+
+def consecutive_positions(index: object) -> bool:
+    """Whether an `index_copy` index is `arange(n) + start` (either operand order): n consecutive
+    positions from a start known only at run time — what `IKVCacheUpdateLayer` writes from the
+    index's first element. (`index_copy` itself requires n to be the source's length.)"""
+    if not isinstance(index, Node) or index.target is not aten.add.Tensor or \
+            len(index.args) != 2 or index.kwargs.get("alpha", 1) != 1:
+        return False
+    a, b = index.args
+    return (_counts_from_zero(a) and _one_value(b)) or (_counts_from_zero(b) and _one_value(a))
 
 
 def effective_cache_input(cache: object, root: Node) -> object:

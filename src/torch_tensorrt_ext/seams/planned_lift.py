@@ -19,7 +19,8 @@ from ..contracts.plan import MutationPlan, WriteKind
 from ..lowering import LiftedGraph
 from ..lowering.classify import plan_writes
 from ..lowering.graph_writes import FoundWrite, find_buffer_writes
-from ..lowering.kv_rules import INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, old_value_read
+from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER,
+                                  mark_consecutive_writes, old_value_read)
 from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 
@@ -93,6 +94,8 @@ def plan_and_lift(gm: GraphModule, excluded: Sequence[object]) -> tuple[Mutation
         plan = as_copy_back(plan, stale_kv(gm, found, plan))
     lifted = lift_writes(gm, found, plan)
     mark_copy_back(lifted, (w.fqn for w in plan.copy_back()))
+    outs = lifted.gm.graph.output_node().args[0]
+    mark_consecutive_writes(outs[lifted.output_of(w.fqn)] for w in plan.kv())
     if _SHARED.get():
         lifted = _lift_read_only(lifted, _SHARED.get())
     return plan, lifted
