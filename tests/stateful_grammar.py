@@ -159,7 +159,7 @@ def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> tuple[list[str],
         lines = [f"w{i} = {half}"] if second else [
             f"v{i} = h.reshape({batch}, {HEADS}, 1, {HEAD_DIM}).expand(-1, -1, {RUN}, -1)"
             f".contiguous(){c}",
-            f"t{i} = p{i}[0].item()", f"torch._check_is_size(t{i})",
+            f"t{i} = p{i}[0].item()", f"torch._check(t{i} >= 0)",
             f"torch._check(t{i} <= {S_MAX - RUN})"]
         # read after the write, as attention reads the cache it updated: an engine that only
         # writes in place hands ExecuTorch a delegate without outputs, which the save refuses

@@ -34,7 +34,7 @@ def _icopy_from(positions, start_first=False):
     ExecuTorch's llama's dynamic KVCache.update writes a prompt)."""
     def fn(m, x, p):
         start = p[0].item()
-        torch._check_is_size(start)
+        torch._check(start >= 0)
         torch._check(start < 6)
         run = positions(x.size(2))
         m.cache.index_copy_(2, start + run if start_first else run + start, x)
