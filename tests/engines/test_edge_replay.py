@@ -168,3 +168,21 @@ def test_a_program_without_user_inputs_replays_with_its_constants_lifted():
     model = _WeightsOnly()
     got = run_payload(_replayed(torch.export.export(model, ())), [])
     assert torch.equal(got[0], model().detach())
+
+
+def test_the_whole_pipeline_fallback_is_logged_with_its_reason(monkeypatch, caplog):
+    """The fast lowering declining is never silent: `payload` logs (INFO, logger
+    "torch_tensorrt_ext") which partition took ExecuTorch's whole pipeline and why; the fast path
+    logs nothing."""
+    import logging
+    model = Decoder(layers=2).eval()
+    (gm,) = _partitions(monkeypatch, model, model.example_args())
+    with caplog.at_level(logging.INFO, logger="torch_tensorrt_ext"):
+        payload.to_executorch_program(copy.deepcopy(gm))
+        assert not [r for r in caplog.records if "whole to_edge" in r.getMessage()]
+        monkeypatch.setattr(payload, "lifted_program", lambda _gm: None)
+        payload.to_executorch_program(copy.deepcopy(gm))
+    (record,) = [r for r in caplog.records if "whole to_edge" in r.getMessage()]
+    assert record.getMessage().endswith(
+        "lowered through torch.export and ExecuTorch's whole to_edge: it is not a static "
+        "functional program (lifted_program)")

@@ -11,6 +11,8 @@ ExecuTorch's own portable/optimized kernels.
 """
 from __future__ import annotations
 
+import logging
+
 from collections.abc import Sequence
 
 import torch
@@ -22,6 +24,8 @@ from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .edge_replay import replayed_edge
 from .lifted_program import lifted_program
 from ..errors import Unsupported, UsageError
+
+_log = logging.getLogger("torch_tensorrt_ext")
 
 
 def use_kv_update_layers(gm: GraphModule, kv_nodes: Sequence[str]) -> None:
@@ -289,5 +293,11 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     lifted = lifted_program(gm) if dynamic_shapes is None else None
     edge = replayed_edge(lifted, config) if lifted is not None else None
     if edge is None:
+        _log.info("reference payload of %d operator calls lowered through torch.export and "
+                  "ExecuTorch's whole to_edge: %s", sum(n.op == "call_function"
+                                                        for n in gm.graph.nodes),
+                  "its shapes are dynamic" if dynamic_shapes is not None else
+                  "it is not a static functional program (lifted_program)" if lifted is None
+                  else "its calls do not lower one by one (edge_replay)")
         edge = _exported_edge(gm, dynamic_shapes, config)
     return program_bytes(edge)
