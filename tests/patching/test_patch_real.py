@@ -46,6 +46,11 @@ def test_the_project_series_is_well_formed():
             assert "upstream" in patch.body.lower(), (
                 f"{patch.label}: the body must say how the change goes upstream (PR/issue) or "
                 f"why it cannot")
+            # each reads as a pull request (issue 33 item 4): the gap, then these sections
+            starts = [line.split(":")[0] for line in patch.body.splitlines()
+                      if line.startswith(("Behaviour", "Tests:", "Upstreamable"))]
+            assert [s for s in ("Behaviour", "Tests", "Upstreamable") if s not in
+                    {x.split()[0] for x in starts}] == [], (patch.label, starts)
 
 
 def test_the_project_series_checks_against_the_installed_packages_without_writing(capsys):
