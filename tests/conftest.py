@@ -10,6 +10,10 @@ After each test marked `inspects_pte` (a module's `pytestmark`) that used `tmp_p
 goes through `inspect_pte` (the `inspect` command's reader): it must parse, every TensorRTBackend
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
+
+The folders follow the package's layers; the ExecuTorch layer's tests are in `et/`, not
+`executorch/`: `executorch` is a namespace package, so a `tests/executorch` folder on the path
+would join it ahead of the installed one (`executorch.__path__[0]` would be the tests' folder).
 """
 from __future__ import annotations
 
