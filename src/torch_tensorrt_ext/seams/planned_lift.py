@@ -1,5 +1,7 @@
 """Plan a compiled program's writes and lift them, once, in place (`plan_and_lift`), and the
-marks that keep a copy-back write from being aliased (`mark_copy_back`).
+marks the converters read: no aliasing of a copy-back write (`mark_copy_back`), and an
+`index_copy` KV write whose positions were proven consecutive on the whole graph
+(`kv_rules.mark_consecutive_writes`: once partitioned, its index may be an engine input).
 
 Invariant: a KV write whose cache the program reads again after the write is planned copy-back
 before lifting (`stale_kv`), so no second lift is needed; every cache write into a copy-back
