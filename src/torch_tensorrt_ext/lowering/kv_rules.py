@@ -171,7 +171,7 @@ def _index_copy_verdict(node: Node, cache_shape: Sequence[object]) -> Verdict:
                               "cannot prove a single-position write")
     if len(src_shape) != 4:
         return Verdict(False, f"source {shape_text(src_shape)} is not 4-D [b,d,s,h]")
-    if src_shape[2] == 1 and isinstance(src_shape[2], int):
+    if isinstance(src_shape[2], int) and src_shape[2] == 1:
         return Verdict(True, f"index_copy of one position along dim 2 of "
                              f"{shape_text(cache_shape)} -> IKVCacheUpdateLayer")
     if node.meta.get(CONSECUTIVE_MARKER) or consecutive_positions(index):
@@ -191,12 +191,10 @@ def _counts_from_zero(node: object) -> bool:
     """`arange(n)`, `arange(0, n)` or `arange(0, n, 1)`: 0, 1, ..., n-1."""
     if not isinstance(node, Node) or node.target not in _ARANGES:
         return False
-    args = list(node.args) + [node.kwargs.get(k) for k in ("start", "end", "step")
-                              if k in node.kwargs]
     if node.target is aten.arange.default:
         return True
-    start = args[0]
-    step = args[2] if len(args) > 2 and args[2] is not None else 1
+    start = node.args[0] if node.args else node.kwargs.get("start", 0)
+    step = node.args[2] if len(node.args) > 2 else node.kwargs.get("step", 1)
     return start == 0 and step == 1
 
 
