@@ -1,10 +1,15 @@
 """Upstream's own tests as a peer suite: torch-tensorrt's tests for this area
-(third_party/torch_tensorrt_tests, vendored; nothing is fetched) run twice — against the pristine
-2.14.0 files and against the patched ones — and compared test by test.
+(third_party/torch_tensorrt_tests, vendored; nothing is fetched) run twice — as released against
+the pristine 2.14.0 files, and with the series' own changes to them (each patch changes upstream's
+tests as its upstream pull request would) against the patched files — and compared test by test.
 
-Invariant: every test that passes on the baseline passes on the patched files, or is listed in
-scripts/upstream_peer_changes.toml with the reason it changes on purpose; a listed test that no
-longer changes is an error too (the list stays true). Exit 0 when that holds, 1 otherwise.
+Invariant: every test that passes on the baseline passes on the patched files, with no exception
+list: where the series changes behaviour on purpose, the patch that changes it changes upstream's
+test too, in upstream's test file (the patches' sections on `tests/`, pinned in
+patches/upstream.toml's [targets.torch_tensorrt.tests]). A test those changes rename or replace
+is absent from the patched run and reported as such (the patch shows it); every test of the
+patched run that fails there and not on the baseline (one the series adds, a module that no
+longer collects) fails the run too. Exit 0 when that holds, 1 otherwise.
 
 The baseline is stock 2.14.0 plus the series' first patch only (0001, engines built ahead of time
 on a machine without a GPU): stock 2.14.0 cannot even be imported on a CPU machine (it asks CUDA
@@ -12,7 +17,8 @@ for a device at import), so without 0001 no upstream test runs here. The baselin
 torch_tensorrt and executorch from an overlay: the installed packages mirrored as symbolic links,
 each file the series patched replaced by its pristine bytes from the series' own record in
 site-packages (`patching.state`), then 0001 applied there by the series' own `patch apply`. The
-patched run imports the installed packages. Both run the same vendored files with the same
+patched run imports the installed packages and runs a copy of the vendored files with the series'
+test changes applied (by the series' own `git apply` of those sections), with the same
 interpreter.
 
 Usage: .venv/bin/python scripts/upstream_peer.py [--keep DIR]
@@ -26,13 +32,11 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "third_party" / "torch_tensorrt_tests"
-CHANGES = ROOT / "scripts" / "upstream_peer_changes.toml"
 
 
 BASELINE_PATCHES = 1   # the torch_tensorrt series' first patch (see the module docstring)
@@ -74,15 +78,36 @@ def _overlay(site: Path, dst: Path) -> Path:
     return dst
 
 
-def _run(label: str, xml: Path, extra_path: str = "") -> dict[str, str]:
-    """Test id -> passed / failed / skipped, from one pytest run over the vendored tests."""
+def _patched_tests(dst: Path) -> Path:
+    """A copy of the vendored tests with the series' changes to upstream's tests applied (the
+    test sections of its patches: what each patch's upstream pull request changes)."""
+    from torch_tensorrt_ext.patching.gitapply import apply_series
+    from torch_tensorrt_ext.patching.manifest import load_manifest
+    from torch_tensorrt_ext.patching.series import load_series
+    shutil.copytree(TESTS, dst)
+    manifest = load_manifest(ROOT / "patches")
+    for target in manifest.targets:
+        series = load_series(manifest, target.name)
+        files = {rp: target.test_file(rp).read_bytes() for rp in series.test_files}
+        patched, results = apply_series(files, series.patches, which="tests")
+        broken = [r for r in results if not r.applied]
+        if broken:
+            sys.exit(f"upstream_peer: {broken[0].patch.label}'s changes to upstream's tests do "
+                     f"not apply to the vendored files: {'; '.join(broken[0].notes)}")
+        for rp, data in patched.items():
+            (dst / rp).write_bytes(data)
+    return dst
+
+
+def _run(label: str, xml: Path, tests: Path, extra_path: str = "") -> dict[str, str]:
+    """Test id -> passed / failed / skipped, from one pytest run over upstream's tests."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
     env.pop("TTE_DEVICE", None)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-c", str(TESTS / "pytest.ini"),
-         "--rootdir", str(TESTS), f"--junitxml={xml}", "-p", "no:randomly", str(TESTS / "tests")],
-        cwd=TESTS, env=env, capture_output=True, text=True, timeout=1800)
+        [sys.executable, "-m", "pytest", "-q", "-c", str(tests / "pytest.ini"),
+         "--rootdir", str(tests), f"--junitxml={xml}", "-p", "no:randomly", str(tests / "tests")],
+        cwd=tests, env=env, capture_output=True, text=True, timeout=1800)
     if not xml.is_file():
         sys.exit(f"upstream_peer: the {label} run produced no report:\n{done.stdout[-3000:]}"
                  f"{done.stderr[-3000:]}")
@@ -104,34 +129,37 @@ def main() -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         overlay = _overlay(site, work / "pristine")
-        before = _run("baseline", work / "baseline.xml", str(overlay))
-        after = _run("patched", work / "patched.xml")
-    listed = tomllib.loads(CHANGES.read_text())["changes"]
-    lost = sorted(t for t, o in before.items() if o == "passed" and after.get(t) != "passed")
+        before = _run("baseline", work / "baseline.xml", TESTS, str(overlay))
+        after = _run("patched", work / "patched.xml", _patched_tests(work / "patched-tests"))
+    # a test the series' own test changes rename or replace is absent from the patched run
+    # (its files define it no more); a test present there must pass as it did
+    lost = sorted(t for t, o in before.items() if o == "passed" and t in after
+                  and after[t] != "passed")
+    replaced = sorted(t for t, o in before.items() if o == "passed" and t not in after)
     gained = sorted(t for t, o in after.items() if o == "passed" and before.get(t) != "passed")
-    unexplained = [t for t in lost if t not in listed]
-    stale = sorted(t for t in listed if t not in lost)
+    broken = sorted(t for t, o in after.items() if o == "failed" and t not in before)
     count = {label: {k: sum(1 for o in run.values() if o == k)
                      for k in ("passed", "failed", "skipped")}
              for label, run in (("baseline", before), ("patched", after))}
     print(f"upstream peer suite ({len(before)} tests): baseline (stock 2.14.0 + 0001) "
           f"{count['baseline']}, patched {count['patched']}")
-    by_reason: dict[str, int] = {}
     for t in lost:
-        if t in listed:
-            by_reason[listed[t]] = by_reason.get(listed[t], 0) + 1
-        else:
-            print(f"  LOST  {t}")
-    for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1]):
-        print(f"  {n:3d} changed on purpose: {reason[:160]}{'...' if len(reason) > 160 else ''}")
-    print(f"  {len(gained)} pass only patched (e.g. {gained[0]})" if gained else "")
-    for t in stale:
-        print(f"  STALE entry (passes, or fails on the baseline too)  {t}")
-    if unexplained or stale:
-        print(f"upstream_peer: {len(unexplained)} unexplained loss(es), {len(stale)} stale "
-              f"entr(ies) in {CHANGES.relative_to(ROOT)}")
+        print(f"  LOST  {t}")
+    for t in broken:
+        print(f"  FAILS (only in the patched run: a test the series adds, or a module that no "
+              f"longer collects)  {t}")
+    for t in replaced:
+        print(f"  replaced by the series' changes to upstream's tests  {t}")
+    if gained:
+        print(f"  {len(gained)} pass only patched (e.g. {gained[0]})")
+    if lost or broken:
+        print(f"upstream_peer: {len(lost)} test(s) pass on the baseline and not with the series, "
+              f"{len(broken)} of the series' fail; a behaviour changed on purpose changes "
+              "upstream's test in the patch that changes it (patch import / edit tests/ / patch "
+              "export)")
         return 1
-    print(f"upstream_peer: no unexplained loss ({len(lost)} listed change(s))")
+    print(f"upstream_peer: every test that passes on the baseline passes with the series "
+          f"({len(replaced)} renamed or replaced by its test changes)")
     return 0
 
 

@@ -71,11 +71,14 @@ def write_series(root: Path, targets: dict[str, dict],
         if "distributions" in t:
             toml.append("distributions = [" + ", ".join(f'"{d}"' for d in t["distributions"])
                         + "]")
-        for key in ("distribution", "version", "repo_prefix", "site_prefix"):
+        for key in ("distribution", "version", "repo_prefix", "site_prefix", "tests_root"):
             if key in t:
                 toml.append(f'{key} = "{t[key]}"')
         toml.append(f"[targets.{name}.baseline]")
         toml += [f'"{p}" = "{d}"' for p, d in t["baseline"].items()]
+        if "tests" in t:       # upstream test files the series changes
+            toml.append(f"[targets.{name}.tests]")
+            toml += [f'"{p}" = "{d}"' for p, d in t["tests"].items()]
         toml.append("")
         folder = root / name
         folder.mkdir(exist_ok=True)

@@ -34,5 +34,9 @@ class OutOfRange(TteError, IndexError):
     """An index or dimension outside what it indexes."""
 
 
+class MissingDependency(TteError, ImportError):
+    """An optional package a step needs is not importable; says which and how to install it."""
+
+
 class ExecutionError(TteError, RuntimeError):
     """Running a program or an engine failed, or cannot start here; says why."""

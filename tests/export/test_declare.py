@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import operator
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -156,7 +157,7 @@ def test_delegate_outputs_out_of_engine_order_are_refused():
     g.output((a, b))
 
     class EP:
-        graph = g
+        graph_module = SimpleNamespace(graph=g)
     with pytest.raises(blobfmt.BlobError,
                        match="delegate outputs are not in engine binding order: "
                              "'y0' \\(binding 0\\) comes after 'y1' \\(binding 1\\)"):
@@ -168,7 +169,7 @@ def test_delegate_outputs_out_of_engine_order_are_refused():
                g2.call_function(operator.getitem, (call2, 2))))
 
     class EP2:
-        graph = g2
+        graph_module = SimpleNamespace(graph=g2)
     assert delegate_output_bindings(EP2, call2, ["y0", "y1", "y2"]) == ["y0", "y2"]
 
 

@@ -88,7 +88,8 @@ def test_export_refuses_a_commit_outside_the_baseline(repo, patches, capsys):
     assert (rc, out) == (1, "")
     assert err == (f"torch-tensorrt-ext patch export: error: commit {commit[:12]} ('Touch the "
                    f"readme') modifies README, which is not in [targets.fakepkg.baseline] of "
-                   f"{patches / 'upstream.toml'}; at {base[:12]} it is \"README\" = "
+                   f"{patches / 'upstream.toml'} (nor, an upstream test file, in "
+                   f"[targets.fakepkg.tests]); at {base[:12]} it is \"README\" = "
                    f"\"{sha(b'upstream readme' + bytes([10]))}\" — if that commit is the pinned "
                    f"release, add that line\n")
     assert snapshot(patches) == before

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 import sys
 import sysconfig
 import zipfile
@@ -51,6 +52,13 @@ def test_the_project_series_is_well_formed():
                       if line.startswith(("Behaviour", "Tests:", "Upstreamable"))]
             assert [s for s in ("Behaviour", "Tests", "Upstreamable") if s not in
                     {x.split()[0] for x in starts}] == [], (patch.label, starts)
+            # the tests a message names exist: this project's, or upstream's it changes
+            named = set(re.findall(r"tests/[\w/]+\.py", patch.body))
+            assert [t for t in sorted(named) if not (REPO / t).is_file()
+                    and t not in patch.test_files] == [], patch.label
+            # and each upstream test file the patch changes is named
+            assert [t for t in patch.test_files if Path(t).name not in patch.body] == [], \
+                patch.label
 
 
 def test_the_project_series_checks_against_the_installed_packages_without_writing(capsys):

@@ -89,7 +89,8 @@ def test_a_patch_touching_a_file_outside_the_baseline(tmp_path, site, capsys):
     assert apply(capsys, site, patches) == (
         f"torch-tensorrt-ext patch apply: error: patch demo/0001-x.patch modifies lib/other.py, "
         f"which is not in [targets.demo.baseline] of {patches / 'upstream.toml'}; add its pristine "
-        f"sha256 for demo 3.0 there (or drop the hunk)\n")
+        f"sha256 for demo 3.0 there (an upstream test file under [targets.demo.tests]), or drop "
+            f"the hunk\n")
 
 
 def test_a_new_file_is_not_a_drop_in_patch(tmp_path, site, capsys):

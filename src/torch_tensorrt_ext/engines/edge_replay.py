@@ -92,7 +92,7 @@ def _tensor_node(a) -> bool:
 def replayable(ep: ExportedProgram) -> bool:
     """Whether `replayed_edge` lowers `ep` (else ExecuTorch's whole pipeline must): placeholders,
     calls and outputs only, every value a tensor, no call mutating or higher-order."""
-    nodes = list(ep.graph.nodes)
+    nodes = list(ep.graph_module.graph.nodes)
     if not any(n.op == "placeholder" for n in nodes):
         return False
     for n in nodes:
@@ -182,9 +182,9 @@ def _lower_catalog(calls: list[_Call], config, fake_mode) -> dict[Node, torch.Te
                    compile_config=config).exported_program()
     sig = edge.graph_signature
     user = set(sig.user_inputs)
-    placeholders = [n for n in edge.graph.nodes if n.op == "placeholder"]
+    placeholders = [n for n in edge.graph_module.graph.nodes if n.op == "placeholder"]
     inputs = iter(n for n in placeholders if n.name in user)
-    outputs = iter(edge.graph.output_node().args[0])
+    outputs = iter(edge.graph_module.graph.output_node().args[0])
     targets = {s.arg.name: s.target for s in sig.input_specs}
     consts = {n: (edge.constants[targets[n.name]] if targets[n.name] in edge.constants
                   else edge.state_dict[targets[n.name]])
@@ -192,7 +192,7 @@ def _lower_catalog(calls: list[_Call], config, fake_mode) -> dict[Node, torch.Te
     for call in calls:
         call.edge_inputs = [next(inputs) for _ in call.inputs]
         call.edge_outputs = [next(outputs) for _ in range(call.n_outputs)]
-        call.edge_nodes = _subgraph(call.edge_outputs, edge.graph)
+        call.edge_nodes = _subgraph(call.edge_outputs, edge.graph_module.graph)
         reads = {a for n in call.edge_nodes for a in n.all_input_nodes if a.op == "placeholder"}
         if not reads <= set(call.edge_inputs) | set(consts):
             return None   # a call's edge subgraph reads another call's inputs: not separable
@@ -203,7 +203,7 @@ def _catalog(ep: ExportedProgram) -> tuple[list[_Call], dict[Node, tuple[_Call, 
     """The distinct calls of `ep`, and for each call node: its call and its own inputs."""
     calls: dict[tuple, _Call] = {}
     made = {}
-    for n in ep.graph.nodes:
+    for n in ep.graph_module.graph.nodes:
         if n.op == "call_function" and n.target is not operator.getitem:
             key, inputs = call_key(n)
             made[n] = (calls.setdefault(key, _Call(n, inputs)), inputs)
@@ -238,9 +238,9 @@ def _placeholders(ep: ExportedProgram, g: Graph, consts: dict[Node, torch.Tensor
     sig = ep.graph_signature
     user, spec_of = set(sig.user_inputs), {s.arg.name: s for s in sig.input_specs}
     env, specs, state = {}, [], {}
-    taken = set(ep.state_dict) | set(ep.constants) | {n.name for n in ep.graph.nodes}
+    taken = set(ep.state_dict) | set(ep.constants) | {n.name for n in ep.graph_module.graph.nodes}
     lifted = False
-    for n in ep.graph.nodes:
+    for n in ep.graph_module.graph.nodes:
         if n.op != "placeholder":
             continue
         if n.name in user and not lifted:
@@ -259,7 +259,7 @@ _ORIGIN_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
 
 def _replay(ep: ExportedProgram, made, env: dict[Node, object], g: Graph, fake_mode) -> None:
     """Every call node of `ep` as its call's edge subgraph on the node's own inputs."""
-    for index, n in enumerate(ep.graph.nodes, start=1):
+    for index, n in enumerate(ep.graph_module.graph.nodes, start=1):
         if n.op != "call_function":
             continue
         if n.target is operator.getitem:
@@ -283,7 +283,7 @@ def _replay(ep: ExportedProgram, made, env: dict[Node, object], g: Graph, fake_m
 def _call_graph(ep: ExportedProgram, outputs) -> list:
     """`ep`'s module call graph naming the replayed graph's outputs (the inputs keep names)."""
     renamed = {getattr(o, "name", None): n.name
-               for o, n in zip(ep.graph.output_node().args[0], outputs, strict=False)}
+               for o, n in zip(ep.graph_module.graph.output_node().args[0], outputs, strict=False)}
     graph = copy.deepcopy(ep.module_call_graph)
     for entry in graph:
         for arg in entry.signature.outputs if entry.signature is not None else ():
@@ -317,7 +317,8 @@ def replayed_edge(ep: ExportedProgram, config):
 
     if not replayable(ep):
         return None
-    fake_mode = next(n.meta["val"].fake_mode for n in ep.graph.nodes if n.op == "placeholder")
+    fake_mode = next(n.meta["val"].fake_mode for n in ep.graph_module.graph.nodes
+                     if n.op == "placeholder")
     calls, made = _catalog(ep)
     consts = _lower_catalog(calls, config, fake_mode)
     if consts is None:
@@ -325,7 +326,7 @@ def replayed_edge(ep: ExportedProgram, config):
     g = Graph()
     env, input_specs, state = _placeholders(ep, g, consts, fake_mode)
     _replay(ep, made, env, g, fake_mode)
-    g.output(tuple(env[a] for a in ep.graph.output_node().args[0]))
+    g.output(tuple(env[a] for a in ep.graph_module.graph.output_node().args[0]))
     g.eliminate_dead_code()
     gm = GraphModule(torch.nn.Module(), g)
     edge = remove_unused_parameters_pass(_edge_program(ep, gm, input_specs, state, config))

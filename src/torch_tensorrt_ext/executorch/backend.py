@@ -55,7 +55,7 @@ class TensorRTBackend(BackendDetails):
     @staticmethod
     def preprocess(edge_program: torch.export.ExportedProgram,
                    compile_specs: list[CompileSpec]) -> PreprocessResult:
-        if any(is_tensorrt_call(n) for n in edge_program.graph.nodes):
+        if any(is_tensorrt_call(n) for n in edge_program.graph_module.graph.nodes):
             return tensorrt_blob.preprocess(edge_program, compile_specs)
         call = single_engine_call(edge_program, is_reference_call)
         esig = Signature.parse(call.args[2])

@@ -63,7 +63,7 @@ def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, tuple[str, Node
     """Output positions of the write-backs of the buffers in `copies`, each checked to write the
     very output the engine's record names."""
     sig = ep.graph_signature
-    outputs = list(ep.graph.output_node().args[0])
+    outputs = list(ep.graph_module.graph.output_node().args[0])
     engines = engine_calls(ep)
     gone = []
     for i, s in enumerate(sig.output_specs):
@@ -83,9 +83,9 @@ def _strip_write_backs(ep: ExportedProgram, copies: Mapping[str, tuple[str, Node
 
 
 def _warn_host_write_backs(ep: ExportedProgram) -> None:
-    if not any(schema_name(n) == _PLACEHOLDER_OP for n in ep.graph.nodes):
+    if not any(schema_name(n) == _PLACEHOLDER_OP for n in ep.graph_module.graph.nodes):
         return                                   # not a device program
-    outputs = list(ep.graph.output_node().args[0])
+    outputs = list(ep.graph_module.graph.output_node().args[0])
     for i, s in enumerate(ep.graph_signature.output_specs):
         if s.kind == OutputKind.BUFFER_MUTATION and outputs[i].op != "placeholder":
             _log.warning("buffer %r stays in host memory, written back by the program (each call "

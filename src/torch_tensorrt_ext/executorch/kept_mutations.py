@@ -37,7 +37,7 @@ def written_in_place(ep: ExportedProgram) -> set[str]:
     """Placeholders of buffers whose mutation is declared on the buffer itself (an engine writes
     them: aliased KV, or a delegate's own copy-back)."""
     sig = ep.graph_signature
-    values = list(ep.graph.output_node().args[0])
+    values = list(ep.graph_module.graph.output_node().args[0])
     by_fqn = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
     return {by_fqn[s.target] for i, s in enumerate(sig.output_specs)
             if s.kind == OutputKind.BUFFER_MUTATION and s.target in by_fqn
@@ -68,7 +68,7 @@ def _names_in(args) -> set:
 
 def _staged(ep, name) -> str:
     """Why a buffer misses its delegate call, when ExecuTorch staged it host-to-device."""
-    users = next((n.users for n in ep.graph.nodes if n.name == name), {})
+    users = next((n.users for n in ep.graph_module.graph.nodes if n.name == name), {})
     if any("_h2d_copy" in str(u.target) for u in users):
         return (": the delegate is handed a host-to-device staged copy of it "
                 "(et_copy._h2d_copy), so the engine's write lands in the copy")
@@ -108,7 +108,7 @@ def check_writes(et_manager, expected: dict[str, Writes]) -> None:
         ep = et_manager.exported_program(method)
         placeholder = {fqn: name for name, fqn in ep.graph_signature.inputs_to_buffers.items()}
         copied, delegated, blob_written = set(), set(), set()
-        for n in ep.graph.nodes:
+        for n in ep.graph_module.graph.nodes:
             if n.op != "call_function":
                 continue
             if "call_delegate" in getattr(n.target, "__name__", ""):

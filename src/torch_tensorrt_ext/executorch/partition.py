@@ -45,7 +45,7 @@ def reference_device(device: str):
 
 
 def _tagged_engine(ep: ExportedProgram, tag: str) -> torch.fx.Node | None:
-    calls = [n for n in ep.graph.nodes if is_tensorrt_call(n)
+    calls = [n for n in ep.graph_module.graph.nodes if is_tensorrt_call(n)
              and n.meta.get("delegation_tag") == tag]
     return calls[0] if len(calls) == 1 else None
 
@@ -76,9 +76,11 @@ def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[s
 def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
     """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
     state stays above the delegate (buffers are never tagged)."""
-    sig = ep.graph_signature
     tags: dict[str, DelegationSpec] = {}
-    calls = [n for n in ep.graph.nodes if is_reference_call(n)]
+    calls = [n for n in ep.graph_module.graph.nodes if is_reference_call(n)]
+    if not calls:
+        return tags
+    sig = ep.graph_signature
     device = _REFERENCE_DEVICE.get()
     # the target device only for accelerators: on CPU ExecuTorch would stage every argument
     specs = [] if device == "cpu" else [CompileSpec(DEVICE_SPEC, device.encode())]

@@ -19,6 +19,7 @@ from ..contracts import blob as blobfmt
 from ..contracts.engine_call import is_engine_call
 from ..contracts.target_device import parse_target_device
 from ..engines.dynamic_dims import max_shape
+from ..errors import Unsupported
 from ..export.engine_calls import engine_info, engine_record
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
@@ -79,16 +80,22 @@ def _device_id(target: str, engine_device: str) -> int:
 def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
     """One TensorRT partition → one TR03 blob carrying the serialized engine."""
     from torch_tensorrt.dynamo.runtime._serialized_engine_layout import (
-        DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
+        DEVICE_IDX, ENGINE_IDX, HW_COMPATIBLE_IDX, REQUIRES_OUTPUT_ALLOCATOR_IDX,
+        SERIALIZED_METADATA_IDX, TARGET_PLATFORM_IDX)
     call = single_engine_call(edge_program, is_engine_call)
     raw = engine_record(edge_program, call, metadata_only=False)
+    flag = raw[REQUIRES_OUTPUT_ALLOCATOR_IDX]
+    if (flag.decode() if isinstance(flag, bytes) else str(flag)) == "1":
+        raise Unsupported(f"engine call {call.name!r} requires an output allocator (data-dependent "
+                          "output shapes), which the ExecuTorch delegate does not provide; keep "
+                          "the data-dependent ops out of the engine (torch_executed_ops)")
     engine = raw[ENGINE_IDX]
     if isinstance(engine, torch.Tensor):
         engine = tensor_bytes(engine)
     info = engine_info(edge_program, call, raw)
     specs = {s.key: s.value for s in compile_specs}
     pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
-    device = specs.get(DEVICE_SPEC, b"cuda:0").decode()
+    device = specs.get(DEVICE_SPEC, b"cuda").decode()  # no index: the engine's own device
     text = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
     meta = blobfmt.BlobMetadata(
         io_bindings=_bindings(info, call), aliased_io=info.aliased_io, engine_kind=_engine_kind(),

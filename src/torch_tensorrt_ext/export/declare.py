@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import operator
 
+import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
                                           TensorArgument)
@@ -120,7 +121,8 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
     gm.recompile()
     specs = list(sig.output_specs[:n_mut]) + new_specs + list(sig.output_specs[n_mut:])
     new_sig = ExportGraphSignature(input_specs=list(sig.input_specs), output_specs=specs)
-    return ExportedProgram(
+    # looked up per call, as upstream's pass looked up its own: a caller may stand it in
+    return torch.export.ExportedProgram(
         root=gm, graph=gm.graph, graph_signature=new_sig, state_dict=ep.state_dict,
         range_constraints=ep.range_constraints, module_call_graph=ep.module_call_graph,
         example_inputs=ep.example_inputs, constants=ep.constants, verifiers=ep.verifiers)

@@ -25,6 +25,7 @@ from ..contracts.engine import EngineInfo
 from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
     Signature, is_engine_call, is_reference_call)
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
+from ..errors import MissingDependency
 from ..engines.tensorrt_info import engine_info_from_metadata, engine_info_from_serialized
 
 __all__ = ["EngineCall", "engine_record", "engine_info", "engine_calls", "aliased_plan",
@@ -37,7 +38,14 @@ def engine_record(ep: torch.export.ExportedProgram, node: Node,
                   metadata_only: bool = True) -> list:
     """torch-tensorrt's serialized engine info of a TensorRT engine call, as its ExecuTorch
     backend reads it (with the engine bytes only when `metadata_only` is False)."""
-    from torch_tensorrt.executorch.backend import _get_engine_info_for_node
+    try:
+        from torch_tensorrt.executorch.backend import _get_engine_info_for_node
+    except ImportError as e:
+        raise MissingDependency(
+            f"engine call {node.name!r}: its record (bindings, aliased buffers) is read with "
+            f"torch_tensorrt.executorch.backend, which cannot be imported ({e}); install "
+            "torch_tensorrt's [executorch] extra (pip install executorch): without it the "
+            "engine's buffer writes cannot be declared, and none is skipped silently") from None
     return list(_get_engine_info_for_node(ep, node, metadata_only=metadata_only))
 
 
@@ -106,7 +114,7 @@ class EngineCall:
 
 def engine_calls(ep: torch.export.ExportedProgram) -> dict[str, EngineCall]:
     calls: dict[str, EngineCall] = {}
-    for node in ep.graph.nodes:
+    for node in ep.graph_module.graph.nodes:
         if not is_engine_call(node):
             continue
         call = EngineCall(node, engine_info(ep, node))

@@ -49,8 +49,8 @@ class FoundWrite:
 
 def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> list[FoundWrite]:
     sig = ep.graph_signature
-    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    output = ep.graph.output_node()
+    placeholders = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
+    output = ep.graph_module.graph.output_node()
     values = list(output.args[0])
     root_of = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
     writes = []
@@ -77,9 +77,9 @@ def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> tuple[dict[str, 
     a view of one, in any argument position — what it writes inside is not looked into here."""
     names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
     written = {names[ph]: node.name for ph, node in written_inputs(ep).items() if ph in names}
-    buffers = {n for n in ep.graph.find_nodes(op="placeholder") if n.name in names}
+    buffers = {n for n in ep.graph_module.graph.find_nodes(op="placeholder") if n.name in names}
     hop = any(view_root(a) in buffers
-              for node in ep.graph.nodes
+              for node in ep.graph_module.graph.nodes
               if node.op == "call_function" and isinstance(node.target, HigherOrderOperator)
               for a in node.all_input_nodes)
     return written, hop

@@ -31,9 +31,9 @@ Origins = dict[str, tuple[str, ...]]   # buffer fqn -> constant fqns it was lift
 
 def written_inputs(ep: torch.export.ExportedProgram) -> dict[str, Node]:
     """Placeholder name -> the first node writing it in place (through views too)."""
-    phs = {n for n in ep.graph.nodes if n.op == "placeholder"}
+    phs = {n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
     out: dict[str, Node] = {}
-    for node in ep.graph.nodes:
+    for node in ep.graph_module.graph.nodes:
         for root in written_roots(node):
             if root in phs:
                 out.setdefault(root.name, node)

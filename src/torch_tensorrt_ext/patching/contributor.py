@@ -101,7 +101,7 @@ def import_series(repo: Path, series: Series, *, branch: str = DEFAULT_BRANCH,
             f"`git {step} --continue`, then `torch-tensorrt-ext patch export --repo {top} "
             f"--target {series.target.name}`; or `git {step} --abort` to give up"
             + ("" if three_way else " (or retry with --3way)"))
-    problems = tree_problems(top, list(series.files), base=head)
+    problems = tree_problems(top, list(series.files + series.test_files), base=head)
     notes = [p for p in problems if p.startswith(NOT_CHECKED)]
     broken = [p for p in problems if not p.startswith(NOT_CHECKED)]
     if broken:
@@ -136,9 +136,9 @@ def _am_on_release(top: Path, series: Series, release: str | None, am: list[str]
         raise PatchError(f"--3way merges against the pinned release {t.distribution} "
                          f"{t.version}, but {top} has no {' or '.join(candidates)}; fetch the "
                          f"tag (git fetch origin tag v{t.version}) or pass --release REV")
-    for rp in series.files:
+    for rp in series.files + series.test_files:
         blob = git(["cat-file", "blob", f"{rev}:{rp}"], top, check=False)
-        if blob.returncode != 0 or sha256(blob.stdout) != t.baseline[rp]:
+        if blob.returncode != 0 or sha256(blob.stdout) != t.pristine_hash(rp):
             raise PatchError(f"{rev} in {top} is not the pinned release {t.version}: {rp} "
                              f"there does not match its baseline hash in {t.manifest_path}; "
                              f"pass --release REV naming the {t.version} release commit")
@@ -211,13 +211,14 @@ def _format_patches(top: Path, base: str, target, manifest: Manifest) -> list[tu
                                  f"{exc}; reword it (git rebase -i {base[:12]}) and export "
                                  "again") from None
             for rp in patch.files:
-                if rp not in target.baseline:
+                if target.pristine_hash(rp) is None:
                     blob = git(["cat-file", "blob", f"{base}:{rp}"], top, check=False)
                     hint = (f"; at {base[:12]} it is {hash_hint(rp, sha256(blob.stdout))} — if "
                             f"that commit is the pinned release, add that line"
                             if blob.returncode == 0 else "")
                     raise PatchError(f"commit {commit[:12]} ({subject!r}) modifies {rp}, which "
-                                     f"is not in {target.baseline_key_hint()}{hint}")
+                                     f"is not in {target.baseline_key_hint()} (nor, an upstream "
+                                     f"test file, in [targets.{target.name}.tests]){hint}")
             out.append((name, data))
     return out
 
@@ -262,20 +263,20 @@ def drift(repo: Path, series: Series, rev: str = "HEAD") -> tuple[list[str], boo
     described = _out(top, "log", "-1", "--format=%cs %s", commit)
     files: dict[str, bytes] = {}
     missing = []
-    for rp in series.files:
+    for rp in series.files + series.test_files:
         blob = git(["cat-file", "blob", f"{commit}:{rp}"], top, check=False)
         if blob.returncode == 0:
             files[rp] = blob.stdout
         else:
             missing.append(rp)
     _, results = gitapply.apply_series(files, series.patches, fuzz=True, keep_going=True,
-                                       detect_upstream=True)
+                                       detect_upstream=True, which="all")
     t = series.target
     lines = [f"drift of {t.name} ({len(series.patches)} patch(es), pinned {t.distribution} "
              f"{t.version}) against {top} at {commit[:12]} ({described})"]
     for r in results:
         lines.append(f"  {r.outcome.value:<20} {r.patch.name}")
-        gone = [rp for rp in r.patch.files if rp in missing]
+        gone = [rp for rp in r.patch.files + r.patch.test_files if rp in missing]
         lines += [f"      {rp}: {_absence(top, commit, rp)}" for rp in gone]
         lines += [f"      {n}" for n in r.notes]
     counts = {o: sum(r.outcome is o for r in results) for o in gitapply.Outcome}

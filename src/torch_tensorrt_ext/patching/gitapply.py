@@ -67,9 +67,12 @@ def isolated_env(tree: Path) -> dict[str, str]:
 
 
 def apply_series(files: Mapping[str, bytes], patches: Sequence[Patch], *, fuzz: bool = False,
-                 keep_going: bool = False, detect_upstream: bool = False
+                 keep_going: bool = False, detect_upstream: bool = False, which: str = "site"
                  ) -> tuple[dict[str, bytes], list[Result]]:
     """Apply `patches` in order to `files` (repository path -> bytes) in a temporary tree.
+
+    `which` picks the sections applied (`Patch.sections`): the installed files' (the default),
+    the upstream test files' or all; a patch with no section of that kind applies trivially.
 
     Returns the files after every patch that applied, and one result per patch attempted. A patch
     that does not apply leaves the tree as it was; without `keep_going` the series stops there.
@@ -86,17 +89,19 @@ def apply_series(files: Mapping[str, bytes], patches: Sequence[Patch], *, fuzz: 
         env = isolated_env(tree)
         results: list[Result] = []
         for patch in patches:
-            result = _apply_one(tree, env, patch, fuzz, detect_upstream)
+            touched = {"site": patch.files, "tests": patch.test_files}.get(which, True)
+            result = (_apply_one(tree, env, patch, which, fuzz, detect_upstream) if touched
+                      else Result(patch, Outcome.CLEAN))
             results.append(result)
             if not result.applied and result.outcome is not Outcome.UPSTREAM and not keep_going:
                 break
         return {p: (tree / p).read_bytes() for p in files}, results
 
 
-def _apply_one(tree: Path, env: Mapping[str, str], patch: Patch, fuzz: bool,
+def _apply_one(tree: Path, env: Mapping[str, str], patch: Patch, which: str, fuzz: bool,
                detect_upstream: bool) -> Result:
     patch_file = tree.parent / "current.patch"
-    patch_file.write_bytes(patch.data)
+    patch_file.write_bytes(patch.sections(which))
     base = ["apply", "--verbose", "--whitespace=nowarn", str(patch_file)]
     proc = git(base, tree, env=env, check=False)
     if proc.returncode == 0:

@@ -6,7 +6,10 @@ that install the same files, e.g. torch-tensorrt and torch-tensorrt-rtx), a pinn
 prefixes that are relative and end in "/" (or are empty), and a baseline mapping upstream
 *repository* paths (under `repo_prefix`) to lower-case sha256 hex digests. Mapping a
 repository path to its site-packages path (strip `repo_prefix`, prepend `site_prefix`) happens
-only here.
+only here. A target may also pin upstream *test* files (`[targets.NAME.tests]`, same form, paths
+outside `repo_prefix`): files the series' patches change the way an upstream pull request
+changes its tests, never installed, whose pristine copies live in the project under `tests_root`
+(a folder relative to the project root, the folder above the patches directory).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from .errors import PatchError
 
 MANIFEST_NAME = "upstream.toml"
 _TARGET_KEYS = {"distribution", "distributions", "version", "repo_prefix", "site_prefix",
-                "baseline"}
+                "baseline", "tests", "tests_root"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -37,6 +40,24 @@ class Target:
     site_prefix: str               # ... and this prepended, to find the file in site-packages
     baseline: Mapping[str, str] = field(default_factory=dict)  # repo path -> sha256 (pristine)
     manifest_path: Path = Path(MANIFEST_NAME)
+    tests: Mapping[str, str] = field(default_factory=dict)  # upstream test file -> sha256
+    tests_root: str = ""           # where the project keeps those files' pristine copies
+
+    def pristine_hash(self, repo_path: str) -> str | None:
+        """The pinned sha256 of `repo_path`, an installed file or an upstream test file."""
+        return self.baseline.get(repo_path) or self.tests.get(repo_path)
+
+    def test_file(self, repo_path: str) -> Path:
+        """The project's pristine copy of the upstream test file `repo_path`."""
+        if repo_path not in self.tests:
+            raise PatchError(f"{self.name}: {repo_path} is not an upstream test file of "
+                             f"[targets.{self.name}.tests] in {self.manifest_path}")
+        path = self.manifest_path.resolve().parent.parent / self.tests_root / repo_path
+        if not path.is_file():
+            raise PatchError(f"{self.name}: the pristine copy of upstream's {repo_path} is not at "
+                             f"{path}; the series changes upstream's tests, which only a "
+                             "checkout of this project carries (pass --patches from one)")
+        return path
 
     @property
     def distribution(self) -> str:
@@ -121,20 +142,36 @@ def _target(path: Path, name: str, table: object) -> Target:
         if prefix and (not prefix.endswith("/") or not _relative(prefix.rstrip("/"))):
             raise PatchError(f"{where}: {key} {prefix!r} must be empty or a relative folder path "
                              f"ending in '/'")
-    baseline = table.get("baseline", {})
-    if not isinstance(baseline, dict):
-        raise PatchError(f"{where}: baseline must be a table of \"repo/path\" = \"<sha256>\"")
-    for repo_path, digest in baseline.items():
-        if not _relative(repo_path):
-            raise PatchError(f"{where}.baseline: {repo_path!r} must be a relative repository path")
+    baseline = _hashes(where, "baseline", table)
+    for repo_path in baseline:
         if not repo_path.startswith(values["repo_prefix"]):
             raise PatchError(f"{where}.baseline: {repo_path} is not under repo_prefix "
                              f"{values['repo_prefix']!r}")
+    tests = _hashes(where, "tests", table)
+    tests_root = table.get("tests_root", "")
+    if tests and (not isinstance(tests_root, str) or not _relative(tests_root)):
+        raise PatchError(f"{where}: tests_root must name the folder (relative to the project "
+                         f"root) holding the pristine copies of [targets.{name}.tests]")
+    both = sorted(set(tests) & set(baseline))
+    if both or (values["repo_prefix"] and any(p.startswith(values["repo_prefix"]) for p in tests)):
+        raise PatchError(f"{where}.tests: {(both or sorted(tests))[0]} is an installed file; "
+                         "list it under baseline")
+    return Target(name=name, distributions=distributions, baseline=baseline,
+                  manifest_path=path, tests=tests, tests_root=tests_root, **values)
+
+
+def _hashes(where: str, key: str, table: dict) -> dict[str, str]:
+    """A `"repo/path" = "<sha256>"` table of the target (empty when absent)."""
+    hashes = table.get(key, {})
+    if not isinstance(hashes, dict):
+        raise PatchError(f"{where}: {key} must be a table of \"repo/path\" = \"<sha256>\"")
+    for repo_path, digest in hashes.items():
+        if not _relative(repo_path):
+            raise PatchError(f"{where}.{key}: {repo_path!r} must be a relative repository path")
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise PatchError(f"{where}.baseline: the hash of {repo_path} must be 64 lower-case "
+            raise PatchError(f"{where}.{key}: the hash of {repo_path} must be 64 lower-case "
                              f"hex digits (sha256 of the pristine file), got {digest!r}")
-    return Target(name=name, distributions=distributions, baseline=dict(baseline),
-                  manifest_path=path, **values)
+    return dict(hashes)
 
 
 def _distributions(where: str, table: dict) -> tuple[str, ...]:

@@ -5,8 +5,10 @@ for those files, blob for blob.
 
 Invariant: `release_checkout(site, manifest, target, path)` creates a new repository at `path`
 whose one commit holds, at each repository path the target's baseline lists, the exact bytes of
-the pinned release (checked against the manifest's baseline sha256); it changes nothing in
-`site`, and refuses (PatchError, naming the file) a file that is missing or not the release's.
+the pinned release (checked against the manifest's baseline sha256), and at each upstream test
+file it pins (`[targets.NAME.tests]`) the project's pristine copy, checked alike; it changes
+nothing in `site`, and refuses (PatchError, naming the file) a file that is missing or not the
+release's.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ __all__ = ["release_checkout", "release_files"]
 
 
 def release_files(site: Path, manifest: Manifest, target_name: str) -> dict[str, bytes]:
-    """Repository path -> the pinned release's bytes, for every file of the target's baseline."""
+    """Repository path -> the pinned release's bytes, for every file of the target's baseline
+    and every upstream test file it pins."""
     target = manifest.target(target_name)
     state = read_state(Path(site))
     record = state.targets.get(target_name) if state is not None else None
@@ -37,6 +40,13 @@ def release_files(site: Path, manifest: Manifest, target_name: str) -> dict[str,
         if sha256(data) != want:
             raise PatchError(f"{rp} of {target_name} in {site} is not the pinned release's "
                              f"(sha256 {sha256(data)}, the manifest pins {want})")
+        out[rp] = data
+    for rp, want in sorted(target.tests.items()):
+        data = target.test_file(rp).read_bytes()
+        if sha256(data) != want:
+            raise PatchError(f"the project's copy of upstream's {rp} ({target.test_file(rp)}) is "
+                             f"not the pinned release's (sha256 {sha256(data)}, the manifest pins "
+                             f"{want})")
         out[rp] = data
     return out
 

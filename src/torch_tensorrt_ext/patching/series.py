@@ -3,11 +3,15 @@
 Invariant: a loaded `Series` holds every patch named by the target's order file, in that order,
 each parsed from a well-formed `git format-patch` style file (From line, From:/Subject: headers, a
 body saying why the patch exists, then `diff --git` sections whose hunk line counts add up), that
-only *modifies* files listed in the target's baseline. Any `*.patch` in the folder that the order
-file does not name is an error, so a forgotten patch cannot silently drop out of the series.
+only *modifies* files listed in the target's baseline (installed files: `Patch.files`) or among its
+upstream test files (`Patch.test_files`: an upstream pull request's test changes, applied in
+upstream checkouts and to the project's copies of upstream's tests, never in site-packages). Any
+`*.patch` in the folder that the order file does not name is an error, so a forgotten patch
+cannot silently drop out of the series.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass
@@ -36,6 +40,29 @@ class Patch:
     subject: str              # without the "[PATCH] " prefix
     body: str                 # why the patch exists
     files: tuple[str, ...]    # repository paths it modifies, in order of appearance
+    test_files: tuple[str, ...] = ()   # ... of which upstream test files (not in `files`)
+
+    def sections(self, which: str = "site") -> bytes:
+        """The patch with only its installed files' sections ("site"), only its upstream test
+        files' ("tests"), or whole ("all"); headers and signature kept."""
+        if which == "all":
+            return self.data
+        keep = set(self.files if which == "site" else self.test_files)
+        lines = self.data.split(b"\n")
+        # the format-patch signature: the last "-- " line with no diff section after it (a
+        # removed "- " line inside a hunk reads the same)
+        end = next((i for i in range(len(lines) - 1, -1, -1) if lines[i] == b"-- "), len(lines))
+        if any(ln.startswith(b"diff --git ") for ln in lines[end:]):
+            end = len(lines)
+        out, taking = [], True
+        for line in lines[:end]:
+            m = _DIFF_GIT.fullmatch(line.decode("utf-8"))
+            if m:
+                taking = m.group(1) in keep
+            if taking:
+                out.append(line)
+        kept = b"\n".join(out + lines[end:])
+        return kept if kept.endswith(b"\n") or not self.data.endswith(b"\n") else kept + b"\n"
 
     @property
     def sha256(self) -> str:
@@ -56,11 +83,20 @@ class Series:
 
     @property
     def files(self) -> tuple[str, ...]:
-        """Every repository path the series modifies, each once, in first-touched order."""
-        seen: list[str] = []
-        for p in self.patches:
-            seen.extend(f for f in p.files if f not in seen)
-        return tuple(seen)
+        """Every installed file the series modifies, each once, in first-touched order."""
+        return _first_seen(p.files for p in self.patches)
+
+    @property
+    def test_files(self) -> tuple[str, ...]:
+        """Every upstream test file the series modifies, each once, in first-touched order."""
+        return _first_seen(p.test_files for p in self.patches)
+
+
+def _first_seen(groups) -> tuple[str, ...]:
+    seen: list[str] = []
+    for files in groups:
+        seen.extend(f for f in files if f not in seen)
+    return tuple(seen)
 
 
 def load_series(manifest: Manifest, target_name: str) -> Series:
@@ -87,15 +123,23 @@ def load_series(manifest: Manifest, target_name: str) -> Series:
         except FileNotFoundError:
             raise PatchError(f"{order} names {name}, but {path} does not exist; restore the "
                              f"patch file or remove the line") from None
-        patch = parse_patch(path, data)
-        for repo_path in patch.files:
-            if repo_path not in target.baseline:
-                raise PatchError(
-                    f"patch {patch.label} modifies {repo_path}, which is not in "
-                    f"{target.baseline_key_hint()}; add its pristine sha256 for "
-                    f"{target.distribution} {target.version} there (or drop the hunk)")
-        patches.append(patch)
+        patches.append(split_tests(target, parse_patch(path, data)))
     return Series(target, folder, tuple(patches))
+
+
+def split_tests(target: Target, patch: Patch) -> Patch:
+    """`patch` with the upstream test files it modifies moved from `files` to `test_files`;
+    refuses a file that is neither an installed file nor a test file the target pins."""
+    for repo_path in patch.files:
+        if repo_path not in target.baseline and repo_path not in target.tests:
+            raise PatchError(
+                f"patch {patch.label} modifies {repo_path}, which is not in "
+                f"{target.baseline_key_hint()}; add its pristine sha256 for "
+                f"{target.distribution} {target.version} there (an upstream test file under "
+                f"[targets.{target.name}.tests]), or drop the hunk")
+    return dataclasses.replace(
+        patch, files=tuple(f for f in patch.files if f in target.baseline),
+        test_files=tuple(f for f in patch.files if f in target.tests))
 
 
 def read_order(order: Path, text: str) -> list[str]:

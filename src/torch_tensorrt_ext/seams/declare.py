@@ -41,7 +41,7 @@ def _in_place_copies(ep: ExportedProgram, graph) -> list[tuple[Node, str]]:
 
 def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
     """Turn trailing in-place buffer copies into BUFFER_MUTATION outputs (same program)."""
-    if not _in_place_copies(ep, ep.graph):
+    if not _in_place_copies(ep, ep.graph_module.graph):
         return ep
     gm = copy.deepcopy(ep.graph_module)  # the caller's program is never edited
     copies = _in_place_copies(ep, gm.graph)
@@ -63,7 +63,8 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
     out.args = (tuple(old[:n_mut] + values + old[n_mut:]),)
     gm.recompile()
     new_specs = list(sig.output_specs[:n_mut]) + specs + list(sig.output_specs[n_mut:])
-    return ExportedProgram(
+    # looked up per call, as upstream's pass looked up its own: a caller may stand it in
+    return torch.export.ExportedProgram(
         root=gm, graph=gm.graph,
         graph_signature=ExportGraphSignature(list(sig.input_specs), new_specs),
         state_dict=ep.state_dict, range_constraints=ep.range_constraints,
