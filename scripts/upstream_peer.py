@@ -1,7 +1,9 @@
 """Upstream's own tests as a peer suite: torch-tensorrt's tests for this area
 (third_party/torch_tensorrt_tests, vendored; nothing is fetched) run twice — as released against
 the pristine 2.14.0 files, and with the series' own changes to them (each patch changes upstream's
-tests as its upstream pull request would) against the patched files — and compared test by test.
+tests as its upstream pull request would) against the patched files — and compared test by test;
+likewise ExecuTorch's own tests of the files its patches touch, as the executorch wheel ships them
+(`ET_TESTS`), pristine against patched.
 
 Invariant: every test that passes on the baseline passes on the patched files, with no exception
 list: where the series changes behaviour on purpose, the patch that changes it changes upstream's
@@ -99,15 +101,22 @@ def _patched_tests(dst: Path) -> Path:
     return dst
 
 
-def _run(label: str, xml: Path, tests: Path, extra_path: str = "") -> dict[str, str]:
+# ExecuTorch's own tests of the files its patches touch, as the executorch wheel ships them
+ET_TESTS = {"exir/emit/_emitter.py": ("exir/emit/test/test_emit.py",),
+            "backends/cuda/cuda_weight_collector.py": ("backends/cuda/tests/test_cuda_export.py",
+                                                      "backends/cuda/tests/test_missing_weights_blob.py")}
+
+
+def _run(label: str, xml: Path, paths: list[Path], rootdir: Path, ini: Path,
+         extra_path: str = "") -> dict[str, str]:
     """Test id -> passed / failed / skipped, from one pytest run over upstream's tests."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
     env.pop("TTE_DEVICE", None)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-c", str(tests / "pytest.ini"),
-         "--rootdir", str(tests), f"--junitxml={xml}", "-p", "no:randomly", str(tests / "tests")],
-        cwd=tests, env=env, capture_output=True, text=True, timeout=1800)
+        [sys.executable, "-m", "pytest", "-q", "-c", str(ini), "--rootdir", str(rootdir),
+         f"--junitxml={xml}", "-p", "no:randomly", "-p", "no:cacheprovider", *map(str, paths)],
+        cwd=rootdir, env=env, capture_output=True, text=True, timeout=1800)
     if not xml.is_file():
         sys.exit(f"upstream_peer: the {label} run produced no report:\n{done.stdout[-3000:]}"
                  f"{done.stderr[-3000:]}")
@@ -120,29 +129,24 @@ def _run(label: str, xml: Path, tests: Path, extra_path: str = "") -> dict[str, 
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--keep", type=Path, help="keep the overlay and the reports here")
-    args = ap.parse_args()
-    site = Path(sysconfig.get_paths()["purelib"])
-    with tempfile.TemporaryDirectory(prefix="tte-peer-") as tmp:
-        work = args.keep or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        overlay = _overlay(site, work / "pristine")
-        before = _run("baseline", work / "baseline.xml", TESTS, str(overlay))
-        after = _run("patched", work / "patched.xml", _patched_tests(work / "patched-tests"))
-    # a test the series' own test changes rename or replace is absent from the patched run
-    # (its files define it no more); a test present there must pass as it did
-    lost = sorted(t for t, o in before.items() if o == "passed" and t in after
-                  and after[t] != "passed")
-    replaced = sorted(t for t, o in before.items() if o == "passed" and t not in after)
+def _compare(suite: str, baseline: str, before: dict[str, str], after: dict[str, str],
+             changed: set[str] = frozenset()) -> bool:
+    """Print how the patched run compares with the baseline; True when nothing was lost.
+    `changed`: the test modules (dotted) the series' own test changes edit."""
+    # a test those changes rename or replace is absent from the patched run (its module defines
+    # it no more); any other test must be there and pass as it did
+    def edited(t: str) -> bool:
+        return any(t == m or t.startswith((m + ".", m + "::")) for m in changed)
+    passed = [t for t, o in before.items() if o == "passed"]
+    replaced = sorted(t for t in passed if t not in after and edited(t))
+    lost = sorted(t for t in passed if after.get(t) != "passed" and t not in replaced)
     gained = sorted(t for t, o in after.items() if o == "passed" and before.get(t) != "passed")
     broken = sorted(t for t, o in after.items() if o == "failed" and t not in before)
     count = {label: {k: sum(1 for o in run.values() if o == k)
                      for k in ("passed", "failed", "skipped")}
              for label, run in (("baseline", before), ("patched", after))}
-    print(f"upstream peer suite ({len(before)} tests): baseline (stock 2.14.0 + 0001) "
-          f"{count['baseline']}, patched {count['patched']}")
+    print(f"{suite} ({len(before)} tests): baseline ({baseline}) {count['baseline']}, patched "
+          f"{count['patched']}")
     for t in lost:
         print(f"  LOST  {t}")
     for t in broken:
@@ -153,13 +157,55 @@ def main() -> int:
     if gained:
         print(f"  {len(gained)} pass only patched (e.g. {gained[0]})")
     if lost or broken:
-        print(f"upstream_peer: {len(lost)} test(s) pass on the baseline and not with the series, "
-              f"{len(broken)} of the series' fail; a behaviour changed on purpose changes "
-              "upstream's test in the patch that changes it (patch import / edit tests/ / patch "
-              "export)")
+        print(f"  {len(lost)} test(s) pass on the baseline and not with the series, "
+              f"{len(broken)} of the series' fail")
+        return False
+    print(f"  every test that passes on the baseline passes with the series ({len(replaced)} "
+          "renamed or replaced by its test changes)")
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", type=Path, help="keep the overlay and the reports here")
+    args = ap.parse_args()
+    site = Path(sysconfig.get_paths()["purelib"])
+    from torch_tensorrt_ext.patching.manifest import load_manifest
+    from torch_tensorrt_ext.patching.series import load_series
+    untested = set(load_series(load_manifest(ROOT / "patches"), "executorch").files) - set(ET_TESTS)
+    if untested:
+        sys.exit(f"upstream_peer: the executorch series touches {sorted(untested)}; name "
+                 "ExecuTorch's tests of it in ET_TESTS")
+    with tempfile.TemporaryDirectory(prefix="tte-peer-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        overlay = _overlay(site, work / "pristine")
+        patched_tests = _patched_tests(work / "patched-tests")
+        changed = {t.removesuffix(".py").replace("/", ".")
+                   for target in load_manifest(ROOT / "patches").targets
+                   for t in load_series(load_manifest(ROOT / "patches"), target.name).test_files}
+        ok = _compare(
+            "torch-tensorrt's tests", "stock 2.14.0 + 0001",
+            _run("baseline", work / "baseline.xml", [TESTS / "tests"], TESTS,
+                 TESTS / "pytest.ini", str(overlay)),
+            _run("patched", work / "patched.xml", [patched_tests / "tests"], patched_tests,
+                 patched_tests / "pytest.ini"), changed)
+        # ExecuTorch's: each run imports its test files from the tree under test (pytest puts
+        # the folder above the packages first on sys.path), pristine or patched
+        ini = work / "empty.ini"
+        ini.write_text("[pytest]\n")
+        files = [f for rp, fs in ET_TESTS.items() for f in fs]
+        ok = _compare(
+            "ExecuTorch's tests of the files its patches touch", "stock 1.5.1",
+            _run("executorch baseline", work / "et-baseline.xml",
+                 [overlay / "executorch" / f for f in files], overlay, ini, str(overlay)),
+            _run("executorch patched", work / "et-patched.xml",
+                 [site / "executorch" / f for f in files], site, ini)) and ok
+    if not ok:
+        print("upstream_peer: a behaviour changed on purpose changes upstream's test in the patch "
+              "that changes it (patch import / edit tests/ / patch export)")
         return 1
-    print(f"upstream_peer: every test that passes on the baseline passes with the series "
-          f"({len(replaced)} renamed or replaced by its test changes)")
+    print("upstream_peer: every upstream test that passes on the baseline passes with the series")
     return 0
 
 
