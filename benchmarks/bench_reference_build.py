@@ -23,7 +23,7 @@ def _partition(layers: int):
     """The partition GraphModule the reference compiler lowers for the demo decoder."""
     from torch_tensorrt_ext import reference
     from torch_tensorrt_ext.demo.models import Decoder
-    from torch_tensorrt_ext.seams import engines as seam
+    from torch_tensorrt_ext.seams import engine_kind as seam
     seen, real = [], seam.to_executorch_program
 
     def record(gm, *rest):

@@ -93,10 +93,10 @@ def _reset_peak() -> None:
 # the save's stages, outermost first: (module, attribute path, label)
 STAGES = [
     ("torch_tensorrt", "save", "save (all)"),
-    ("torch_tensorrt_ext.seams.executorch", "prepare_programs", "prepare (host values)"),
+    ("torch_tensorrt_ext.seams.executorch_hooks", "prepare_programs", "prepare (host values)"),
     ("executorch.exir.program._program", "_gen_edge_manager_for_partitioners", "to edge dialect"),
     ("executorch.exir.program._program", "EdgeProgramManager.to_backend", "partition + preprocess"),
-    ("torch_tensorrt_ext.seams.executorch", "preprocess", "  preprocess (blob)"),
+    ("torch_tensorrt_ext.seams.executorch_hooks", "preprocess", "  preprocess (blob)"),
     ("executorch.exir.program._program", "EdgeProgramManager.to_executorch", "to_executorch"),
     ("executorch.exir.program._program", "ExecutorchProgramManager.write_to_file", "write file"),
     ("executorch.exir.program._program", "serialize_for_executorch", "  serialize"),

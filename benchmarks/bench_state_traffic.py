@@ -25,7 +25,7 @@ from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.executorch.lower import to_executorch
 from torch_tensorrt_ext.executorch.program import load
 from torch_tensorrt_ext.executorch.pte_write import write_atomic
-from torch_tensorrt_ext.seams.declare import declare_program
+from torch_tensorrt_ext.seams.save_declaration import declare_program
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
 ISSUE_BASELINE = (32, 37.2)   # issue 9 item 1: the 32-layer reference export took 37.2 s

@@ -32,8 +32,8 @@ Model = torch.nn.Module | torch.export.ExportedProgram
 def engines():
     """Context manager: `torch_tensorrt.compile` inside it builds CPU reference engines (same
     partitions and aliased I/O as TensorRT), and `torch_tensorrt.save(..., "executorch")` writes
-    a `.pte` this project's runtime runs on CPU. See `torch_tensorrt_ext.seams.engines`."""
-    from .seams.engines import reference_engines
+    a `.pte` this project's runtime runs on CPU. See `torch_tensorrt_ext.seams.engine_kind`."""
+    from .seams.engine_kind import reference_engines
     return reference_engines()
 
 
@@ -131,7 +131,7 @@ def _declared(compiled: CompiledModule, args) -> torch.export.ExportedProgram:
     with the compiled module's own dynamic dimensions (bounded as it was compiled), so a
     dynamic-length program stays one."""
     from .engines.dynamic_dims import partition_dims
-    from .seams.declare import declare_program
+    from .seams.save_declaration import declare_program
     torch_tensorrt = _torch_tensorrt()
     inputs = [n for n in compiled.gm.graph.nodes if n.op == "placeholder"]
     spec = partition_dims(inputs).export_spec(compiled.gm)

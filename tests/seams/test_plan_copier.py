@@ -23,7 +23,7 @@ from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.executorch import lower
 from torch_tensorrt_ext.executorch.program import load
 from torch_tensorrt_ext.export import declare_mutations
-from torch_tensorrt_ext.seams.declare import aliased_plan
+from torch_tensorrt_ext.seams.save_declaration import aliased_plan
 
 KV, CB = tte.WriteKind.KV_ALIAS, tte.WriteKind.COPY_BACK
 
