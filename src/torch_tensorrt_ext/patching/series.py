@@ -47,6 +47,8 @@ class Patch:
         files' ("tests"), or whole ("all"); headers and signature kept."""
         if which == "all":
             return self.data
+        if which not in ("site", "tests"):
+            raise PatchError(f"{self.label}: no section kind {which!r} (site, tests or all)")
         keep = set(self.files if which == "site" else self.test_files)
         lines = self.data.split(b"\n")
         # the format-patch signature: the last "-- " line with no diff section after it (a

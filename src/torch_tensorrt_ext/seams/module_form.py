@@ -104,7 +104,7 @@ def engine_results_as_returned(gm: GraphModule) -> None:
     index of a 0-dim tensor") and a `[1, ...]` one is silently sliced. A read of a dropped
     output cannot be served and is refused naming engine and output."""
     from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
-    from .engine_kind import ReferenceEngineModule   # returns what the graph reads (n_graph_outputs)
+    from .engine_kind import ReferenceEngineModule  # returns what the graph reads (n_graph_outputs)
     changed = False
     for name, module in engine_modules(gm).items():
         if isinstance(module, ReferenceEngineModule) or not getattr(module, "aliased_io", None):
