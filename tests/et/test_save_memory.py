@@ -18,7 +18,7 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.executorch import backend
 from torch_tensorrt_ext.executorch.tensorrt_blob import tensor_bytes
-from torch_tensorrt_ext.seams import executorch as seam
+from torch_tensorrt_ext.seams import executorch_hooks as seam
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
