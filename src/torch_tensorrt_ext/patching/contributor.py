@@ -136,9 +136,9 @@ def _am_on_release(top: Path, series: Series, release: str | None, am: list[str]
         raise PatchError(f"--3way merges against the pinned release {t.distribution} "
                          f"{t.version}, but {top} has no {' or '.join(candidates)}; fetch the "
                          f"tag (git fetch origin tag v{t.version}) or pass --release REV")
-    for rp in series.files + series.test_files:
+    for rp in series.files:   # the released files identify the release; its tests are not in it
         blob = git(["cat-file", "blob", f"{rev}:{rp}"], top, check=False)
-        if blob.returncode != 0 or sha256(blob.stdout) != t.pristine_hash(rp):
+        if blob.returncode != 0 or sha256(blob.stdout) != t.baseline[rp]:
             raise PatchError(f"{rev} in {top} is not the pinned release {t.version}: {rp} "
                              f"there does not match its baseline hash in {t.manifest_path}; "
                              f"pass --release REV naming the {t.version} release commit")
