@@ -59,6 +59,11 @@ STATE = {
                       "key_cache_1": "KV", "value_cache_1": "KV",
                       "cumulative_length_1": "COPY_BACK"},
 }
+if "cumulative_length_linear" in \
+        transformers.cache_utils.LinearAttentionCacheLayerMixin.__init__.__code__.co_names:
+    # transformers >= 5.25: the linear-attention layer's own token count, written every call
+    for _kind in TRANSFORMERS_KINDS:
+        STATE[_kind]["cumulative_length_linear_0"] = "COPY_BACK"
 
 
 class Decoder(torch.nn.Module):
@@ -92,6 +97,8 @@ class HybridCacheDecoder(torch.nn.Module):
             named = {"key_cache": getattr(layer, "keys", None),
                      "value_cache": getattr(layer, "values", None),
                      "cumulative_length": getattr(layer, "cumulative_length", None),
+                     # transformers >= 5.25: a linear-attention layer counts its own tokens
+                     "cumulative_length_linear": getattr(layer, "cumulative_length_linear", None),
                      "conv_state": getattr(layer, "conv_states", {}).get(0),
                      "recurrent_state": getattr(layer, "recurrent_states", {}).get(0)}
             for name, t in named.items():
@@ -102,8 +109,9 @@ class HybridCacheDecoder(torch.nn.Module):
 
     def forward(self, input_ids, cache_position):
         for layer in self.cache.layers:
-            if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
-                layer.cumulative_length.copy_(cache_position[0])
+            for name in ("cumulative_length", "cumulative_length_linear"):
+                if isinstance(getattr(layer, name, None), torch.Tensor):
+                    getattr(layer, name).copy_(cache_position[0])
         return self.model(input_ids=input_ids, attention_mask=None, cache=self.cache,
                           use_cache=True).logits
 
