@@ -80,18 +80,14 @@ def _overlay(site: Path, dst: Path) -> Path:
     return dst
 
 
-def _patched_tests(tests: Path, dst: Path, *, strict: bool = True) -> Path:
+def _patched_tests(series_list, tests: Path, dst: Path, *, strict: bool = True) -> Path:
     """A copy of upstream's tests with the series' changes to them applied (the test sections
     of its patches: what each patch's upstream pull request changes). `strict` (the vendored
     files, the release's): every change must apply cleanly; otherwise (a later upstream
     checkout) a change applies with fuzz or is reported and left out."""
     from torch_tensorrt_ext.patching.gitapply import apply_series
-    from torch_tensorrt_ext.patching.manifest import load_manifest
-    from torch_tensorrt_ext.patching.series import load_series
     shutil.copytree(tests, dst)
-    manifest = load_manifest(ROOT / "patches")
-    for target in manifest.targets:
-        series = load_series(manifest, target.name)
+    for series in series_list:
         files = {rp: (tests / rp).read_bytes() for rp in series.test_files
                  if (tests / rp).is_file()}
         patched, results = apply_series(files, series.patches, which="tests", fuzz=not strict,
@@ -184,7 +180,9 @@ def main() -> int:
     site = Path(sysconfig.get_paths()["purelib"])
     from torch_tensorrt_ext.patching.manifest import load_manifest
     from torch_tensorrt_ext.patching.series import load_series
-    untested = set(load_series(load_manifest(ROOT / "patches"), "executorch").files) - set(ET_TESTS)
+    manifest = load_manifest(ROOT / "patches")
+    series = {t.name: load_series(manifest, t.name) for t in manifest.targets}
+    untested = set(series["executorch"].files) - set(ET_TESTS)
     if untested:
         sys.exit(f"upstream_peer: the executorch series touches {sorted(untested)}; name "
                  "ExecuTorch's tests of it in ET_TESTS")
@@ -192,10 +190,10 @@ def main() -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         overlay = _overlay(site, work / "pristine")
-        patched_tests = _patched_tests(tests, work / "patched-tests", strict=tests == TESTS)
+        patched_tests = _patched_tests(series.values(), tests, work / "patched-tests",
+                                       strict=tests == TESTS)
         changed = {t.removesuffix(".py").replace("/", ".")
-                   for target in load_manifest(ROOT / "patches").targets
-                   for t in load_series(load_manifest(ROOT / "patches"), target.name).test_files}
+                   for s in series.values() for t in s.test_files}
         ok = _compare(
             "torch-tensorrt's tests", "stock 2.14.0 + 0001",
             _run("baseline", work / "baseline.xml", [tests / "tests"], tests,
