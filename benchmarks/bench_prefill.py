@@ -45,7 +45,7 @@ def state_bytes(pte: bytes) -> tuple:
     """(bytes of state a load allocates, of which in device memory): each method's own copy of
     each buffer, except a buffer in an arena every method shares (`inspect_pte(...).shared`),
     counted once."""
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     info = inspect_pte(pte)
     shared = {f for a in info.shared for f, _ in a.buffers}
     total = device = sum(a.nbytes for a in info.shared if a.device != "cpu")
@@ -143,7 +143,7 @@ def main() -> None:
                   f"Program.run's own frame (its native call into the runtime and ExecuTorch's "
                   f"kernels) {own * 1e3:.2f} ms, the Python it calls {below * 1e3:.3f} ms")
         if args.memory:
-            from torch_tensorrt_ext.executorch import lower
+            from torch_tensorrt_ext.executorch.saving import lower
             programs = tte.reference.export_methods({"prefill": (prefill, None),
                                                      "decode": (decode, None)})
             for share in (True, False):

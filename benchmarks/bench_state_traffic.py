@@ -22,9 +22,9 @@ import torch
 
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch.lower import to_executorch
-from torch_tensorrt_ext.executorch.program import load
-from torch_tensorrt_ext.executorch.pte_write import write_atomic
+from torch_tensorrt_ext.executorch.saving.lower import to_executorch
+from torch_tensorrt_ext.executorch.running.program import load
+from torch_tensorrt_ext.executorch.saving.pte_write import write_atomic
 from torch_tensorrt_ext.seams.save_declaration import declare_program
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 

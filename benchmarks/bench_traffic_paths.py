@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from torch_tensorrt_ext import reference, runtime_lib  # noqa: E402
 from torch_tensorrt_ext.demo.models import Decoder  # noqa: E402
-from torch_tensorrt_ext.executorch import lower  # noqa: E402
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte  # noqa: E402
-from torch_tensorrt_ext.executorch.program import load  # noqa: E402
+from torch_tensorrt_ext.executorch.saving import lower  # noqa: E402
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte  # noqa: E402
+from torch_tensorrt_ext.executorch.running.program import load  # noqa: E402
 
 KINDS = ("KV", "copy-back")
 
@@ -82,7 +82,7 @@ def _program_paths(data: bytes) -> dict[str, dict[str, int]]:
 def run_rtx(name: str, model: torch.nn.Module, args: tuple, tmp: Path) -> None:
     import torch_tensorrt
     from rtx_env import compile_rtx
-    from torch_tensorrt_ext.executorch import prepare as seam
+    from torch_tensorrt_ext.executorch.saving import prepare as seam
     trt = compile_rtx(torch.export.export(model, args, strict=False), args)
     kv = {w.fqn for w in trt.mutation_plan if w.is_kv}
     for label, handover in (("without hand-over", lambda p: p), ("as shipped", None)):

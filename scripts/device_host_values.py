@@ -1,5 +1,5 @@
 """On the GPU machine (issue 18 item 6): a model exported on CUDA reaches ExecuTorch's emitter with
-every value it serializes in host memory (`executorch.host_values`), and the emitter's way of
+every value it serializes in host memory (`executorch.saving.host_values`), and the emitter's way of
 reading a value — a host dereference of the storage's data pointer (ctypes) — is what kills a
 process when the value is a CUDA tensor. Needs only torch with a CUDA device (that machine's
 python3); imports the package's pure-torch module from src/. Prints one JSON line; exit 1 on any
@@ -20,7 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from torch_tensorrt_ext.executorch.host_values import host_values  # noqa: E402
+from torch_tensorrt_ext.executorch.saving.host_values import host_values  # noqa: E402
 
 
 class Decoder(torch.nn.Module):

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def main(kinds) -> int:
     from model_families import FAMILIES, STEPS, ModelProgram
     from stateful_check import check_program
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     print("| family | buffer | plan | parity (8 steps) | copied/call (B) | host path |")
     print("|---|---|---|---|---|---|")
     failed = 0

@@ -53,7 +53,7 @@ def _judge(cell, ep_or_pte, truth_kv, truth_all, nbytes):
     """What is wrong with one saved artifact, in words ("ok" when nothing)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from torch.export.graph_signature import OutputKind
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     problems = []
     if cell.fmt == "executorch":
         info = inspect_pte(ep_or_pte).method("forward")

@@ -11,9 +11,10 @@ goes through `inspect_pte` (the `inspect` command's reader): it must parse, ever
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
 
-The folders follow the package's layers; the ExecuTorch layer's tests are in `et/`, not
-`executorch/`: `executorch` is a namespace package, so a `tests/executorch` folder on the path
-would join it ahead of the installed one (`executorch.__path__[0]` would be the tests' folder).
+The folders follow the package's layers; the ExecuTorch layer's tests are in `et/` (a folder per
+job, as in `executorch/`), not `executorch/`: `executorch` is a namespace package, so a
+`tests/executorch` folder on the path would join it ahead of the installed one
+(`executorch.__path__[0]` would be the tests' folder).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _inspect_every_pte(request):
     yield
     if tmp is None:
         return
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     for path in sorted(tmp.rglob("*.pte")):
         info = inspect_pte(path.read_bytes())
         for method in info.methods:

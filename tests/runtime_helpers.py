@@ -321,7 +321,7 @@ def save_on_device(io_dir, name: str, steps: int):
     `cuda:0` as io_dir/m.pte, with the inputs of `steps` calls: (eager model, plan, .pte)."""
     import copy
     from torch_tensorrt_ext import reference
-    from torch_tensorrt_ext.executorch import lower
+    from torch_tensorrt_ext.executorch.saving import lower
     factory, args_of = runner_cases()[name]
     model = _random_state(factory().eval())
     eager = copy.deepcopy(model)
@@ -342,7 +342,7 @@ def _save_prefill_then_decode(io_dir, model, args_of, steps: int) -> bytes:
     on cuda:0; the inputs and each step's method (io_dir/method.<s>)."""
     from dynamic_models import prefill_dims
     from torch_tensorrt_ext import reference
-    from torch_tensorrt_ext.executorch import lower
+    from torch_tensorrt_ext.executorch.saving import lower
     programs = reference.export_methods({
         "prefill": (torch.export.export(copy.deepcopy(model), args_of(0),
                                         dynamic_shapes=prefill_dims()), None),
@@ -358,7 +358,7 @@ def _save_prefill_then_decode(io_dir, model, args_of, steps: int) -> bytes:
 def delegate_copies_over_steps(pte, name: str, steps: int) -> dict[str, int]:
     """FQN -> the bytes the delegates copy into it over `steps` calls of case `name`: the sum of
     each step's method's `delegate_copy_bytes` (what its blobs say their delegate copies back)."""
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     info = inspect_pte(Path(pte).read_bytes())
     total: dict[str, int] = {}
     for s in range(steps):

@@ -250,6 +250,6 @@ def _save(torch_tensorrt, trt, path, args, device) -> None:
     if device is None:
         torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=args)
         return
-    from torch_tensorrt_ext.executorch.partition import reference_device
+    from torch_tensorrt_ext.executorch.saving.partition import reference_device
     with reference_device(device):
         torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=args)

@@ -20,7 +20,7 @@ from rtx_env import built_engine_kind, compile_rtx, torch_tensorrt_or_skip
 from torch.export.graph_signature import OutputKind
 
 import torch_tensorrt_ext as tte
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 FORMATS = ("exported_program", "executorch", "aot_inductor")
 

@@ -1,11 +1,12 @@
 """`torch-tensorrt-ext inspect MODEL.pte`: what a saved program holds.
 
-Invariant: everything printed comes from `executorch.inspect_pte.inspect_pte` on the file's bytes;
+Invariant: everything printed comes from `executorch.inspecting.inspect_pte.inspect_pte` on the
+file's bytes;
 `--json` prints exactly one JSON object (`PteInfo.to_dict()`); exit status 0 when the file was
 read, 1 (with the reason on stderr) when it is not a readable `.pte`. `--verify --source P.pt2`
 checks the program's state writes against the program it was saved from
-(`executorch.verify_writes`): exit 1 naming method, buffer and writers when one is lost or
-duplicated.
+(`executorch.inspecting.verify_writes`): exit 1 naming method, buffer and writers when one is
+lost or duplicated.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _verify(args: argparse.Namespace, data: bytes) -> int:
     import torch
 
     from .executorch import verify
-    from .executorch.verify_writes import WriteVerifyError
+    from .executorch.inspecting.verify_writes import WriteVerifyError
     if not args.source:
         print("torch-tensorrt-ext inspect: --verify needs --source (the exported program the "
               ".pte was saved from, a torch.export.save .pt2 file)", file=sys.stderr)
@@ -82,8 +83,8 @@ def _text(info) -> str:
 def run(args: argparse.Namespace) -> int:
     import struct
 
-    from .executorch.inspect_pte import inspect_pte
-    from .executorch.pte_check import PteError, read_pte
+    from .executorch.inspecting.inspect_pte import inspect_pte
+    from .executorch.inspecting.pte_check import PteError, read_pte
     path = Path(args.pte)
     try:
         data = read_pte(path)

@@ -169,7 +169,7 @@ def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable
 def _write(programs, path: str, share_mutable_buffers: bool | None) -> str:
     """torch-tensorrt's ExecuTorch lowering (what `torch_tensorrt.save` runs), written
     atomically."""
-    from .executorch.lower import save_pte
+    from .executorch.saving.lower import save_pte
     return save_pte(programs, path, share_mutable_buffers=share_mutable_buffers)
 
 

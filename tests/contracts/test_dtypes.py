@@ -36,8 +36,8 @@ def test_python_maps_derive_from_the_table():
 def test_a_programs_int16_state_is_named_and_sized_like_the_rest():
     """`inspect` and the traffic count read a `.pte`'s tensors through `SCALAR_TYPES`: the
     bindings' dtypes plus int16, which state may hold though no engine binding takes it."""
-    from torch_tensorrt_ext.executorch.inspect_pte import _dtype
-    from torch_tensorrt_ext.executorch.traffic import _nbytes
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import _dtype
+    from torch_tensorrt_ext.executorch.inspecting.traffic import _nbytes
     assert _dtype(schema.ScalarType.SHORT) == "int16"
     assert _dtype(schema.ScalarType.FLOAT) == "float32"
     for code, (name, size) in dtypes.SCALAR_TYPES.items():

@@ -11,8 +11,8 @@ from helpers import buffer_nbytes
 
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch import lower
-from torch_tensorrt_ext.executorch.program import load
+from torch_tensorrt_ext.executorch.saving import lower
+from torch_tensorrt_ext.executorch.running.program import load
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
 pytestmark = [pytest.mark.inspects_pte, pytest.mark.emulated_device]
@@ -146,14 +146,14 @@ def test_sharing_state_across_methods_changes_no_config_but_its_own():
     tensors are not on the default mem_id of 1")."""
     from executorch.exir import ExecutorchBackendConfig
 
-    from torch_tensorrt_ext.executorch.config import backend_config
+    from torch_tensorrt_ext.executorch.saving.config import backend_config
     factory, args_of, _ = MODELS["kv_write_only"]
     model = factory().eval()
     methods = {"forward": (model, args_of(0)), "read": (_Reader(model), (torch.zeros(1),))}
     programs = reference.export_methods(methods)
     import torch_tensorrt.executorch  # noqa: F401
 
-    from torch_tensorrt_ext.executorch.partition import reference_device
+    from torch_tensorrt_ext.executorch.saving.partition import reference_device
     with reference_device("cpu"):   # host state (also in the emulated-device suite's run)
         edge = torch_tensorrt_module().executorch.export(programs)
     mine = ExecutorchBackendConfig()

@@ -32,7 +32,7 @@ from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.contracts.plan import PlanError
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.lowering import graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 

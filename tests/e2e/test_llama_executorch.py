@@ -18,7 +18,7 @@ from helpers import buffer_nbytes
 from llama_layers import DIM, HEADS, _args, _kv, _ring
 
 import torch_tensorrt_ext as tte
-from torch_tensorrt_ext.executorch import lower
+from torch_tensorrt_ext.executorch.saving import lower
 
 pytestmark = pytest.mark.inspects_pte
 

@@ -18,7 +18,7 @@ import logging
 
 import pytest
 
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 from model_families import FAMILIES, LLAMA, STEPS, ModelProgram
 from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip

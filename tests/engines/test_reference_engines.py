@@ -14,7 +14,7 @@ from rtx_env import engine_modules, torch_tensorrt_or_skip
 from upstream_matrix import compiled, nbytes, reference_compiled
 
 import torch_tensorrt_ext as tte
-from torch_tensorrt_ext.executorch.program import load
+from torch_tensorrt_ext.executorch.running.program import load
 
 pytestmark = pytest.mark.inspects_pte
 

@@ -17,8 +17,8 @@ from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.demo.models import Decoder
-from torch_tensorrt_ext.executorch.backend import delegate_output_bindings
-from torch_tensorrt_ext.executorch.program import load
+from torch_tensorrt_ext.executorch.saving.backend import delegate_output_bindings
+from torch_tensorrt_ext.executorch.running.program import load
 from torch_tensorrt_ext.export import declare_mutations
 
 pytestmark = pytest.mark.inspects_pte

@@ -16,9 +16,9 @@ from torch_tensorrt_ext.errors import TteError
 PUBLIC_ERRORS = [
     ("torch_tensorrt_ext.contracts.plan", "PlanError", ValueError),
     ("torch_tensorrt_ext.contracts.blob", "BlobError", ValueError),
-    ("torch_tensorrt_ext.executorch.pte_check", "PteError", ValueError),
-    ("torch_tensorrt_ext.executorch.pte_write", "DestinationError", ValueError),
-    ("torch_tensorrt_ext.executorch.program", "NoSuchMethodError", KeyError),
+    ("torch_tensorrt_ext.executorch.inspecting.pte_check", "PteError", ValueError),
+    ("torch_tensorrt_ext.executorch.saving.pte_write", "DestinationError", ValueError),
+    ("torch_tensorrt_ext.executorch.running.program", "NoSuchMethodError", KeyError),
     ("torch_tensorrt_ext.runtime_lib", "RuntimeLibraryError", RuntimeError),
     ("torch_tensorrt_ext.runtime_lib", "DelegateRefusedError", RuntimeError),
     ("torch_tensorrt_ext.engines.tensorrt_info", "TensorRTInfoError", ValueError),

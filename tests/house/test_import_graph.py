@@ -3,7 +3,9 @@ module imports itself back through others (issue 9 item 2).
 
 The graph is read from the source (every `import` / `from ... import`, including those inside
 functions: a lazy import is an arrow too), so it needs nothing imported and cannot be fooled by
-import order. A unit is a top-level module or subpackage of `torch_tensorrt_ext`.
+import order. A unit is a top-level module or subpackage of `torch_tensorrt_ext`, except that each
+subpackage of a package in `SUBDIVIDED` is a unit of its own (`executorch.saving`, ...), so the
+jobs inside it are held to an order too.
 """
 import ast
 from pathlib import Path
@@ -20,6 +22,8 @@ LAYERS = [
     ("lowering",),
     ("engines",),
     ("export",),
+    ("executorch.inspecting",),
+    ("executorch.saving", "executorch.running"),
     ("executorch",),
     ("seams",),
     ("reference",),
@@ -28,6 +32,7 @@ LAYERS = [
     ("cli",),
     ("__init__",),
 ]
+SUBDIVIDED = {"executorch"}
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 
 
@@ -66,6 +71,8 @@ def imports_of(path: Path):
 
 def unit(mod: str) -> str:
     parts = mod.split(".")
+    if len(parts) > 2 and parts[1] in SUBDIVIDED:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -126,17 +133,25 @@ def test_no_import_circle():
 
 
 def test_the_checker_sees_an_upward_arrow(tmp_path, monkeypatch):
-    """The checker itself: a lower layer importing a higher one is reported."""
+    """The checker itself: a lower layer importing a higher one is reported, and so is a job of
+    a subdivided package importing a job beside or above it."""
     pkg = tmp_path / PKG
-    (pkg / "contracts").mkdir(parents=True)
-    (pkg / "seams").mkdir()
+    for d in ("contracts", "seams", "executorch/inspecting", "executorch/saving"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "contracts" / "__init__.py").write_text("")
-    (pkg / "seams" / "__init__.py").write_text("")
+    (pkg / "executorch" / "__init__.py").write_text("")
     (pkg / "seams" / "x.py").write_text("")
     (pkg / "contracts" / "y.py").write_text("def f():\n    from ..seams import x\n")
+    (pkg / "executorch" / "saving" / "w.py").write_text("")
+    (pkg / "executorch" / "inspecting" / "z.py").write_text("from ..saving import w\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", pkg)
     found = dict(graph())
     assert [t for _, t in found[f"{PKG}.contracts.y"][1]] == [f"{PKG}.seams.x"]
-    assert upward_arrows(found) == [f"{PKG}/contracts/y.py:2: {PKG}.contracts.y (contracts, "
-                                    f"layer 1) imports {PKG}.seams.x (seams, layer 7)"]
+    assert sorted(upward_arrows(found)) == [
+        f"{PKG}/contracts/y.py:2: {PKG}.contracts.y (contracts, layer 1) imports {PKG}.seams.x "
+        f"(seams, layer {LAYER['seams']})",
+        f"{PKG}/executorch/inspecting/z.py:1: {PKG}.executorch.inspecting.z "
+        f"(executorch.inspecting, layer {LAYER['executorch.inspecting']}) imports "
+        f"{PKG}.executorch.saving.w (executorch.saving, layer {LAYER['executorch.saving']})",
+    ]

@@ -22,13 +22,13 @@ from runtime_helpers import (
 )
 
 from torch_tensorrt_ext.contracts.plan import Copier
-from torch_tensorrt_ext.executorch.traffic import mutable_buffers
+from torch_tensorrt_ext.executorch.inspecting.traffic import mutable_buffers
 
 STEPS = 4
 
 
 # one method each (the two-method case, one cache across methods:
-# tests/et/test_shared_state.py)
+# tests/et/saving/test_shared_state.py)
 CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
 
 

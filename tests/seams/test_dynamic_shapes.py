@@ -15,8 +15,8 @@ from upstream_matrix import CELLS, declared, expected_declarations
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.executorch import load
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
-from torch_tensorrt_ext.executorch.method_inputs import InputShapeError
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.running.method_inputs import InputShapeError
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.emulated_device]
 LENGTHS = (4, 1, 7, 3)   # 15 positions of the 16-position cache, T = 1 among them
@@ -314,7 +314,7 @@ def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bou
                for e in ((getattr(m, "symbolic_shape_expressions", None) or {}).get("inputs")
                          or []) if isinstance(e, dict) and e.get("is_scalar")}
     assert scalars, "the engines take no symbolic scalar: nothing tested"
-    from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     for legacy in (False, True):     # both exporters inline the engines
         path = tmp_path / f"dynamic_llama_rtx_{legacy}.pte"
         torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(example),

@@ -20,8 +20,8 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.cli import main
 from torch_tensorrt_ext.contracts.plan import Copier
-from torch_tensorrt_ext.executorch import lower
-from torch_tensorrt_ext.executorch.program import load
+from torch_tensorrt_ext.executorch.saving import lower
+from torch_tensorrt_ext.executorch.running.program import load
 from torch_tensorrt_ext.export import declare_mutations
 from torch_tensorrt_ext.seams.save_declaration import aliased_plan
 

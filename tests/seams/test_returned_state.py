@@ -18,7 +18,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from rtx_env import compile_rtx, torch_tensorrt_or_skip
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 pytestmark = pytest.mark.emulated_device
 

@@ -10,7 +10,7 @@ import torch
 
 from plan_models import Stateful
 from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
-from torch_tensorrt_ext.executorch.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.contracts.plan import PlanError
 from upstream_matrix import check_pte
 

@@ -9,7 +9,9 @@
   validation, and reading/writing it (docs/CONTRACTS.md §1);
 - `dtypes`: the one binding dtype table;
 - `target_device`: the one reader of a device string (a `target_device` compile spec);
-- `shape_text`: the one shape printer.
+- `shape_text`: the one shape printer;
+- `shared_arenas`: the key of a program's record of the state arenas its methods share;
+- `llm_metadata`: the constant methods ExecuTorch's LLM runner reads from a `.pte`, and their check.
 
 Invariant: nothing here imports from this package except `errors` and other contracts
 (tests/house/test_import_graph.py holds every layer to importing only layers below it).

@@ -44,7 +44,7 @@ def check_demo_args(steps: int, layers: int, pte: str, engine: str = "reference"
     if layers < 1:
         raise DemoArgumentError(f"--layers {layers}: must be at least 1")
     if pte:
-        from ..executorch.pte_write import DestinationError, check_destination
+        from ..executorch.saving.pte_write import DestinationError, check_destination
         try:
             check_destination(pte)
         except DestinationError as e:
@@ -79,7 +79,7 @@ def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -
     result = {"engine": engine, "steps": steps, "plan": str(plan), "pte": path}
     if engine == "tensorrt-rtx":
         return {**result, **_built_only(path, plan, size, say)}
-    from ..executorch.program import load
+    from ..executorch.running.program import load
     say(f"running {steps} decode steps in ExecuTorch against eager ...")
     prog = load(path)
     per_step: list[dict] = []
@@ -102,7 +102,7 @@ def _run(torch_tensorrt, steps: int, layers: int, path: str, engine: str, say) -
 
 def _built_only(path: str, plan, size: dict[str, int], say) -> dict:
     """TensorRT-RTX engines cannot run here: report what the saved program holds instead."""
-    from ..executorch.inspect_pte import inspect_pte
+    from ..executorch.inspecting.inspect_pte import inspect_pte
     info = inspect_pte(Path(path).read_bytes()).method("forward")
     say("TensorRT-RTX engines were built ahead of time; no machine here can run them "
         "(no CUDA device, or compute capability 9.0): nothing was run")

@@ -1,21 +1,35 @@
-"""ExecuTorch side of torch-tensorrt-ext: the partitioner, preprocess (TR03 blobs), backend
-config, `.pte` writing, inspection and the program loader (the blob format itself is
-`contracts.blob`; the runtime library loader is `runtime_lib`)."""
+"""ExecuTorch side of torch-tensorrt-ext, one package per job: `saving` (partitioner, preprocess,
+backend config, `.pte` writing), `running` (the program loader, the LLM runner), `inspecting`
+(reading and verifying a saved program). The blob format itself is `contracts.blob`; the runtime
+library loader is `runtime_lib`. This module is the public entry: `load`, `verify`, `text_runner`,
+`runner_metadata`."""
+
+from ..contracts.llm_metadata import runner_metadata
+
+__all__ = ["load", "runner_metadata", "text_runner", "verify"]
 
 
 def load(path, method: str = "forward"):
     """Load a `.pte` into ExecuTorch's runtime with this project's delegate runtime
-    (see `torch_tensorrt_ext.executorch.program.Program`)."""
-    from .program import load as _load
+    (see `torch_tensorrt_ext.executorch.running.program.Program`)."""
+    from .running.program import load as _load
     return _load(path, method)
 
 
 def verify(pte, source) -> None:
     """Refuse a saved program (`.pte` path or bytes) that does not write each buffer `source`
     mutates exactly once per call (`source`: the ExportedProgram it was saved from, or
-    `{method: program}`); see `executorch.verify_writes`."""
+    `{method: program}`); see `executorch.inspecting.verify_writes`."""
     from pathlib import Path
 
-    from .verify_writes import mutated_by, verify_writes
+    from .inspecting.verify_writes import mutated_by, verify_writes
     data = pte if isinstance(pte, (bytes, bytearray)) else Path(pte).read_bytes()
     verify_writes(bytes(data), mutated_by(source))
+
+
+def text_runner(pte, tokenizer):
+    """ExecuTorch's own `TextLLMRunner` over a `.pte` of this project (loads the delegate runtime);
+    see `executorch.running.llm.text_runner`."""
+    from .running.llm import text_runner as _text_runner
+    return _text_runner(pte, tokenizer)
+

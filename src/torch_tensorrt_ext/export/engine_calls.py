@@ -130,8 +130,8 @@ def aliased_plan(ep: torch.export.ExportedProgram) -> MutationPlan:
     engines' own records — the one place they are read to decide a declaration: in place
     through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
     `engine_copies`: a reference engine's `copy_back`, or a TensorRT engine's `tte_copy_back`
-    record that `executorch.delegate_copies` wrote). Buffers already declared are left to their
-    declaration; every other copy-back write reaches here declared on its value already."""
+    record that `executorch.saving.delegate_copies` wrote). Buffers already declared are left to
+    their declaration; every other copy-back write reaches here declared on its value already."""
     buffers = ep.graph_signature.inputs_to_buffers
     writes = []
     for call in engine_calls(ep).values():

@@ -1,0 +1,176 @@
+"""The ExecuTorch backend config a stateful program needs, and the edge manager that applies it.
+
+Invariant: `backend_config` returns the caller's config (or the default) plus exactly what state
+needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
+emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
+shared by every method (ExecuTorch's sharing for host-only programs, `shared_state`'s where
+state lives in device memory); applying it to a config it produced changes nothing.
+`stateful_edge`'s manager applies it on every `to_executorch`.
+"""
+from __future__ import annotations
+
+import copy
+
+
+from executorch.exir.pass_base import ExportPass
+from torch.export import ExportedProgram
+
+from . import device_state, shared_state
+from .kept_mutations import check_writes, expected_writes, written_in_place
+from ..inspecting.verify_writes import verify_writes
+from .tensorrt_blob import DEVICE_SPEC
+
+__all__ = ["backend_config", "stateful_edge", "InitialiseMutableBuffers",
+           "mutable_buffer_placeholders", "written_in_place"]
+
+
+class InitialiseMutableBuffers(ExportPass):
+    """Mark exactly the named buffer placeholders to be serialised with their initial value.
+
+    (ExecuTorch's own InitializedMutableBufferPass matches by substring, so a pattern "k" would
+    also initialise "k_cache_scale"; this pass takes exact placeholder names.)"""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = set(names)
+
+    def placeholder(self, name, arg, meta):
+        if name in self.names:
+            meta["et_init_buffer"] = True
+        return super().placeholder(name, arg, meta)
+
+
+def mutable_buffer_placeholders(ep: ExportedProgram) -> set[str]:
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
+
+
+def backend_config(edge_manager, config=None, share_across_methods=None):
+    """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
+    values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
+    an engine writes itself, and
+    (several methods) one allocation per buffer shared by every method, as in eager
+    (`_share_state_across_methods`).
+    Applying it to a config it already produced changes nothing."""
+    from executorch.exir import ExecutorchBackendConfig
+
+    if getattr(config, "_tte_state", False):
+        return config
+    # a copy, and a copy of its planner: the caller's config is not changed, and a default
+    # config's planner is one instance shared by every default ExecutorchBackendConfig (a
+    # dataclass default), so setting share_mutable_buffers on it would reach every later save;
+    # and its cross-method planning state (the graphs it planned) is this lowering's alone, or
+    # a second save's run_multimethod would re-plan the first's graphs too
+    config = copy.copy(config) if config is not None else ExecutorchBackendConfig()
+    planner = config.memory_planning_pass = copy.copy(config.memory_planning_pass)
+    if hasattr(planner, "state"):
+        planner.state = type(planner.state)()
+    names: set[str] = set()
+    on_device: set[str] = set()
+    for method in edge_manager.methods:
+        names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
+        on_device |= written_in_place(edge_manager.exported_program(method))
+    resident = _share_state_across_methods(edge_manager, config, share_across_methods)
+    config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
+    config.emit_mutable_buffer_names = True
+    # state an engine writes itself stays in the engine's memory; state ExecuTorch's write-back
+    # copies (a host kernel) keeps its host staging, so that copy can reach it
+    config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass,
+                                                            resident)
+    config._tte_state = True
+    return config
+
+
+def _delegate_devices(edge_manager) -> set[str]:
+    """The devices (`target_device` compile specs; "cpu" left out) its delegates run on."""
+    devices = set()
+    for method in edge_manager.methods:
+        gm = edge_manager.exported_program(method).graph_module
+        for _, sub in gm.named_children():
+            for spec in getattr(sub, "compile_specs", ()) or ():
+                if spec.key == DEVICE_SPEC and spec.value.decode() != "cpu":
+                    devices.add(spec.value.decode())
+    return devices
+
+
+def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[int, int]]:
+    """A buffer one method writes and others use shares one allocation, like eager's one module
+    (`share`: None when some buffer is used by several methods and written by one, True
+    always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
+    `Module(share_memory_arenas=True)` shares). With device delegates ExecuTorch 1.5.1 cannot
+    share (every tensor must be in mem_id 1): `shared_state` plans it per device and records the
+    layout for the runtime loader, and a buffer an engine writes in place in one method lives on
+    its device in every method that uses it. Returns those: placeholder name -> device."""
+    planner = config.memory_planning_pass
+    methods = list(edge_manager.methods)
+    if isinstance(planner, dict) or not getattr(planner, "alloc_mutable_buffers", False):
+        return {}
+    uses = _buffer_uses(edge_manager)
+    if share is None:
+        mutated = _mutated(edge_manager)
+        share = getattr(planner, "share_mutable_buffers", False) or any(
+            len(ms) > 1 for f, ms in uses.items() if f in mutated)
+    if not share or len(methods) < 2:
+        return {}
+    devices = _delegate_devices(edge_manager)
+    if not devices:
+        planner.share_mutable_buffers = True
+        return {}
+    config.memory_planning_pass = shared_state.planners(
+        planner, edge_manager._named_data_store, methods)
+    if len(devices) != 1:
+        return {}   # which device a host-written buffer would live on is not one answer
+    device = shared_state.parse_device(next(iter(devices)))
+    in_place = set()
+    for m in methods:
+        ep = edge_manager.exported_program(m)
+        in_place |= {ep.graph_signature.inputs_to_buffers[n] for n in written_in_place(ep)}
+    resident = {}
+    for m in methods:
+        for name, fqn in edge_manager.exported_program(m).graph_signature.inputs_to_buffers \
+                .items():
+            if fqn in in_place and len(uses.get(fqn, ())) > 1:
+                resident[name] = device
+    return resident
+
+
+def _mutated(edge_manager) -> set[str]:
+    return {f for m in edge_manager.methods
+            for f in edge_manager.exported_program(m).graph_signature.buffers_to_mutate.values()}
+
+
+def _buffer_uses(edge_manager) -> dict[str, list[str]]:
+    """FQN -> the methods whose program takes the buffer."""
+    used: dict[str, list[str]] = {}
+    for m in edge_manager.methods:
+        for fqn in set(edge_manager.exported_program(m).graph_signature.inputs_to_buffers
+                       .values()):
+            used.setdefault(fqn, []).append(m)
+    return used
+
+
+def stateful_edge(edge_manager):
+    """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
+    `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
+    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and a
+    declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`), as does an
+    emitted program that does not write each declared buffer exactly once (`verify_writes`).
+    Constant methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
+    from executorch.exir import EdgeProgramManager
+
+    from ...contracts.llm_metadata import check_runner_metadata
+    check_runner_metadata(getattr(edge_manager, "_config_methods", None) or {})
+
+    class StatefulEdgeProgramManager(type(edge_manager)):
+        def to_executorch(self, config=None):
+            expected = expected_writes(self)
+            lowered = super().to_executorch(backend_config(self, config))
+            check_writes(lowered, expected)
+            verify_writes(lowered.executorch_program,
+                          {m: w.in_place | w.written_back for m, w in expected.items()})
+            return lowered
+
+    assert isinstance(edge_manager, EdgeProgramManager)
+    edge_manager.__class__ = StatefulEdgeProgramManager
+    return edge_manager

@@ -1,0 +1,100 @@
+"""What ExecuTorch's partitioner hands each TensorRTBackend delegate beyond the partition:
+the mutable buffers its engine reads and, for reference engines, the delegate's device.
+
+Invariant: a TensorRT partition's delegation spec carries `tte_buffers` (input binding -> FQN of
+each mutable buffer the engine reads), which only the whole program can name; each reference
+engine call is tagged as a partition of its own with its getitems and its payload (a constant of
+its own, else refused), while buffers are never tagged — state stays above the delegate.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import operator
+import os
+
+import torch
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec
+from torch.export import ExportedProgram
+
+from ...contracts import blob as blobfmt
+from ...contracts.engine_call import is_reference_call, is_tensorrt_call
+from .backend import BACKEND_ID
+from ...export.engine_calls import engine_info
+from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC
+
+__all__ = ["buffer_specs", "reference_device", "BUFFERS_SPEC", "DEVICE_SPEC"]
+
+# Where reference delegates (and the state they write) live unless `reference_device` says:
+# $TTE_REFERENCE_DEVICE ("cuda:0" puts their state in device arenas; the tests' emulated-device
+# mode sets it), else the host.
+_DEFAULT_DEVICE: str = os.environ.get("TTE_REFERENCE_DEVICE", "cpu")
+_REFERENCE_DEVICE = contextvars.ContextVar("tte_reference_device", default=_DEFAULT_DEVICE)
+
+
+@contextlib.contextmanager
+def reference_device(device: str):
+    """Inside, reference engine delegates are lowered for `device` (CPU by default)."""
+    token = _REFERENCE_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _REFERENCE_DEVICE.reset(token)
+
+
+def _tagged_engine(ep: ExportedProgram, tag: str) -> torch.fx.Node | None:
+    calls = [n for n in ep.graph_module.graph.nodes if is_tensorrt_call(n)
+             and n.meta.get("delegation_tag") == tag]
+    return calls[0] if len(calls) == 1 else None
+
+
+def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[str, DelegationSpec]:
+    """Each TensorRT partition's delegation spec plus the mutable buffers its engine reads
+    (input binding -> FQN), which only the whole program can name; reference engine calls
+    (`tte::execute_engine`) get delegates of their own (CPU: no target device)."""
+    tags = {**tags, **_tag_reference_engines(ep)}
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    buffers = {n: f for n, f in sig.inputs_to_buffers.items() if f in mutated}
+    out = {}
+    for tag, spec in tags.items():
+        node = _tagged_engine(ep, tag)
+        if node is None:
+            out[tag] = spec
+            continue
+        info = engine_info(ep, node)
+        pairs = [[info.input_names[i], buffers[a.name]] for i, a in enumerate(node.args[0])
+                 if getattr(a, "name", None) in buffers]
+        specs = [s for s in spec.compile_specs if s.key != BUFFERS_SPEC]
+        specs.append(CompileSpec(BUFFERS_SPEC, json.dumps(pairs).encode()))
+        out[tag] = DelegationSpec(spec.backend_id, specs)
+    return out
+
+
+def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
+    """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
+    state stays above the delegate (buffers are never tagged)."""
+    tags: dict[str, DelegationSpec] = {}
+    calls = [n for n in ep.graph_module.graph.nodes if is_reference_call(n)]
+    if not calls:
+        return tags
+    sig = ep.graph_signature
+    device = _REFERENCE_DEVICE.get()
+    # the target device only for accelerators: on CPU ExecuTorch would stage every argument
+    specs = [] if device == "cpu" else [CompileSpec(DEVICE_SPEC, device.encode())]
+    lifted = set(sig.inputs_to_lifted_tensor_constants) | set(sig.inputs_to_buffers)
+    for i, node in enumerate(calls):
+        tag = f"tte_reference_{i}"
+        tags[tag] = DelegationSpec(BACKEND_ID, list(specs))
+        node.meta["delegation_tag"] = tag
+        for user in node.users:
+            if user.target is operator.getitem:
+                user.meta["delegation_tag"] = tag
+        payload = node.args[1]
+        if payload.op != "placeholder" or payload.name not in lifted or len(payload.users) != 1:
+            raise blobfmt.BlobError(f"reference engine call {node.name!r}: its payload "
+                                    f"{payload.name!r} is not a constant of its own")
+        payload.meta["delegation_tag"] = tag
+    return tags

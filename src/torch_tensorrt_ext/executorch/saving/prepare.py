@@ -1,0 +1,44 @@
+"""The declared programs as ExecuTorch's lowering receives them (patch 0004 calls this first).
+
+Invariant: what `prepare_programs` returns has every value the emitter reads in host memory
+(`host_values`) and every copy-back write a TensorRT delegate can copy itself handed to that
+delegate (`delegate_copies`); a program needing neither is returned as it is. A program with an
+engine call whose results nothing reads is refused (`Unsupported`, naming the engine and the
+buffers it writes): ExecuTorch's lowering would drop the call (its passes know no engine's side
+effects) or fail lowering a delegate without outputs — either way the write would not be saved.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+
+from torch.export import ExportedProgram
+
+from ...errors import Unsupported
+from ...export.engine_calls import engine_calls
+from .delegate_copies import Programs, hand_copy_backs_to_delegates
+from .host_values import host_values
+
+__all__ = ["prepare_programs"]
+
+
+def prepare_programs(programs: Programs) -> Programs:
+    for name, ep in (programs.items() if isinstance(programs, Mapping) else [("", programs)]):
+        _refuse_engines_nothing_reads(ep, name)
+    return hand_copy_backs_to_delegates(host_values(programs))
+
+
+def _refuse_engines_nothing_reads(ep: ExportedProgram, method: str) -> None:
+    buffers = ep.graph_signature.inputs_to_buffers
+    for call in engine_calls(ep).values():
+        if any(u.target is not operator.getitem or u.users for u in call.node.users):
+            continue
+        written = sorted(buffers.get(getattr(call.argument(a.input), "name", ""), a.input)
+                         for a in call.info.aliased_io)
+        where = f" (method {method!r})" if method else ""
+        raise Unsupported(
+            f"engine {call.name!r}{where} writes {written or 'nothing'} in place and hands the "
+            "program nothing it reads: ExecuTorch's lowering would drop the call or fail on a "
+            "delegate without outputs. Use what the engine writes after the write in the same "
+            "part of the model (as attention reads the cache it updated), or let PyTorch run "
+            "the write (torch_executed_ops)")

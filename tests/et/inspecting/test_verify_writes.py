@@ -1,0 +1,151 @@
+"""The verifier of a saved program's state writes (`executorch.inspecting.verify_writes`, issue 36
+item 2): it reads only the emitted program and each delegate runtime's own binding plan, accepts
+every program the pipeline saves, and refuses each deliberately broken one — a copy-back entry
+removed
+from a blob, a write-back dropped, a write-back duplicated, a write the source does not make —
+naming the method, the buffer and the writers it found. Every save runs it: a refusal leaves no
+file."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+from e2e_models import MODELS
+from executorch.exir import schema
+from executorch.exir._serialize._program import deserialize_pte_binary
+from plan_models import StateReadOnTheHost
+
+import torch_tensorrt_ext as tte
+from torch_tensorrt_ext import reference
+from torch_tensorrt_ext.cli import main
+from torch_tensorrt_ext.contracts import blob as blobfmt
+from torch_tensorrt_ext.executorch.inspecting import verify_writes as vw
+
+
+def _saved(model, args, path, **kw):
+    ep = torch.export.export(copy.deepcopy(model), args)
+    reference.export(ep, args, path, **kw)
+    return ep, path.read_bytes()
+
+
+def _program(data: bytes) -> schema.Program:
+    return deserialize_pte_binary(data).program
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_saved_program_writes_each_mutated_buffer_once(tmp_path, name):
+    factory, args_of, _ = MODELS[name]
+    ep, data = _saved(factory().eval(), args_of(0), tmp_path / "m.pte")
+    mutated = vw.mutated_by(ep)["forward"]
+    writers = vw.method_writers(data)["forward"]
+    assert {f for f, w in writers.items() if w} == mutated
+    assert all(len(w) == 1 for f, w in writers.items() if f in mutated)
+    tte.executorch.verify(data, ep)
+
+
+def _host_read(tmp_path):
+    args = (torch.randn(1, 8),)
+    return _saved(StateReadOnTheHost(), args, tmp_path / "h.pte",
+                  torch_executed_ops=["aten.sin.default"])
+
+
+def _write_back(plan: schema.ExecutionPlan, fqn: str):
+    """(chain, position) of the `aten::copy_` writing buffer `fqn` back."""
+    (index,) = [i for i, v in enumerate(plan.values) if isinstance(v.val, schema.Tensor)
+                and v.val.extra_tensor_info is not None
+                and v.val.extra_tensor_info.fully_qualified_name == fqn]
+    for chain in plan.chains:
+        for k, ins in enumerate(chain.instructions):
+            a = ins.instr_args
+            if isinstance(a, schema.KernelCall) and plan.operators[a.op_index].name == \
+                    "aten::copy_" and a.args[0] == index:
+                return chain, k
+    raise AssertionError(f"no write-back of {fqn}")
+
+
+def test_a_dropped_write_back_is_refused(tmp_path):
+    ep, data = _host_read(tmp_path)
+    program = _program(data)
+    vw.verify_writes(program, vw.mutated_by(ep))        # as saved: accepted
+    chain, k = _write_back(program.execution_plan[0], "state")
+    del chain.instructions[k]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'state' is mutated by the source, but no instruction of the "
+        "saved program writes it (no write-back copy, no delegate writing or copying into its "
+        "binding): the write would be lost.")
+
+
+def test_a_duplicated_write_back_is_refused(tmp_path):
+    ep, data = _host_read(tmp_path)
+    program = _program(data)
+    chain, k = _write_back(program.execution_plan[0], "state")
+    chain.instructions.insert(k, copy.deepcopy(chain.instructions[k]))
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'state' is written 2 times per call, by kernel aten::copy_, "
+        "kernel aten::copy_; exactly one writer is allowed")
+
+
+def _without_copy_back(program: schema.Program) -> None:
+    for d in program.backend_delegate_data:
+        blob = blobfmt.parse(d.data)
+        if blob.metadata.copy_back:
+            meta = dataclasses.replace(blob.metadata, copy_back=())
+            d.data = blobfmt.serialize(meta, blob.engine)
+
+
+def test_a_copy_back_entry_removed_from_a_blob_is_refused(tmp_path):
+    """returns_its_state: the new value is a delegate output *and* copied into the buffer; with
+    the blob's copy_back entry gone the blob is still valid — and the write is lost."""
+    factory, args_of, _ = MODELS["returns_its_state"]
+    ep, data = _saved(factory().eval(), args_of(0), tmp_path / "r.pte")
+    program = _program(data)
+    _without_copy_back(program)
+    assert vw.method_writers(program)["forward"] == {"n": []}
+    with pytest.raises(vw.WriteVerifyError, match="buffer 'n' is mutated by the source, but no "
+                                                  "instruction of the saved program writes it"):
+        vw.verify_writes(program, vw.mutated_by(ep))
+
+
+def test_a_write_the_source_does_not_make_is_refused(tmp_path):
+    factory, args_of, _ = MODELS["ring_buffer"]
+    _, data = _saved(factory().eval(), args_of(0), tmp_path / "g.pte")
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(data, {"forward": set()})
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'ring' is not mutated by the source, but the saved program "
+        "writes it (delegate delegate 0 (copy output1 -> b_ring))")
+
+
+def test_save_runs_the_verifier_and_writes_nothing_it_refuses(tmp_path, monkeypatch):
+    """Every save verifies the emitted program: a runtime plan that would not copy (here its
+    report is emptied, a stand-in for a runtime that drops a copy) fails the save, no file."""
+    monkeypatch.setattr(vw, "_blob_writes", lambda blob: [])
+    factory, args_of, _ = MODELS["ring_buffer"]
+    with pytest.raises(vw.WriteVerifyError, match="buffer 'ring' is mutated by the source, but "
+                                                  "no instruction"):
+        reference.export(factory().eval(), args_of(0), tmp_path / "x.pte")
+    assert not (tmp_path / "x.pte").exists()
+
+
+def test_inspect_verify_checks_a_pte_against_its_source(tmp_path, capsys):
+    factory, args_of, _ = MODELS["returns_its_state"]
+    ep, data = _saved(factory().eval(), args_of(0), tmp_path / "r.pte")
+    torch.export.save(ep, tmp_path / "r.pt2")
+    assert main(["inspect", str(tmp_path / "r.pte"), "--verify", "--source",
+                 str(tmp_path / "r.pt2")]) == 0
+    assert "every state write verified" in capsys.readouterr().out
+    pte = deserialize_pte_binary(data)
+    program = pte.program
+    _without_copy_back(program)
+    from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(bytes(serialize_pte_binary(PTEFile(
+        program=program, mutable_data=pte.mutable_data, named_data=pte.named_data))))
+    assert main(["inspect", str(bad), "--verify", "--source", str(tmp_path / "r.pt2")]) == 1
+    assert "buffer 'n' is mutated by the source, but no instruction" in capsys.readouterr().err
