@@ -12,7 +12,7 @@ ExecuTorch's own portable/optimized kernels.
 from __future__ import annotations
 
 import logging
-
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -186,6 +186,15 @@ def edge_config():
     """The edge config every payload is lowered with."""
     from executorch.exir import EdgeCompileConfig
     return EdgeCompileConfig(_check_ir_validity=False)
+
+
+def byte_tensor(data) -> torch.Tensor:
+    """`data` (bytes, bytearray, memoryview) as a uint8 tensor over the same memory, not a copy:
+    an engine is as large as its weights. Nothing writes an engine's bytes (a legacy export
+    clones them into its buffer), so read-only memory is fine; torch warns about it, not here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return torch.frombuffer(data, dtype=torch.uint8)
 
 
 def program_bytes(edge) -> bytes:

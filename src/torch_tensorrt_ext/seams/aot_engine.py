@@ -10,13 +10,13 @@ as usual.
 from __future__ import annotations
 
 import operator
-import warnings
 from typing import Any
 from collections.abc import Sequence
 
 import torch
 from torch.fx import Graph, GraphModule, Node
 
+from ..engines.payload import byte_tensor
 from .device import has_cuda, require_device
 
 ENGINE_ATTR = "_tte_aot_engine_bytes"
@@ -27,9 +27,7 @@ def _engine_tensor(module: torch.nn.Module) -> torch.Tensor:
     copy: an engine is as large as its weights). Nothing writes an engine's bytes."""
     t = getattr(module, ENGINE_ATTR, None)
     if t is None:
-        with warnings.catch_warnings():   # "non-writable buffer": it is only ever read
-            warnings.simplefilter("ignore", UserWarning)
-            t = torch.frombuffer(module.serialized_engine, dtype=torch.uint8)
+        t = byte_tensor(module.serialized_engine)
         object.__setattr__(module, ENGINE_ATTR, t)  # a plain attribute: exported as a constant
     return t
 

@@ -24,7 +24,7 @@ from ..contracts.engine_call import Signature
 from ..engines.execute_op import OP as EXECUTE_ENGINE
 from ..contracts.engine import AliasedIO
 from ..engines.dynamic_dims import PartitionDims, partition_dims
-from ..engines.payload import (bind_scalar_reads, scalar_inputs_as_tensors,
+from ..engines.payload import (bind_scalar_reads, byte_tensor, scalar_inputs_as_tensors,
                                to_executorch_program, use_kv_update_layers)
 from ..contracts import blob as blobfmt
 from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict,
@@ -70,7 +70,7 @@ class ReferenceEngineModule(torch.nn.Module):
         self.size_outputs = tuple(size_outputs)
         self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
-        self.payload = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        self.payload = byte_tensor(payload)   # over the program's bytes: no second copy
         self._meta = meta
         self._signature: str | None = None
         self.n_graph_outputs = n_graph_outputs
@@ -166,10 +166,20 @@ def _bindings(phs: list[Node], outs: list[Node], out_names: list[str], dims: Par
     return tuple(bindings), tuple(sources)
 
 
+def _graph_copy(gm: GraphModule) -> GraphModule:
+    """A copy of `gm` whose graph and attributes the build may edit, sharing its tensors
+    (parameters, buffers, tensor attributes): the build replaces tensors but never writes one,
+    and a deep copy would hold a second copy of the partition's weights while it lowers them."""
+    memo = {id(t): t for t in (*gm.parameters(), *gm.buffers())}
+    memo.update((id(v), v) for m in gm.modules() for v in vars(m).values()
+                if isinstance(v, torch.Tensor))
+    return copy.deepcopy(gm, memo)
+
+
 def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None, name: str = "",
                            engine_cache=None) -> ReferenceEngineModule:
     """One partition → one reference engine (an ExecuTorch program run by `tte::execute_engine`)."""
-    sub = copy.deepcopy(submodule)
+    sub = _graph_copy(submodule)
     scalars = scalar_inputs_as_tensors(sub)
     graph = sub.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
