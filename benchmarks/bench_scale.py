@@ -1,8 +1,8 @@
 """Real model sizes through compile + save + load (issue 21): figures only, never a test gate.
 
-A transformers Llama (random init, nothing downloaded) exported as transformers documents for
-ExecuTorch (`TorchExportableModuleForDecoderOnlyLM`, static cache), then, per engine kind, in a
-child process of its own (so its peak resident memory is its own):
+A transformers Llama or Qwen3 (random init, nothing downloaded) exported as transformers
+documents for ExecuTorch (`TorchExportableModuleForDecoderOnlyLM`, static cache), then, per engine
+kind, in a child process of its own (so its peak resident memory is its own):
 `torch_tensorrt.compile` → `torch_tensorrt.save(output_format="executorch")` → (reference engines
 only: TensorRT-RTX engines cannot run here) `tte.executorch.load`. Prints per stage: time, peak
 RSS above the RSS with the model built and exported (as a multiple of the weights' bytes; the
@@ -16,7 +16,8 @@ it ends, as multiples of the weights — where the copies of the weights live.
 `--kind stock` runs stock torch-tensorrt 2.14.0 (plus its ahead-of-time patch, without which it
 cannot import here) beside ours, through the same calls; where it fails, the failure is printed.
 
-Usage: python benchmarks/bench_scale.py [--size 150m|600m] [--dtype float32|bfloat16]
+Usage: python benchmarks/bench_scale.py [--size 150m|600m|qwen3-0.6b|llama-1b]
+                                         [--dtype float32|bfloat16]
                                          [--kind reference|tensorrt-rtx|stock ...] [--stages]
 """
 from __future__ import annotations
@@ -34,11 +35,23 @@ import threading
 import time
 from pathlib import Path
 
-SIZES = {  # ~150 M and ~600 M parameters, the issue's two sizes
-    "150m": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-                 num_attention_heads=16, num_key_value_heads=4),
-    "600m": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=12,
-                 num_attention_heads=16, num_key_value_heads=4),
+# name -> (transformers config class, its arguments): two Llamas of the issue 21 sizes, and two
+# shapes of released models (random init, nothing downloaded): Qwen3-0.6B and Llama-3.2-1B
+SIZES = {
+    "150m": ("LlamaConfig", dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                                 num_attention_heads=16, num_key_value_heads=4, head_dim=64,
+                                 vocab_size=32000)),
+    "600m": ("LlamaConfig", dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=12,
+                                 num_attention_heads=16, num_key_value_heads=4, head_dim=64,
+                                 vocab_size=32000)),
+    "qwen3-0.6b": ("Qwen3Config", dict(hidden_size=1024, intermediate_size=3072,
+                                       num_hidden_layers=28, num_attention_heads=16,
+                                       num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                                       tie_word_embeddings=True)),
+    "llama-1b": ("LlamaConfig", dict(hidden_size=2048, intermediate_size=8192,
+                                     num_hidden_layers=16, num_attention_heads=32,
+                                     num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                                     tie_word_embeddings=True)),
 }
 
 
@@ -160,11 +173,11 @@ def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
     from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
     torch_tensorrt = torch_tensorrt_module()
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=32000, max_position_embeddings=256, head_dim=64,
-                                   **SIZES[size])
-    model = transformers.LlamaForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+    config_class, kwargs = SIZES[size]
+    cfg = getattr(transformers, config_class)(max_position_embeddings=256, **kwargs)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(getattr(torch, dtype)).eval()
     model.generation_config.cache_implementation = "static"
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # tied: counted once
     ids, pos = torch.tensor([[1]]), torch.tensor([0])
     ep = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=64).export(
         input_ids=ids, cache_position=pos)
@@ -224,7 +237,8 @@ def main() -> None:
         size, dtype, kind, stages = args.child
         print(json.dumps(child(size, dtype, kind, stages == "1")))
         return
-    print(f"transformers Llama {args.size} {args.dtype}: compile + save + load, per engine kind")
+    print(f"transformers {SIZES[args.size][0].removesuffix('Config')} {args.size} {args.dtype}: "
+          f"compile + save + load, per engine kind")
     scratch = tempfile.TemporaryDirectory(prefix="tte-bench-")
     for kind in args.kind:
         env = dict(os.environ)
@@ -244,11 +258,11 @@ def main() -> None:
                    f"fails: {r['save_error']}")
             print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | {got}")
             continue
-        load = (f"load {r['load_s']:.2f} s = {r['load_s'] / r['read_s']:.1f} x reading it"
+        load = (f"load {r['load_s']:.2f} s = {r['load_s'] / r['read_s']:.2f} x reading it"
                 if "load_s" in r else "load: cannot run here")
         print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | compile "
-              f"{r['compile_s']:.1f} s (peak {r['compile_peak_x']:.1f}x) | save {r['save_s']:.1f} s"
-              f" | peak RSS above the model {r['peak_x']:.1f}x the weights | .pte "
+              f"{r['compile_s']:.1f} s (peak {r['compile_peak_x']:.2f}x) | save {r['save_s']:.1f} s"
+              f" | peak RSS above the model {r['peak_x']:.2f}x the weights | .pte "
               f"{r['pte_bytes'] / 2**20:.0f} MiB | {load}")
         for label, calls, enter, peak, leave in r.get("stages", []):
             print(f"    {label:<36} x{calls:<2} RSS above the model, x the weights: start "
