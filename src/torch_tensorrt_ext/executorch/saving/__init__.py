@@ -4,6 +4,6 @@ state in device memory and state shared between methods, and the atomic write.
 
 Invariant: nothing is written unless the emitted program writes every buffer its source mutates
 exactly once per call (`config.stateful_edge`'s `to_executorch` runs
-`executorch.inspecting.verify_writes`). This package
-imports `inspecting` (to check what it emits) and the layers below `executorch`; never `running`.
+`executorch.inspecting.verify_writes`). This package imports `inspecting` (to check what it
+emits) and the layers below `executorch`; never `running`.
 """
