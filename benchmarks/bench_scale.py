@@ -254,7 +254,7 @@ def main() -> None:
         mib = r["weights"] / 2**20
         if "compile_error" in r or "save_error" in r:
             got = (f"compile fails: {r['compile_error']}" if "compile_error" in r else
-                   f"compile {r['compile_s']:.1f} s (peak {r['compile_peak_x']:.1f}x) | save "
+                   f"compile {r['compile_s']:.1f} s (peak {r['compile_peak_x']:.2f}x) | save "
                    f"fails: {r['save_error']}")
             print(f"  {kind:<13} {r['params'] / 1e6:.0f} M params, {mib:.0f} MiB weights | {got}")
             continue
