@@ -5,9 +5,9 @@ runner in this process resolves the `TensorRTBackend` delegate; a missing librar
 `RuntimeLibraryError` here, naming it — not a bare "Generation failed" with the reason on stderr.
 
 Invariant: `text_runner(pte, tokenizer)` returns ExecuTorch's `TextLLMRunner` only for a `.pte`
-that carries the runner's metadata (`llm_metadata.RUNNER_METHODS`, at least `get_max_seq_len`)
-and whose delegates' backends are all registered in this process; otherwise it raises
-`UsageError` naming what is missing and how to save it, and opens nothing.
+that carries the runner's metadata (`contracts.llm_metadata.RUNNER_METHODS`, at least
+`get_max_seq_len`) and whose delegates' backends are all registered in this process; otherwise it
+raises `UsageError` naming what is missing and how to save it, and opens nothing.
 """
 from __future__ import annotations
 
