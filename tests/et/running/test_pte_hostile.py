@@ -19,7 +19,7 @@ from torch import nn
 
 from torch_tensorrt_ext.executorch.saving.lower import save_pte
 
-REEXPORT = "re-export it (torch_tensorrt_ext.executorch.saving.lower.save_pte)"
+REEXPORT = 're-export it (torch_tensorrt.save(..., output_format="executorch"))'
 
 _CHILD = textwrap.dedent("""
     import json, sys

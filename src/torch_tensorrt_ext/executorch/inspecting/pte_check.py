@@ -24,7 +24,7 @@ _FLATBUFFER_HEADER = 8        # u32 root offset + 4-byte file identifier
 _EXTENDED_MAGIC = b"eh00"     # exir/_serialize/_program.py `_ExtendedHeader`
 _EXTENDED_MIN_LENGTH = 24     # magic, u32 length, u64 program size, u64 segment base offset
 _HEADER_BYTES = 64            # what the checks read: both headers
-_REEXPORT = "re-export it (torch_tensorrt_ext.executorch.saving.lower.save_pte)"
+_REEXPORT = 're-export it (torch_tensorrt.save(..., output_format="executorch"))'
 
 
 class PteError(TteError, ValueError):
