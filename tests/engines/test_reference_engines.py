@@ -92,7 +92,7 @@ def test_a_predicted_kv_write_the_engine_did_not_alias_falls_back_to_copy_back(t
     abort, the write is copied back, every call still updates the cache like eager."""
     torch_tensorrt = torch_tensorrt_or_skip()
     from torch_tensorrt_ext.seams import engine_kind as seam_engines
-    monkeypatch.setattr(seam_engines, "_aliasable", lambda *a: False)
+    monkeypatch.setattr(seam_engines, "aliased_in_partition", lambda *a: False)
     factory, args_of, _ = MODELS["kv_index_copy"]
     model = factory().eval()
     with tte.reference.engines():

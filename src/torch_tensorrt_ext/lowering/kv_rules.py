@@ -331,3 +331,19 @@ def kv_verdict(value: Node, root: Node, cache_shape: Sequence[object] | None,
     if value.target is INDEX_PUT:
         return _index_put_verdict(value, cache_shape, excluded_ops)
     return _index_copy_verdict(value, cache_shape)
+
+
+def aliased_in_partition(node: Node, inputs: Collection[Node], order: dict[Node, int]) -> bool:
+    """Whether TensorRT's converters alias `node`, a node of one partition's graph: a KV-eligible
+    `slice_scatter`/`index_copy` into one of the partition's `inputs` (placeholders), not marked
+    `_trt_no_kv_alias`, whose cache nothing reads after it (`order`: the partition's node order)
+    — the one rule the reference builder and the partition-output order both read."""
+    if node.target not in (SLICE_SCATTER, INDEX_COPY) or node.args[0] not in inputs:
+        return False
+    if node.meta.get(NO_KV_ALIAS_MARKER):
+        return False
+    cache = node.args[0]
+    if read_after_write(cache, node, order):
+        return False  # an in-place write would change what a later read of the cache sees
+    shape = tuple(cache.meta["val"].shape) if "val" in cache.meta else None
+    return kv_verdict(node, cache, shape, frozenset()).kv

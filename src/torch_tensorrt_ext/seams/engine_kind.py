@@ -27,8 +27,7 @@ from ..engines.dynamic_dims import PartitionDims, partition_dims
 from ..engines.payload import (bind_scalar_reads, byte_tensor, scalar_inputs_as_tensors,
                                to_executorch_program, use_kv_update_layers)
 from ..contracts import blob as blobfmt
-from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER, kv_verdict,
-                                  read_after_write)
+from ..lowering.kv_rules import aliased_in_partition
 
 _KIND = contextvars.ContextVar("tte_engine_kind", default="tensorrt")
 KINDS = ("tensorrt", "reference")
@@ -125,18 +124,6 @@ class ReferenceEngineModule(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _aliasable(node: Node, inputs: dict[Node, int], order: dict[Node, int]) -> bool:
-    if node.target not in (SLICE_SCATTER, INDEX_COPY) or node.args[0] not in inputs:
-        return False
-    if node.meta.get(NO_KV_ALIAS_MARKER):
-        return False
-    cache = node.args[0]
-    if read_after_write(cache, node, order):
-        return False  # an in-place write would change what a later read of the cache sees
-    shape = tuple(cache.meta["val"].shape) if "val" in cache.meta else None
-    return kv_verdict(node, cache, shape, frozenset()).kv
-
-
 # ops torch-tensorrt's lowering introduces that ExecuTorch's kernels do not have, and the
 # equivalent they do have (same values; the payload is functional, so copying is not observable)
 _EXECUTORCH_EQUIVALENT = {torch.ops.aten._reshape_copy.default: torch.ops.aten.reshape.default}
@@ -196,7 +183,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
                          if not isinstance(o.meta.get("val"), torch.Tensor))
     outs = [o for o in outs if isinstance(o.meta.get("val"), torch.Tensor)]
     order = {n: i for i, n in enumerate(graph.nodes)}
-    kv = [n for n in graph.nodes if _aliasable(n, index, order)]
+    kv = [n for n in graph.nodes if aliased_in_partition(n, index, order)]
     outs += [n for n in kv if n not in outs]      # aliased outputs TensorRT would append
     out_node.args = (tuple(outs),)
     out_names = [f"output{i}" for i in range(len(outs))]
