@@ -44,15 +44,16 @@ def _two_cache_writes(cache, v, x):          # every output aliased: the module 
 INPUTS = (torch.zeros(1, 2, 8, 4), torch.ones(1, 2, 1, 4), torch.full((1, 2, 8, 4), 3.0))
 
 
-def _partitioned(part, name="_run_on_acc_0", order=(1, 0)):
+def _partitioned(part, name="_run_on_acc_0", returns=(0, 1, 1)):
     """A parent calling partition `part` (traced with meta values, as torch-tensorrt's partitioner
-    leaves them) and returning its results in `order`."""
+    leaves them) and returning its results `returns` — by default result 0 and result 1 to the
+    caller, then result 1 again as a buffer's new value (a lifted graph's write-back output)."""
     sub = make_fx(part)(*INPUTS)
     g = Graph()
     phs = [g.placeholder(n) for n in ("cache", "v", "x")]
     call = g.call_module(name, tuple(phs))
     items = [g.call_function(operator.getitem, (call, k)) for k in range(2)]
-    g.output(tuple(items[k] for k in order))
+    g.output(tuple(items[k] for k in returns))
     return GraphModule({name: sub}, g), sub
 
 
@@ -72,6 +73,20 @@ def test_a_cache_write_returned_last_moves_before_the_plain_output_and_reads_fol
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
 
 
+def test_a_cache_write_read_by_a_later_node_moves_too():
+    parent, sub = _partitioned(_plain_then_cache_write, returns=(0, 1))
+    out = parent.graph.output_node()
+    kv = out.args[0][1]
+    with parent.graph.inserting_before(out):
+        total = parent.graph.call_function(torch.sum, (kv,))
+    out.args = ((out.args[0][0], total, kv),)
+    parent.recompile()
+    want = parent(*INPUTS)
+    aliased_outputs_returned(parent)
+    assert _outputs(sub) == ["slice_scatter", "mul"]
+    assert all(torch.equal(a, b) for a, b in zip(parent(*INPUTS), want, strict=True))
+
+
 @pytest.mark.parametrize("part", [_cache_write_then_plain, _cache_read_after_write,
                                   _two_cache_writes], ids=lambda f: f.__name__.strip("_"))
 def test_a_partition_the_module_already_returns_whole_is_left_as_it_is(part):
@@ -79,6 +94,14 @@ def test_a_partition_the_module_already_returns_whole_is_left_as_it_is(part):
     before, code = _outputs(sub), parent.code
     aliased_outputs_returned(parent)
     assert (_outputs(sub), parent.code) == (before, code)
+
+
+def test_a_cache_write_that_is_only_its_buffers_write_back_stays_hidden():
+    """Held once by the output, the new value is only the buffer's write-back, which the engine
+    performs in place: the module keeps hiding it (no copy of the cache handed out per call)."""
+    parent, sub = _partitioned(_plain_then_cache_write, returns=(0, 1))
+    aliased_outputs_returned(parent)
+    assert _outputs(sub) == ["mul", "slice_scatter"]
 
 
 def test_a_partition_left_to_pytorch_is_not_reordered():

@@ -7,38 +7,65 @@ not return after the ones it does, and the module hides that suffix. A cache wri
 is aliased too, and when it is the partition's last output the module dropped it: the graph's
 read of it could not be served (`module_form.engine_results_as_returned` refused the program).
 
-Invariant: after `aliased_outputs_returned(partitioned)`, the last output of every accelerated
-partition (`_run_on_acc*`) that has an output TensorRT does not alias is one of those
-(`kv_rules.aliased_in_partition`, the rule the reference builder reads too), so the module's
-count covers every output the graph reads; a partition whose outputs are all aliased is
-returned whole by that count already. The partition's output tuple, the parent's reads of it
-(`getitem` indices) and the call's `val` are permuted together; no value changes, and a
-partition that needs no move is left as it is.
+Invariant: after `aliased_outputs_returned(partitioned)`, every output of an accelerated
+partition (`_run_on_acc*`) that TensorRT aliases (`kv_rules.aliased_in_partition`, the rule the
+reference builder reads too) and the parent reads as a value — a node other than the output uses
+it, or the output holds it twice: to the caller and as the buffer's new value — comes before the
+partition's last plain output, so the module's count returns it. Only a partition that needs it
+is reordered: its outputs in their order with the last plain one moved after the others, then
+the aliased outputs that are only a buffer's write-back (hidden, as before; the engine writes the
+buffer in place). A partition whose outputs are all aliased is returned whole already. The
+partition's output tuple, the parent's reads of it (`getitem` indices) and the call's `val` are
+permuted together; no value changes.
 """
 from __future__ import annotations
 
 import operator
 
+import torch
 from torch.fx import GraphModule, Node
 
-from ..contracts.plan import PlanError
 from ..lowering.kv_rules import aliased_in_partition
 
 __all__ = ["aliased_outputs_returned"]
 
 
-def _new_order(sub: GraphModule) -> list[int] | None:
-    """Old output positions in their new order, or None when the order already serves."""
+def _read(call: Node, k: int, out_node: Node) -> bool:
+    """Whether the parent reads result `k` of `call` as a value: a node other than the output
+    uses it, or the output holds it more than once (returned to the caller *and* as the buffer's
+    new value). Held once by the output, it is only the buffer's write-back, which an aliased
+    write needs no longer (the engine writes the buffer in place)."""
+    for use in call.users:
+        if use.args[1] != k:
+            continue
+        if any(u is not out_node for u in use.users):
+            return True
+        held: list[Node] = []
+        torch.fx.node.map_arg(out_node.args, held.append)
+        if held.count(use) > 1:
+            return True
+    return False
+
+
+def _new_order(call: Node, sub: GraphModule, out_node: Node) -> list[int] | None:
+    """Old output positions in their new order, or None when the module returns every aliased
+    output the parent reads already."""
     outs = sub.graph.output_node().args[0]
     if not isinstance(outs, (tuple, list)) or len(outs) < 2:
         return None
     inputs = {n for n in sub.graph.nodes if n.op == "placeholder"}
     order = {n: i for i, n in enumerate(sub.graph.nodes)}
     aliased = [isinstance(o, Node) and aliased_in_partition(o, inputs, order) for o in outs]
-    if not aliased[-1] or all(aliased):
+    if all(aliased):
+        return None                    # the module returns every output (`user_output_count`)
+    returned = max(i for i, a in enumerate(aliased) if not a) + 1
+    read = {k for k in range(len(outs)) if aliased[k] and _read(call, k, out_node)}
+    if all(k < returned for k in read):
         return None
-    last_plain = max(i for i, a in enumerate(aliased) if not a)
-    return [i for i in range(len(outs)) if i != last_plain] + [last_plain]
+    hidden = [k for k in range(len(outs)) if aliased[k] and k not in read]
+    kept = [k for k in range(len(outs)) if k not in hidden]
+    last_plain = max(k for k in kept if not aliased[k])
+    return [k for k in kept if k != last_plain] + [last_plain] + hidden
 
 
 def aliased_outputs_returned(parent: GraphModule) -> None:
@@ -48,12 +75,13 @@ def aliased_outputs_returned(parent: GraphModule) -> None:
     for call in [n for n in parent.graph.nodes
                  if n.op == "call_module" and "_run_on_acc" in str(n.target)]:
         sub = getattr(parent, call.target)
-        if not isinstance(sub, GraphModule) or (perm := _new_order(sub)) is None:
+        if not isinstance(sub, GraphModule):
             continue
         readers = list(call.users)
         if any(u.target is not operator.getitem for u in readers):
-            raise PlanError(f"partition {call.target!r}: its results are read other than by "
-                            "index; please report this with the program")
+            continue   # a partition returning one value: no tuple to reorder
+        if (perm := _new_order(call, sub, parent.graph.output_node())) is None:
+            continue
         out_node = sub.graph.output_node()
         outs = out_node.args[0]
         out_node.args = (tuple(outs[i] for i in perm),)
