@@ -21,6 +21,7 @@ permuted together; no value changes.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 
 import torch
 from torch.fx import GraphModule, Node
@@ -30,24 +31,17 @@ from ..lowering.kv_rules import aliased_in_partition
 __all__ = ["aliased_outputs_returned"]
 
 
-def _read(call: Node, k: int, out_node: Node) -> bool:
+def _read(call: Node, k: int, held: Counter) -> bool:
     """Whether the parent reads result `k` of `call` as a value: a node other than the output
-    uses it, or the output holds it more than once (returned to the caller *and* as the buffer's
-    new value). Held once by the output, it is only the buffer's write-back, which an aliased
-    write needs no longer (the engine writes the buffer in place)."""
-    for use in call.users:
-        if use.args[1] != k:
-            continue
-        if any(u is not out_node for u in use.users):
-            return True
-        held: list[Node] = []
-        torch.fx.node.map_arg(out_node.args, held.append)
-        if held.count(use) > 1:
-            return True
-    return False
+    uses it, or the output holds it more than once (`held`: how often the output holds each
+    node; returned to the caller *and* as the buffer's new value). Held once by the output, it is
+    only the buffer's write-back, which an aliased write needs no longer (the engine writes the
+    buffer in place)."""
+    return any(use.args[1] == k and (held[use] > 1 or any(u.op != "output" for u in use.users))
+               for use in call.users)
 
 
-def _new_order(call: Node, sub: GraphModule, out_node: Node) -> list[int] | None:
+def _new_order(call: Node, sub: GraphModule, held: Counter) -> list[int] | None:
     """Old output positions in their new order, or None when the module returns every aliased
     output the parent reads already."""
     outs = sub.graph.output_node().args[0]
@@ -59,7 +53,7 @@ def _new_order(call: Node, sub: GraphModule, out_node: Node) -> list[int] | None
     if all(aliased):
         return None                    # the module returns every output (`user_output_count`)
     returned = max(i for i, a in enumerate(aliased) if not a) + 1
-    read = {k for k in range(len(outs)) if aliased[k] and _read(call, k, out_node)}
+    read = {k for k in range(len(outs)) if aliased[k] and _read(call, k, held)}
     if all(k < returned for k in read):
         return None
     hidden = [k for k in range(len(outs)) if aliased[k] and k not in read]
@@ -71,7 +65,8 @@ def _new_order(call: Node, sub: GraphModule, out_node: Node) -> list[int] | None
 def aliased_outputs_returned(parent: GraphModule) -> None:
     """Reorder the outputs of `parent`'s accelerated partitions where the engine module would
     drop an aliased output the graph reads (see the module's invariant)."""
-    changed = False
+    changed, held = False, Counter()
+    torch.fx.node.map_arg(parent.graph.output_node().args, lambda n: held.update((n,)))
     for call in [n for n in parent.graph.nodes
                  if n.op == "call_module" and "_run_on_acc" in str(n.target)]:
         sub = getattr(parent, call.target)
@@ -80,7 +75,7 @@ def aliased_outputs_returned(parent: GraphModule) -> None:
         readers = list(call.users)
         if any(u.target is not operator.getitem for u in readers):
             continue   # a partition returning one value: no tuple to reorder
-        if (perm := _new_order(call, sub, parent.graph.output_node())) is None:
+        if (perm := _new_order(call, sub, held)) is None:
             continue
         out_node = sub.graph.output_node()
         outs = out_node.args[0]
