@@ -25,6 +25,8 @@
 #include "common.h"
 #include "dtype.h"
 
+#include <executorch/runtime/core/named_data_map.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,7 +36,9 @@ namespace tte {
 
 constexpr size_t kBlobHeaderSize = 32;
 constexpr uint32_t kEngineAlignment = 16;
-constexpr int kTteVersion = 3;
+// The TR03 metadata version written (4: "weights"); readers take 3 and 4.
+constexpr int kTteVersion = 4;
+constexpr int kTteOldestVersion = 3;
 // A TR03 header is the 32-byte upstream header followed by the SHA-256 of the metadata.
 constexpr size_t kTr03HeaderSize = 64;
 // The largest binding either reader accepts: 2^63-1 bytes (its static dims times the element
@@ -78,6 +82,15 @@ struct CopyBackRef {
   std::string output, input;
 };
 
+// Version 4 "weights": a reference engine's weight kept out of its payload, the program's named
+// data under `key`, bound as the payload's next input after the input bindings.
+struct WeightRef {
+  std::string key;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> shape;
+  size_t nbytes = 0;
+};
+
 struct BlobInfo {
   char magic[5] = {0, 0, 0, 0, 0};
   int format = 0;                // 1, 2 or 3 (the digit of the magic)
@@ -99,9 +112,14 @@ struct BlobInfo {
   // TR03 "weight_streaming_budget": bytes of engine weights that may stay resident on the device
   // (torch_tensorrt.save's weight_streaming_budget_per_engine); -1 when the blob sets none.
   int64_t weight_streaming_budget = -1;
+  std::vector<WeightRef> weights;  // version 4, reference engines only
   // Not in the blob: the delegate's `target_device` compile spec ("cuda:0"), "" when it has none
   // (a host delegate). A reference engine runs "on the device" only for a device delegate.
   std::string target_device;
+  // Not in the blob: the program's named data (ExecuTorch's, from the delegate's init context:
+  // the .pte's own and any data files loaded with it), where a reference engine's weights are;
+  // nullptr when the program has none.
+  const executorch::runtime::NamedDataMap* named_data = nullptr;
 
   const Binding* input(const std::string& name) const;
   const Binding* output(const std::string& name) const;

@@ -236,10 +236,12 @@ Error read_upstream_meaning(Reader& r, const Json& md, BlobInfo& info) {
 
 Error read_version_and_kind(Reader& r, const Json& md, BlobInfo& info) {
   const auto version = md.find("tte_version");
-  if (version == md.end() || !is_int64(*version) || version->get<int64_t>() != kTteVersion) {
-    r.fail("metadata.tte_version",  // the integer 3: 3.0, 3e0 and true are refused too
-           format("TR03 blob has tte_version %s; this reader understands version %d only",
-                  version == md.end() ? "(none)" : json_excerpt(*version).c_str(), kTteVersion));
+  if (version == md.end() || !is_int64(*version) || version->get<int64_t>() < kTteOldestVersion ||
+      version->get<int64_t>() > kTteVersion) {
+    r.fail("metadata.tte_version",  // integers: 3.0, 3e0 and true are refused too
+           format("TR03 blob has tte_version %s; this reader understands versions %d and %d only",
+                  version == md.end() ? "(none)" : json_excerpt(*version).c_str(),
+                  kTteOldestVersion, kTteVersion));
     return Error::DelegateInvalidCompatibility;
   }
   const std::string kind = r.str(md, "engine_kind", "metadata", true);
@@ -256,6 +258,54 @@ Error read_version_and_kind(Reader& r, const Json& md, BlobInfo& info) {
                                                 "'tensorrt_rtx'");
   }
   return Error::Ok;
+}
+
+// weights[i]: a static tensor of a known dtype within kMaxBindingBytes (python's _weight_tensor).
+bool read_weight_tensor(Reader& r, const std::string& dtype, const Json& shape,
+                        const std::string& where, WeightRef& w) {
+  bool ok = dtype_from_name(dtype, w.dtype);
+  uint64_t n = ok ? dtype_size(w.dtype) : 0;
+  for (const Json& s : shape) {
+    if (!ok) break;
+    ok = is_int64(s) && s.get<int64_t>() >= 0;
+    const uint64_t d = ok ? static_cast<uint64_t>(s.get<int64_t>()) : 0;
+    n = (d != 0 && n > kMaxBindingBytes / d) ? kMaxBindingBytes + 1 : n * d;
+    if (ok) w.shape.push_back(s.get<int64_t>());
+  }
+  if (!ok || n > kMaxBindingBytes) {
+    return r.fail("weights.tensor", where + " '" + w.key + "': \"" + dtype + "\" " +
+                                        json_excerpt(shape, 60) +
+                                        " is not a static tensor of a known dtype within "
+                                        "2**63-1 bytes");
+  }
+  w.nbytes = static_cast<size_t>(n);
+  return true;
+}
+
+// Version 4 "weights" (python's blob_validate._weights, in its order).
+bool read_weights(Reader& r, const Json& md, BlobInfo& info) {
+  const Json* lst = r.get(md, "weights", Kind::Array, "metadata", false);
+  for (size_t i = 0; lst && r.ok && i < lst->size(); ++i) {
+    const Json& e = (*lst)[i];
+    const std::string where = format("weights[%zu]", i);
+    if (!e.is_object()) return r.fail("metadata.type", where + " must be an object");
+    WeightRef w;
+    w.key = r.str(e, "key", where, true);
+    const std::string dtype = r.str(e, "dtype", where, true);
+    const Json* shape = r.get(e, "shape", Kind::Array, where, true);
+    if (!r.ok) return false;
+    if (w.key.empty()) {
+      return r.fail("weights.key", where + ": empty key; a weight is named data under a key");
+    }
+    if (!read_weight_tensor(r, dtype, *shape, where, w)) return false;
+    info.weights.push_back(std::move(w));
+  }
+  if (r.ok && !info.weights.empty() && info.engine_kind != EngineKind::Reference) {
+    return r.fail("weights.engine_kind",
+                  "a TensorRT engine carries its weights in its plan; 'weights' is for "
+                  "reference engines only");
+  }
+  return r.ok;
 }
 
 // The TR03 extension keys, after tte_version and engine_kind.
@@ -287,6 +337,7 @@ Error read_extensions(Reader& r, const Json& md, BlobInfo& info) {
     }
     info.weight_streaming_budget = v->get<int64_t>();
   }
+  read_weights(r, md, info);
   return r.ok ? Error::Ok : Error::InvalidProgram;
 }
 

@@ -184,7 +184,8 @@ def test_tr03_layout_is_the_contract_header():
     # upstream's keys keep their place and meaning; the extensions follow
     assert list(md)[:6] == ["io_bindings", "aliased_io", "hardware_compatible", "device_id",
                             "serialized_metadata", "target_platform"]
-    assert md["tte_version"] == 3 and md["engine_kind"] == "reference"
+    assert md["tte_version"] == 4 and md["engine_kind"] == "reference"
+    assert "weights" not in md          # written only when the engine has weights
     assert md["delegate_inputs"] == ["tok", "pos", "cache_in", "step_in"]
     assert md["delegate_outputs"] == ["logits"]
     assert md["buffers"] == [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
@@ -294,9 +295,55 @@ def test_refuses_internal_output_neither_aliased_nor_copy_back():
 
 
 def test_refuses_other_tte_version_and_unknown_engine_kind():
-    refused(raw(md=kv_meta(tte_version=4)),
-            "TR03 blob has tte_version 4; this reader understands version 3 only",
+    refused(raw(md=kv_meta(tte_version=5)),
+            "TR03 blob has tte_version 5; this reader understands versions 3 and 4 only",
             "metadata.tte_version")
+    refused(raw(md=kv_meta(tte_version=2)),
+            "TR03 blob has tte_version 2; this reader understands versions 3 and 4 only",
+            "metadata.tte_version")
+
+
+_KEY = "tte/sha256/" + "ab" * 32
+
+
+def test_version_4_weights_round_trip_and_version_3_still_reads():
+    weights = [{"key": _KEY, "dtype": "bfloat16", "shape": [4, 8]},
+               {"key": "tte/sha256/" + "cd" * 32, "dtype": "int8", "shape": [300]},
+               {"key": _KEY, "dtype": "int8", "shape": [64]}]   # equal bytes, another view
+    meta = B.parse(raw(md=kv_meta(tte_version=4, weights=weights))).metadata
+    assert [(w.key, w.dtype, w.shape, w.nbytes) for w in meta.weights] == [
+        (_KEY, "bfloat16", (4, 8), 64), ("tte/sha256/" + "cd" * 32, "int8", (300,), 300),
+        (_KEY, "int8", (64,), 64)]
+    again = B.parse(B.serialize(meta, b"P")).metadata
+    assert again.weights == meta.weights
+    assert B.parse(raw(md=kv_meta(tte_version=3))).metadata.weights == ()
+
+
+_TENSOR = "is not a static tensor of a known dtype within 2**63-1 bytes"
+
+
+@pytest.mark.parametrize("weights, message, check", [
+    ([{"key": "", "dtype": "float32", "shape": [1]}],
+     "weights[0]: empty key; a weight is named data under a key", "weights.key"),
+    ([{"key": _KEY, "dtype": "float32", "shape": [-1, 4]}],
+     f"weights[0] '{_KEY}': \"float32\" [-1, 4] {_TENSOR}", "weights.tensor"),
+    ([{"key": _KEY, "dtype": "complex64", "shape": [2]}],
+     f"weights[0] '{_KEY}': \"complex64\" [2] {_TENSOR}", "weights.tensor"),
+    ([{"key": _KEY, "dtype": "float32", "shape": [2 ** 62, 4]}],
+     f"weights[0] '{_KEY}': \"float32\" [4611686018427387904, 4] {_TENSOR}", "weights.tensor"),
+    ([{"key": _KEY, "dtype": "float32"}], "weights[0] has no 'shape'", "metadata.missing"),
+    ([[_KEY]], "weights[0] must be an object", "metadata.type"),
+    ({"key": "k"}, "metadata: 'weights' must be list, got {\"key\": \"k\"}", "metadata.type"),
+])
+def test_refuses_malformed_weights(weights, message, check):
+    refused(raw(md=kv_meta(weights=weights)), message, check)
+
+
+def test_refuses_weights_on_a_tensorrt_engine():
+    refused(raw(md=kv_meta(engine_kind="tensorrt",
+                           weights=[{"key": _KEY, "dtype": "float32", "shape": [1]}])),
+            "a tensorrt engine carries its weights in its plan; 'weights' is for reference "
+            "engines only", "weights.engine_kind")
     refused(raw(md=kv_meta(engine_kind="onnx")),
             "engine_kind 'onnx' is not one of ['reference', 'tensorrt', 'tensorrt_rtx']",
             "metadata.engine_kind")
@@ -469,10 +516,10 @@ def test_json_error_offset_counts_bytes():
 
 
 @pytest.mark.parametrize("version", ["3.0", "3e0", "true", '"3"', "null"])
-def test_tte_version_must_be_the_integer_3(version):
+def test_tte_version_must_be_the_integer_3_or_4(version):
     shown = {"3e0": "3.0"}.get(version, version)
     refused(raw(md=kv_text('"tte_version": 3', f'"tte_version": {version}')),
-            f"TR03 blob has tte_version {shown}; this reader understands version 3 only",
+            f"TR03 blob has tte_version {shown}; this reader understands versions 3 and 4 only",
             "metadata.tte_version")
 
 

@@ -54,6 +54,43 @@ def kv_text_with(extra: bytes) -> bytes:
     return b'{"x":' + extra + b"," + json.dumps(kv_meta()).encode()[1:]
 
 
+KEY = "tte/sha256/" + "ab" * 32
+
+
+def weight(**over):
+    return {"key": KEY, "dtype": "float32", "shape": [4, 64], **over}
+
+
+def weights_cases():
+    """Version 4's weights: valid, then each way an entry can be wrong, in both readers' order."""
+    v4 = dict(tte_version=4)
+    yield "weights valid", make(kv_meta(**v4, weights=[weight(), weight(key=KEY[:-1] + "c")]))
+    yield "weights in version 3", make(kv_meta(weights=[weight()]))
+    yield "weights empty list", make(kv_meta(**v4, weights=[]))
+    yield "weights not a list", make(kv_meta(**v4, weights={"key": KEY}))
+    yield "weights entry not an object", make(kv_meta(**v4, weights=[KEY]))
+    yield "weights key missing", make(kv_meta(**v4, weights=[{"dtype": "float32", "shape": []}]))
+    yield "weights key not a string", make(kv_meta(**v4, weights=[weight(key=7)]))
+    yield "weights dtype missing", make(kv_meta(**v4, weights=[{"key": KEY, "shape": [1]}]))
+    yield "weights shape not a list", make(kv_meta(**v4, weights=[weight(shape=4)]))
+    yield "weights key empty", make(kv_meta(**v4, weights=[weight(key="")]))
+    yield "weights key twice", make(kv_meta(**v4, weights=[weight(), weight(dtype="int8")]))
+    yield "weights key twice, bad tensor", make(kv_meta(**v4, weights=[weight(),
+                                                                       weight(shape=[-1])]))
+    yield "weights dtype unknown", make(kv_meta(**v4, weights=[weight(dtype="complex64")]))
+    yield "weights dtype empty", make(kv_meta(**v4, weights=[weight(dtype="")]))
+    yield "weights dim -1", make(kv_meta(**v4, weights=[weight(shape=[-1, 4])]))
+    yield "weights dim bool", make(kv_meta(**v4, weights=[weight(shape=[True, 4])]))
+    yield "weights dim float", make(kv_meta(**v4, weights=[weight(shape=[1.5])]))
+    yield "weights 2**63 bytes", make(kv_meta(**v4, weights=[weight(shape=[1 << 61, 4])]))
+    yield "weights dims wrap", make(kv_meta(**v4, weights=[weight(shape=[1 << 32, 1 << 32, 16])]))
+    yield "weights scalar", make(kv_meta(**v4, weights=[weight(shape=[])]))
+    yield "weights zero-size", make(kv_meta(**v4, weights=[weight(shape=[0, 4])]))
+    yield "weights on tensorrt", make(kv_meta(**v4, engine_kind="tensorrt", weights=[weight()]))
+    yield "weights bad then tensorrt", make(kv_meta(**v4, engine_kind="tensorrt",
+                                                   weights=[weight(key="")]))
+
+
 def hostile_cases():
     """(name, blob): what issue 12 found the readers disagreeing on, and their neighbours."""
     big = (1 << 63) - 1
@@ -114,6 +151,7 @@ def hostile_cases():
     yield "engine digest not a string", make(kv_meta(engine_sha256=5))
     yield "unsealed", make(kv_meta(), seal=False)
     yield "tr02 with tte_version", make(kv_meta(), magic=b"TR02")
+    yield from weights_cases()
     # where a defect is reported: surrogates and non-finite numbers where they occur, NUL last
     kv = json.dumps(kv_meta()).encode()
     for name, extra in [("surrogate then NaN", b'"\\ud800","y":NaN'),
@@ -181,6 +219,7 @@ def mutate(text: bytes, rng: random.Random) -> bytes:
 def seeds():
     ring = H.ring_spec()
     yield "TR03", json.dumps(kv_meta()).encode(), b"E" * 20
+    yield "TR03", json.dumps(kv_meta(tte_version=4, weights=[weight()])).encode(), b"E" * 20
     yield "TR03", json.dumps(ring.metadata(["x", "ring"]).to_json_dict()).encode(), b"P" * 32
     for f in ("upstream_tr01.blob", "upstream_tr02_kv.blob"):
         data = (FIXTURES / f).read_bytes()

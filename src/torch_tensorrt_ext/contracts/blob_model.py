@@ -19,9 +19,9 @@ from .engine import AliasedIO  # one definition for the engine interface and the
 from ..errors import UnknownName
 
 __all__ = [
-    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
-    "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TR03_HEADER_SIZE", "TTE_VERSION",
-    "MAX_BINDING_BYTES",
+    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "WeightRef",
+    "BlobMetadata", "Blob", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TR03_HEADER_SIZE",
+    "TTE_VERSION", "TTE_VERSIONS", "MAX_BINDING_BYTES",
 ]
 
 HEADER_FORMAT = "<4sIIIQ8s"
@@ -34,7 +34,10 @@ MAX_BINDING_BYTES = (1 << 63) - 1
 ENGINE_ALIGNMENT = 16
 MAGIC_TR01, MAGIC_TR02, MAGIC_TR03 = b"TR01", b"TR02", b"TR03"
 MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
-TTE_VERSION = 3
+# 4: "weights" (a reference engine's weights as the program's named data). Written: 4; read: 3
+# (every blob written before weights left the payload) and 4.
+TTE_VERSION = 4
+TTE_VERSIONS = (3, 4)
 # Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
 _RESERVED = b"\x01" + b"\x00" * 7
 ENGINE_KINDS = ("reference", "tensorrt", "tensorrt_rtx")
@@ -86,6 +89,25 @@ class CopyBack:
 
 
 @dataclass(frozen=True)
+class WeightRef:
+    """A weight of a reference engine kept out of its payload: the program's named data under
+    `key` (`tte/sha256/<hex>`, the SHA-256 of its bytes), bound as the payload's next input
+    after the input bindings, a static tensor of `dtype` and `shape` (TR03 version 4
+    "weights"). Methods whose engines carry the same bytes name the same key: stored once."""
+
+    key: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        n = DTYPES[self.dtype]
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
 class BlobMetadata:
     """The metadata of a blob, TR03 view. `delegate_inputs`/`delegate_outputs` left as None mean
     "every input/output binding, in binding order" (upstream's meaning)."""
@@ -104,6 +126,8 @@ class BlobMetadata:
     # TR03 "weight_streaming_budget": bytes of engine weights kept on the device
     # (torch_tensorrt.save's weight_streaming_budget_per_engine); None: TensorRT's own budget
     weight_streaming_budget: int | None = None
+    # TR03 version 4 "weights": a reference engine's weights, the payload's trailing inputs
+    weights: tuple[WeightRef, ...] = ()
     # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
     # writes the digest of the payload it is given; not part of the metadata's identity.
     engine_sha256: str | None = field(default=None, compare=False, repr=False)
@@ -113,6 +137,7 @@ class BlobMetadata:
         object.__setattr__(self, "aliased_io", tuple(self.aliased_io))
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "copy_back", tuple(self.copy_back))
+        object.__setattr__(self, "weights", tuple(self.weights))
         if self.delegate_inputs is None:
             object.__setattr__(self, "delegate_inputs", tuple(self.input_names))
         else:
@@ -173,6 +198,9 @@ class BlobMetadata:
             "copy_back": [{"output": c.output, "input": c.input} for c in self.copy_back],
             **({} if self.weight_streaming_budget is None
                else {"weight_streaming_budget": self.weight_streaming_budget}),
+            **({} if not self.weights else
+               {"weights": [{"key": w.key, "dtype": w.dtype, "shape": list(w.shape)}
+                            for w in self.weights]}),
         }
 
 

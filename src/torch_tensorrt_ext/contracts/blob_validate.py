@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from .blob_checks import BlobError
 from .blob_json import load_json
 from .blob_model import (
-    ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSION, AliasedIO,
-    BlobMetadata, BufferBinding, CopyBack, IOBinding,
+    ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSIONS, AliasedIO,
+    BlobMetadata, BufferBinding, CopyBack, IOBinding, WeightRef,
 )
 from .dtypes import DTYPES
 from .shape_text import shape_text
@@ -348,9 +348,9 @@ def _upstream_keys(obj: dict[str, Any], magic: bytes) -> dict[str, Any]:
 
 def _engine_kind(obj: dict[str, Any]) -> str:
     version = obj.get("tte_version")
-    if not _is_int64(version) or version != TTE_VERSION:  # the integer 3: not 3.0, not True
+    if not _is_int64(version) or version not in TTE_VERSIONS:  # integers: not 3.0, not True
         raise BlobError(f"TR03 blob has tte_version {json.dumps(version)}; this reader "
-                        f"understands version {TTE_VERSION} only", check="metadata.tte_version")
+                        f"understands versions 3 and 4 only", check="metadata.tte_version")
     kind = _expect(obj, "engine_kind", str, "metadata", required=True)
     if kind not in ENGINE_KINDS:
         raise BlobError(f"engine_kind '{kind}' is not one of {list(ENGINE_KINDS)}",
@@ -369,8 +369,9 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
             raise BlobError(f"{magic.decode()} blob carries the TR03 key 'tte_version': its magic "
                             f"is damaged; re-export the .pte", check="metadata.damaged_magic")
         return BlobMetadata(engine_kind="tensorrt", **common)
+    kind = _engine_kind(obj)
     return BlobMetadata(
-        engine_kind=_engine_kind(obj),
+        engine_kind=kind,
         delegate_inputs=_names(obj, "delegate_inputs"),
         delegate_outputs=_names(obj, "delegate_outputs"),
         buffers=tuple(BufferBinding(i, f) for i, f in
@@ -379,7 +380,42 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
                         _entries(obj, "copy_back", ("output", "input"))),
         engine_sha256=_engine_digest(obj),
         weight_streaming_budget=_weight_streaming_budget(obj),
+        weights=_weights(obj, kind),
         **common)
+
+
+def _weights(obj: dict[str, Any], kind: str) -> tuple[WeightRef, ...]:
+    """Version 4's "weights": a reference engine's named-data weights, each a static tensor
+    under a non-empty key (a key may serve two inputs: equal bytes of another dtype or shape)."""
+    lst = _expect(obj, "weights", list, "metadata", default=[])
+    out = []
+    for i, e in enumerate(lst):
+        where = f"weights[{i}]"
+        if not isinstance(e, dict):
+            raise BlobError(f"{where} must be an object", check="metadata.type")
+        key = _expect(e, "key", str, where, required=True)
+        dtype = _expect(e, "dtype", str, where, required=True)
+        shape = _expect(e, "shape", list, where, required=True)
+        if not key:
+            raise BlobError(f"{where}: empty key; a weight is named data under a key",
+                            check="weights.key")
+        out.append(_weight_tensor(key, dtype, shape, where))
+    if out and kind != "reference":
+        raise BlobError(f"a {kind} engine carries its weights in its plan; 'weights' is for "
+                        "reference engines only", check="weights.engine_kind")
+    return tuple(out)
+
+
+def _weight_tensor(key: str, dtype: str, shape: list, where: str) -> WeightRef:
+    n = DTYPES.get(dtype, 0)
+    ok = n > 0 and all(_is_int64(s) and s >= 0 for s in shape)
+    for s in shape if ok else ():
+        n *= s
+    if not ok or n > MAX_BINDING_BYTES:
+        raise BlobError(f"{where} '{key}': {json.dumps(dtype)} {json.dumps(shape)[:60]} is not a "
+                        "static tensor of a known dtype within 2**63-1 bytes",
+                        check="weights.tensor")
+    return WeightRef(key, dtype, tuple(shape))
 
 
 def _weight_streaming_budget(obj: dict[str, Any]) -> int | None:
