@@ -83,7 +83,8 @@ Result<DelegateHandle*> create_executor(BackendInitContext& context, FreeableBuf
   new (executor) DelegateExecutor();
   Error e;
   try {
-    e = executor->init(processed->data(), size, why, target_device(specs));
+    e = executor->init(processed->data(), size, why, target_device(specs),
+                       context.get_named_data_map());
     if (e != Error::Ok) {
       refuse_init(
           e, why,

@@ -158,10 +158,12 @@ Error resolve_unknown_bindings(BlobInfo& info, const Engine& engine, Reason& why
 }
 
 Error DelegateExecutor::init(const void* blob, size_t size, Reason& why,
-                             const std::string& target_device) {
+                             const std::string& target_device,
+                             const executorch::runtime::NamedDataMap* named_data) {
   auto info = parse_blob(blob, size, why);
   if (!info.ok()) return info.error();
   info->target_device = target_device;
+  info->named_data = named_data;
   auto engine = create_engine(info.get(), why);
   if (!engine.ok()) {
     info_ = std::move(info.get());  // names the delegate in the refusal

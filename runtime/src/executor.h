@@ -28,8 +28,10 @@ class DelegateExecutor {
  public:
   // Reads the blob (parse_blob) and creates its engine, then init(info, engine).
   // `target_device`: the delegate's placement (BlobInfo::target_device).
+  // `named_data`: the program's named data (BlobInfo::named_data).
   ET_NODISCARD Error init(const void* blob, size_t size, Reason& why,
-                          const std::string& target_device = "");
+                          const std::string& target_device = "",
+                          const executorch::runtime::NamedDataMap* named_data = nullptr);
   // With the blob read and its engine created (tests hand in an engine of their own).
   ET_NODISCARD Error init(BlobInfo info, std::unique_ptr<Engine> engine, Reason& why);
 

@@ -182,7 +182,40 @@ Error load_methods(tte_program* p, std::string& text) {
   return Error::Ok;
 }
 
-tte_program* open_program(const char* path, int* code, char* why, size_t why_size) {
+// A non-owning view of the program's loader for ExecuTorch's Module: built from a loader, the
+// Module loads the external data file it is handed (built over an already loaded Program, as
+// ExecuTorch 1.5.1's Module::load skips the data file), and every segment still goes through the
+// one device-aware loader that records the buffers' initial values.
+class ForwardingLoader final : public executorch::runtime::DataLoader {
+ public:
+  explicit ForwardingLoader(const executorch::runtime::DataLoader& inner) : inner_(inner) {}
+  tte::Result<executorch::runtime::FreeableBuffer> load(size_t offset, size_t size,
+                                                        const SegmentInfo& info) const override {
+    return inner_.load(offset, size, info);
+  }
+  Error load_into(size_t offset, size_t size, const SegmentInfo& info,
+                  void* buffer) const override {
+    return inner_.load_into(offset, size, info, buffer);
+  }
+  tte::Result<size_t> size() const override { return inner_.size(); }
+
+ private:
+  const executorch::runtime::DataLoader& inner_;
+};
+
+// The external data file's loader (a .ptd, mapped like the program), nullptr without one.
+tte::Result<std::unique_ptr<executorch::runtime::DataLoader>> data_loader(const char* data_path) {
+  if (data_path == nullptr || *data_path == '\0') {
+    return std::unique_ptr<executorch::runtime::DataLoader>();
+  }
+  auto file = MmapDataLoader::from(data_path, MmapDataLoader::MlockConfig::NoMlock);
+  if (!file.ok()) return file.error();
+  return std::unique_ptr<executorch::runtime::DataLoader>(
+      std::make_unique<MmapDataLoader>(std::move(file.get())));
+}
+
+tte_program* open_program(const char* path, const char* data_path, int* code, char* why,
+                          size_t why_size) {
   init_runtime_once();
   auto fail = [&](Error e, const std::string& text) -> tte_program* {
     if (code) *code = say(e, text, why, why_size);
@@ -201,6 +234,10 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
                                              static_cast<unsigned>(program.error())));
   }
   p->program = std::make_shared<Program>(std::move(program.get()));
+  auto data = data_loader(data_path);
+  if (!data.ok()) {
+    return fail(data.error(), tte::format("Failed to open the data file '%s'", data_path));
+  }
   bool device_arenas = false;
   std::string text;
   if (Error e = read_methods(p.get(), device_arenas, text); e != Error::Ok) return fail(e, text);
@@ -209,8 +246,11 @@ tte_program* open_program(const char* path, int* code, char* why, size_t why_siz
   if (shared != Error::Ok) return fail(shared, reason.text);
   // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
   // does; without one it logs "No temp allocator provided" once per call and falls back).
+  // The data file's named data (engine weights) reaches each delegate's init context merged with
+  // the program's own.
   p->module = std::make_unique<Module>(
-      p->program, nullptr, std::make_unique<MallocMemoryAllocator>(), nullptr, nullptr,
+      std::make_unique<ForwardingLoader>(*p->loader), nullptr,
+      std::make_unique<MallocMemoryAllocator>(), nullptr, std::move(data.get()),
       /*share_memory_arenas=*/!device_arenas && p->shared == nullptr);
   if (Error e = load_methods(p.get(), text); e != Error::Ok) return fail(e, text);
   if (code) *code = 0;
@@ -282,8 +322,13 @@ extern "C" {
 
 TTE_EXPORT tte_program* tte_program_open(const char* path, int* code, char* why,
                                          size_t why_size) noexcept {
+  return tte_program_open_with_data(path, nullptr, code, why, why_size);
+}
+
+TTE_EXPORT tte_program* tte_program_open_with_data(const char* path, const char* data_path,
+                                                   int* code, char* why, size_t why_size) noexcept {
   try {
-    std::unique_ptr<tte_program> p(open_program(path, code, why, why_size));
+    std::unique_ptr<tte_program> p(open_program(path, data_path, code, why, why_size));
     return p != nullptr ? with_tallies(std::move(p), code, why, why_size) : nullptr;
   } catch (...) {
     if (code) *code = say(Error::MemoryAllocationFailed, "out of memory", why, why_size);

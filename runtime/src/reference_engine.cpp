@@ -3,6 +3,7 @@
 #include "abort_guard.h"
 #include "counters.h"
 #include "device.h"
+#include "engine_weights.h"
 #include "payload_check.h"
 #include "refusal.h"
 
@@ -210,13 +211,15 @@ class ReferenceEngine final : public Engine {
   // memory and loads the method.
   ET_NODISCARD Error init(const BlobInfo& info, Reason& why) {
     Error e = load_program(info, why);
+    if (e == Error::Ok) e = weights_.open(info, why);
     if (e == Error::Ok) e = check_forward(info, why);
     if (e == Error::Ok) e = allocate_memory(info, why);
     if (e == Error::Ok) e = load_forward(why);
     if (e == Error::Ok) {
       for (const Binding& b : info.inputs) inputs_.emplace_back(b);
-      find_repeated_outputs(info);
+      e = bind_weights(why);
     }
+    if (e == Error::Ok) find_repeated_outputs(info);
     if (e == Error::Ok) e = allocate_staging(info, why);
     return e;
   }
@@ -334,6 +337,7 @@ class ReferenceEngine final : public Engine {
 
   Error run() override {
     if (aborted_) return refuse_after_abort();
+    if (Error w = weights_.verify(); w != Error::Ok) return w;  // once, before a kernel reads them
     Error e = contained([&] { return method_->execute(); }, aborted_);
     ran_ = e == Error::Ok && !aborted_;
     for (size_t o = 0; e == Error::Ok && o < repeats_.size(); ++o) {
@@ -425,16 +429,19 @@ class ReferenceEngine final : public Engine {
                       "reference payload has no method 'forward'");
     }
     const MethodMeta meta = meta_r.get();
-    if (meta.num_inputs() != info.inputs.size() || meta.num_outputs() != info.outputs.size()) {
-      return why.fail(
-          Error::InvalidProgram, "payload.arity",
-          format("reference payload 'forward' takes %zu inputs and returns %zu "
-                 "outputs; the blob has %zu input and %zu output bindings",
-                 meta.num_inputs(), meta.num_outputs(), info.inputs.size(), info.outputs.size()));
+    const size_t n_inputs = info.inputs.size() + weights_.size();
+    if (meta.num_inputs() != n_inputs || meta.num_outputs() != info.outputs.size()) {
+      return why.fail(Error::InvalidProgram, "payload.arity",
+                      format("reference payload 'forward' takes %zu inputs and returns %zu "
+                             "outputs; the blob has %zu input bindings, %zu weights and %zu "
+                             "output bindings",
+                             meta.num_inputs(), meta.num_outputs(), info.inputs.size(),
+                             weights_.size(), info.outputs.size()));
     }
-    const bool ok = check_side(
-                        info.inputs, "input", [&](size_t i) { return meta.input_tag(i); },
-                        [&](size_t i) { return meta.input_tensor_meta(i); }, why) &&
+    auto in_tag = [&](size_t i) { return meta.input_tag(i); };
+    auto in_meta = [&](size_t i) { return meta.input_tensor_meta(i); };
+    const bool ok = check_side(info.inputs, "input", in_tag, in_meta, why) &&
+                    check_side(weights_.bindings(), "input", in_tag, in_meta, why) &&
                     check_side(
                         info.outputs, "output", [&](size_t i) { return meta.output_tag(i); },
                         [&](size_t i) { return meta.output_tensor_meta(i); }, why);
@@ -473,6 +480,22 @@ class ReferenceEngine final : public Engine {
     }
     temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
     memory_.emplace(&method_allocator_, &*planned_, &*temp_);
+    return Error::Ok;
+  }
+
+  // Each weight is bound once, for every call: the payload reads the named data in place.
+  Error bind_weights(Reason& why) {
+    for (size_t k = 0; k < weights_.size(); ++k) {
+      const Binding& b = weights_.bindings()[k];
+      InputView& v = weight_views_.emplace_back(b);
+      v.impl->set_data(const_cast<void*>(weights_.data(k)));  // read only by the kernels
+      const Error e = method_->set_input(EValue(Tensor(&*v.impl)), b.index);
+      if (e != Error::Ok) {
+        return why.fail(e, "payload.weight_input",
+                        format("reference payload: binding %s as input %zu failed (error 0x%x)",
+                               b.name.c_str(), b.index, static_cast<unsigned>(e)));
+      }
+    }
     return Error::Ok;
   }
 
@@ -586,6 +609,8 @@ class ReferenceEngine final : public Engine {
   std::optional<MemoryManager> memory_;
   std::optional<Method> method_;
   std::deque<InputView> inputs_;  // deque: TensorImpl pointers into it stay valid
+  EngineWeights weights_;
+  std::deque<InputView> weight_views_;
   std::vector<Bytes> scratch_;
 };
 

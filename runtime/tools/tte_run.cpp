@@ -1,8 +1,10 @@
 // tte_run: step a `.pte` with this runtime — the example runner of the runtime's CMake package.
 //
-//   tte_run MODEL.pte --io DIR [--method forward] [--steps N]
+//   tte_run MODEL.pte --io DIR [--method forward] [--steps N] [--data MODEL.ptd]
 //           [--device auto|cuda|emulated|none] [--stream] [--reset]
 //
+// `--data` is the external data file the engines' weights were saved to (save_data_externally);
+// a program whose weights are missing from it is refused naming the key.
 // Step s reads tensor input i from DIR/in.<s>.<i>.bin (raw bytes, the method's input dtype and
 // shape — or, for a dynamic input, the shape in DIR/in.<s>.<i>.shape, "1,5,8") and writes
 // tensor output j to DIR/out.<s>.<j>.bin. Step s runs the method named in DIR/method.<s> when that
@@ -33,7 +35,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tte_run MODEL.pte --io DIR [--method NAME] [--steps N] "
+    "usage: tte_run MODEL.pte --io DIR [--method NAME] [--steps N] [--data MODEL.ptd] "
     "[--device auto|cuda|emulated|none] [--stream] [--reset]\n";
 
 int fail(const std::string& msg) {
@@ -145,7 +147,7 @@ std::string run_steps(tte_program* p, const std::string& fallback, const std::st
 }
 
 struct Options {
-  std::string pte, io, method = "forward", device = "auto";
+  std::string pte, io, method = "forward", device = "auto", data;
   long steps = 1;
   bool stream = false, reset = false;
 };
@@ -161,6 +163,8 @@ bool parse_options(int argc, char** argv, Options& o) {
       o.method = argv[++i];
     else if (a == "--device" && has_value)
       o.device = argv[++i];
+    else if (a == "--data" && has_value)
+      o.data = argv[++i];
     else if (a == "--steps" && has_value)
       o.steps = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--stream")
@@ -241,7 +245,8 @@ int main(int argc, char** argv) {
   int code = 0;
   char text[4096] = "";
   tte_runtime_clear_last_refusal();
-  tte_program* p = tte_program_open(o.pte.c_str(), &code, text, sizeof text);
+  tte_program* p =
+      tte_program_open_with_data(o.pte.c_str(), o.data.c_str(), &code, text, sizeof text);
   if (p == nullptr) {
     const std::string refusal = tte_runtime_last_refusal();
     return fail(o.pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));

@@ -59,6 +59,12 @@ def _text(info) -> str:
             lines.append(f"  delegate {d.index}: {d.backend} {d.magic} {d.engine_kind} engine, "
                          f"{d.engine_bytes} bytes, {len(d.bindings)} bindings, aliased: {aliased}; "
                          f"copies back: {copied}")
+            if d.weights:
+                external = sum(not here for _, _, here in d.weights)
+                lines.append(f"    weights: {len(d.weights)} tensors, "
+                             f"{sum(n for _, n, _ in d.weights)} bytes of named data, "
+                             + (f"{external} in an external data file (.ptd)" if external
+                                else "in the .pte"))
         if m.buffers:
             width = max(len(b.fqn) for b in m.buffers)
             lines.append(f"  {'buffer':<{width}}  {'kind':<9} {'dtype':<8} {'shape':<16} "
@@ -73,6 +79,11 @@ def _text(info) -> str:
                 if b.host_path:
                     how = "written" if b.kind == "in_place" else "copied"
                     lines.append(f"  {b.fqn}: {how} by the program: {b.host_path}")
+    keys = {k for m in info.methods for d in m.delegates for k, _, _ in d.weights}
+    uses = sum(len(d.weights) for m in info.methods for d in m.delegates)
+    if uses > len(keys):
+        lines.append(f"weights: {len(keys)} named-data tensors serve {uses} engine weights "
+                     "(stored once, shared across methods)")
     for a in info.shared:
         lines.append(f"state shared by every method: {a.nbytes} bytes on {a.device}, one "
                      "allocation: " + ", ".join(f"{f}@{o}" for f, o in a.buffers)

@@ -188,6 +188,8 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     why = [c.c_char_p, c.c_size_t]
     lib.tte_program_open.restype = c.c_void_p
     lib.tte_program_open.argtypes = [c.c_char_p, c.POINTER(c.c_int), *why]
+    lib.tte_program_open_with_data.restype = c.c_void_p
+    lib.tte_program_open_with_data.argtypes = [c.c_char_p, c.c_char_p, c.POINTER(c.c_int), *why]
     lib.tte_program_close.restype = None
     lib.tte_program_close.argtypes = [c.c_void_p]
     lib.tte_program_method_count.restype = c.c_size_t

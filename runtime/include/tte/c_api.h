@@ -83,6 +83,10 @@ typedef struct tte_value {
 
 tte_program* tte_program_open(const char* path, int* code, char* why,
                               size_t why_size) TTE_C_NOEXCEPT;
+// The same with an external data file (`.ptd`, ExecuTorch's FlatTensor: the engine weights saved
+// beside the program with save_data_externally); `data_path` NULL or "" for none.
+tte_program* tte_program_open_with_data(const char* path, const char* data_path, int* code,
+                                        char* why, size_t why_size) TTE_C_NOEXCEPT;
 void tte_program_close(tte_program* p) TTE_C_NOEXCEPT;
 size_t tte_program_method_count(const tte_program* p) TTE_C_NOEXCEPT;
 const char* tte_program_method_name(const tte_program* p, size_t i) TTE_C_NOEXCEPT;

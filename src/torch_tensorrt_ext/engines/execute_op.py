@@ -18,6 +18,7 @@ import torch
 from ..contracts.dtypes import TORCH_DTYPES
 from ..contracts.engine_call import SCHEMA, Signature
 from ..errors import ExecutionError
+from .weights import unpack
 
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
 _lib.define(SCHEMA)
@@ -45,11 +46,13 @@ def _loaded_method(payload_digest: str, payload: bytes):
     return program.load_method("forward")
 
 
-def run_payload(payload: bytes, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Run a reference payload (an ExecuTorch program) with ExecuTorch's kernels."""
+def run_payload(payload: bytes, inputs: Sequence[torch.Tensor],
+                weights: Sequence[torch.Tensor] = ()) -> list[torch.Tensor]:
+    """Run a reference payload (an ExecuTorch program) with ExecuTorch's kernels; `weights`
+    are its trailing inputs (`engines.weights`)."""
     digest = hashlib.sha256(payload).hexdigest()
     method = _loaded_method(digest, payload)
-    return [t.clone() for t in method.execute([t.contiguous() for t in inputs])]
+    return [t.clone() for t in method.execute([t.contiguous() for t in inputs] + list(weights))]
 
 
 def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> list[torch.Tensor]:
@@ -62,7 +65,8 @@ def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> li
     if len(inputs) != len(meta.inputs):
         raise ExecutionError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
                            f"{list(meta.input_names)}, got {len(inputs)}")
-    outs = run_payload(engine.numpy().tobytes(), inputs)
+    program, weights = unpack(engine, meta.weights)
+    outs = run_payload(program.numpy().tobytes(), inputs, weights)
     index = {n: i for i, n in enumerate(meta.input_names)}
     out_index = {n: i for i, n in enumerate(meta.output_names)}
     for a in meta.aliased_io:           # IKVCacheUpdateLayer: written through the input

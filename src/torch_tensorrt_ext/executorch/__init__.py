@@ -2,18 +2,26 @@
 backend config, `.pte` writing), `running` (the program loader, the LLM runner), `inspecting`
 (reading and verifying a saved program). The blob format itself is `contracts.blob`; the runtime
 library loader is `runtime_lib`. This module is the public entry: `load`, `verify`, `text_runner`,
-`runner_metadata`."""
+`runner_metadata`, `save_data_externally`."""
 
 from ..contracts.llm_metadata import runner_metadata
 
-__all__ = ["load", "runner_metadata", "text_runner", "verify"]
+__all__ = ["load", "runner_metadata", "save_data_externally", "text_runner", "verify"]
 
 
-def load(path, method: str = "forward"):
+def save_data_externally(name: str = "model"):
+    """Context manager: a `torch_tensorrt.save(..., output_format="executorch")` inside it writes
+    its engines' weights to `<name>.ptd` beside the `.pte` (ExecuTorch's external data file)."""
+    from .saving.partition import save_data_externally as _external
+    return _external(name)
+
+
+def load(path, method: str = "forward", data_files=None):
     """Load a `.pte` into ExecuTorch's runtime with this project's delegate runtime
-    (see `torch_tensorrt_ext.executorch.running.program.Program`)."""
+    (see `torch_tensorrt_ext.executorch.running.program.Program`); `data_files`: the `.ptd`
+    its engine weights were saved to (`save_data_externally`)."""
     from .running.program import load as _load
-    return _load(path, method)
+    return _load(path, method, data_files)
 
 
 def verify(pte, source) -> None:

@@ -24,8 +24,10 @@ from ..contracts.engine_call import Signature
 from ..engines.execute_op import OP as EXECUTE_ENGINE
 from ..contracts.engine import AliasedIO
 from ..engines.dynamic_dims import PartitionDims, partition_dims
-from ..engines.payload import (bind_scalar_reads, byte_tensor, scalar_inputs_as_tensors,
-                               to_executorch_program, use_kv_update_layers)
+from ..engines.payload import (bind_scalar_reads, byte_tensor, dense_constants,
+                               scalar_inputs_as_tensors, to_executorch_program,
+                               use_kv_update_layers)
+from ..engines.weights import pack, weights_as_inputs
 from ..contracts import blob as blobfmt
 from ..lowering.kv_rules import aliased_in_partition
 
@@ -58,7 +60,7 @@ class ReferenceEngineModule(torch.nn.Module):
 
     engine_kind = "reference"
 
-    def __init__(self, name: str, payload: bytes, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
+    def __init__(self, name: str, payload, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
                  scalars: tuple[tuple[int, torch.dtype], ...] = (), output_dims=(),
                  size_outputs: tuple[tuple[int, int, int], ...] = ()):
         super().__init__()
@@ -69,7 +71,9 @@ class ReferenceEngineModule(torch.nn.Module):
         self.size_outputs = tuple(size_outputs)
         self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
-        self.payload = byte_tensor(payload)   # over the program's bytes: no second copy
+        # the packed payload (`engines.weights`: the weights, then the program), or the program
+        # bytes of an engine without weights: a tensor over them, no second copy
+        self.payload = payload if isinstance(payload, torch.Tensor) else byte_tensor(payload)
         self._meta = meta
         self._signature: str | None = None
         self.n_graph_outputs = n_graph_outputs
@@ -191,9 +195,11 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     bindings, output_dims = _bindings(phs, outs, out_names, dims)
     _executorch_ops(sub)
     use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
-    payload = to_executorch_program(sub, dims.export_spec(sub))
+    dense_constants(sub)
+    weights = weights_as_inputs(sub)      # the payload's trailing inputs, the program's named data
+    program = to_executorch_program(sub, dims.export_spec(sub))
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
-                                engine_kind="reference")
+                                engine_kind="reference", weights=tuple(r for r, _ in weights))
     blobfmt.validate(meta)
-    return ReferenceEngineModule(name or "reference_engine", payload, meta, n_graph, scalars,
-                                 output_dims, size_outputs)
+    return ReferenceEngineModule(name or "reference_engine", pack(program, weights), meta,
+                                 n_graph, scalars, output_dims, size_outputs)

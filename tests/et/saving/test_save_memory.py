@@ -78,8 +78,9 @@ def test_preprocess_copy_shares_tensors_and_isolates_the_graph(which):
 
 def test_a_reference_save_hands_preprocess_the_shared_copy(tmp_path, monkeypatch):
     """Through `torch_tensorrt.save`: every partition ExecuTorch isolates for preprocess goes
-    through `program_for_preprocess`, and the payload `preprocess` reads is the very tensor of
-    the program ExecuTorch lowered (not a copy of it)."""
+    through `program_for_preprocess`, and what `preprocess` reads — the payload's program and
+    each weight (named data) — are views of the very tensor of the program ExecuTorch lowered
+    (not copies of it)."""
     torch_tensorrt = torch_tensorrt_module()
     isolated, read = [], []
     real_isolate, real_bytes = backend.program_for_preprocess, backend.tensor_bytes
@@ -101,9 +102,11 @@ def test_a_reference_save_hands_preprocess_the_shared_copy(tmp_path, monkeypatch
         trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=[x], min_block_size=1)
         torch_tensorrt.save(trt, str(tmp_path / "m.pte"), output_format="executorch",
                             arg_inputs=[x])
-    assert len(isolated) == 1 and len(read) == 1
     original, _ = isolated[0]
-    assert any(read[0] is t for t in original.constants.values())
+    (payload,) = [t for t in original.constants.values() if t.dtype == torch.uint8]
+    assert len(isolated) == 1 and len(read) == 3          # the program, the weight, the bias
+    assert all(t.untyped_storage().data_ptr() == payload.untyped_storage().data_ptr()
+               for t in read)
 
 
 def test_the_blob_copies_the_engine_once():

@@ -46,6 +46,8 @@ class DelegateInfo:
     delegate_outputs: tuple[str, ...] = ()
     weight_streaming_budget: int | None = None   # bytes of weights kept on the device
     max_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (binding, max_shape): dynamic ones
+    # a reference engine's weights: (named-data key, bytes, held in the .pte — else a data file)
+    weights: tuple[tuple[str, int, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,8 @@ class PteInfo:
         return asdict(self)
 
 
-def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) -> DelegateInfo:
+def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate,
+              in_pte: frozenset = frozenset()) -> DelegateInfo:
     if d.id != "TensorRTBackend" or d.processed.location != schema.DataLocation.INLINE:
         return DelegateInfo(index, d.id)
     blob = blobfmt.parse(program.backend_delegate_data[d.processed.index].data)
@@ -107,7 +110,8 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate) ->
         tuple((b.input, b.fqn) for b in m.buffers),
         tuple((c.output, c.input) for c in m.copy_back),
         tuple(m.delegate_inputs), tuple(m.delegate_outputs), m.weight_streaming_budget,
-        tuple((b.name, tuple(b.max_shape)) for b in m.io_bindings if b.max_shape))
+        tuple((b.name, tuple(b.max_shape)) for b in m.io_bindings if b.max_shape),
+        tuple((w.key, w.nbytes, w.key in in_pte) for w in m.weights))
 
 
 def _kernel_calls(plan: schema.ExecutionPlan):
@@ -191,8 +195,9 @@ def inspect_pte(data: bytes) -> PteInfo:
     program = pte.program
     has_mutable = bool(pte.mutable_data)
     methods = []
+    in_pte = frozenset(pte.named_data.pte_data) if pte.named_data is not None else frozenset()
     for plan in program.execution_plan:
-        delegates = [_delegate(program, i, d) for i, d in enumerate(plan.delegates)]
+        delegates = [_delegate(program, i, d, in_pte) for i, d in enumerate(plan.delegates)]
         copies = plan_copy_paths(plan)
         calls = list(_kernel_calls(plan))
         writers = _in_place_writers(plan)

@@ -99,15 +99,18 @@ class Program:
     `forward(*inputs)`) and this project's (`run(*args, method=...)`, `state_traffic()`,
     `state()`, `load_state()`, `reset()`)."""
 
-    def __init__(self, path: str | Path, method: str = "forward"):
+    def __init__(self, path: str | Path, method: str = "forward", data_files=None):
         self._handle = None
         lib = runtime_lib.load()
         log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
         self.path = str(path)
+        self.data_file = _data_file(data_files)
         self._program = read_pte_program(path)   # the flatbuffer only: no engine bytes twice
         code, why = ctypes.c_int(0), ctypes.create_string_buffer(4096)
         runtime_lib.clear_last_refusal()
-        handle = lib.tte_program_open(self.path.encode(), ctypes.byref(code), why, len(why))
+        handle = lib.tte_program_open_with_data(
+            self.path.encode(), (self.data_file or "").encode(), ctypes.byref(code), why,
+            len(why))
         if not handle:
             self._refuse_open(why.value.decode("utf-8", "replace"))
         self._handle = handle
@@ -125,6 +128,11 @@ class Program:
         self._static = {f: sum(p.values()) for f, p in self._static_paths.items()}
 
     def _refuse_open(self, why: str):
+        if why.startswith("Failed to load method") and self.data_file \
+                and not runtime_lib.last_refusal():   # ExecuTorch's reader of the .ptd refused it
+            raise PteError(f"{self.path}: ExecuTorch could not read its data file "
+                           f"{self.data_file} ({why}): it is truncated, damaged or not a .ptd; "
+                           "pass the .ptd saved with this .pte")
         if why.startswith("Failed to load method"):   # a refused delegate: its reason, too
             raise runtime_lib.refusal_error(RuntimeError(why))
         if why.startswith("method '"):                # state on a device, and none in force
@@ -261,8 +269,24 @@ class Program:
         return dict(self._static)
 
 
-def load(path: str | Path, method: str = "forward") -> Program:
-    return Program(path, method)
+def _data_file(data_files) -> str | None:
+    """The one external data file (`.ptd`) a program is loaded with, checked to exist."""
+    if data_files is None:
+        return None
+    files = [data_files] if isinstance(data_files, (str, Path)) else list(data_files)
+    if len(files) > 1:
+        raise PteError(f"a program loads with one data file (the .ptd saved beside it), not "
+                       f"{len(files)}: {[str(f) for f in files]}")
+    if not files:
+        return None
+    f = Path(files[0])
+    if not f.is_file():
+        raise PteError(f"data file {f} does not exist; pass the .ptd saved with the .pte")
+    return str(f)
+
+
+def load(path: str | Path, method: str = "forward", data_files=None) -> Program:
+    return Program(path, method, data_files)
 
 
 __all__ = ["Program", "NoSuchMethodError", "load"]

@@ -18,13 +18,15 @@ from ...contracts import blob as blobfmt
 from ...contracts.engine_call import Signature, is_reference_call, is_tensorrt_call
 from ...contracts.target_device import parse_target_device
 from . import tensorrt_blob
-from .tensorrt_blob import tensor_bytes
+from .tensorrt_blob import EXTERNAL_DATA_SPEC, tensor_bytes
+from .named_data import named_data
+from ...engines.weights import unpack
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
 BACKEND_ID = "TensorRTBackend"
 
 
-def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> memoryview:
+def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Tensor:
     sig = ep.graph_signature
     target = sig.inputs_to_lifted_tensor_constants.get(node.name)
     tensor = ep.constants.get(target) if target is not None else None
@@ -32,7 +34,18 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> memoryvie
         tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
         raise blobfmt.BlobError(f"engine payload {node.name!r} is not a constant of the partition")
-    return tensor_bytes(tensor)
+    return tensor
+
+
+def _reference_result(meta: blobfmt.BlobMetadata, payload: torch.Tensor,
+                      external: str | None) -> PreprocessResult:
+    """The blob holds the program; its weights become the program's named data (views of the
+    compiled module's payload, not copies)."""
+    program, weights = unpack(payload.detach().cpu().view(-1), meta.weights)
+    store = named_data([(r.key, tensor_bytes(w)) for r, w in zip(meta.weights, weights,
+                                                                  strict=True)], external)
+    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, tensor_bytes(program)),
+                            data_store_output=store if meta.weights else None)
 
 
 def program_for_preprocess(edge_program: torch.export.ExportedProgram
@@ -67,5 +80,6 @@ class TensorRTBackend(BackendDetails):
         device_id = parse_target_device(device)[1] or 0
         meta = dataclasses.replace(meta, delegate_inputs=tuple(delegate_inputs),
                                    delegate_outputs=tuple(delegate_outputs), device_id=device_id)
-        return PreprocessResult(processed_bytes=blobfmt.serialize(meta, _payload(
-            edge_program, call.args[1])))
+        external = specs.get(EXTERNAL_DATA_SPEC)
+        return _reference_result(meta, _payload(edge_program, call.args[1]),
+                                 external.decode() if external else None)

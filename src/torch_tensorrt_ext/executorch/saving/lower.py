@@ -12,6 +12,7 @@ chooses the config.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from collections.abc import Mapping
 
 import torch
@@ -45,4 +46,6 @@ def save_pte(programs: Programs, path: str, **kw) -> str:
     while writing (a full disk, an error in serialisation) leaves `path` as it was."""
     et = to_executorch(programs, **kw)
     write_atomic(path, et.write_to_file)
+    for name, cord in (et._tensor_data or {}).items():   # save_data_externally: <name>.ptd
+        write_atomic(Path(path).parent / f"{name}.ptd", cord.write_to_file)
     return path

@@ -21,11 +21,13 @@ from torch.export import ExportedProgram
 
 from ...contracts import blob as blobfmt
 from ...contracts.engine_call import is_reference_call, is_tensorrt_call
+from ...errors import UsageError
 from .backend import BACKEND_ID
 from ...export.engine_calls import engine_info
-from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC
+from .tensorrt_blob import BUFFERS_SPEC, DEVICE_SPEC, EXTERNAL_DATA_SPEC
 
-__all__ = ["buffer_specs", "reference_device", "BUFFERS_SPEC", "DEVICE_SPEC"]
+__all__ = ["buffer_specs", "reference_device", "save_data_externally", "BUFFERS_SPEC",
+           "DEVICE_SPEC"]
 
 # Where reference delegates (and the state they write) live unless `reference_device` says:
 # $TTE_REFERENCE_DEVICE ("cuda:0" puts their state in device arenas; the tests' emulated-device
@@ -42,6 +44,25 @@ def reference_device(device: str):
         yield
     finally:
         _REFERENCE_DEVICE.reset(token)
+
+
+# `save_data_externally(name)`: engine weights go to `<name>.ptd` beside the `.pte`
+_EXTERNAL_DATA = contextvars.ContextVar("tte_external_data", default=None)
+
+
+@contextlib.contextmanager
+def save_data_externally(name: str = "model"):
+    """Inside, a save puts its engines' weights (ExecuTorch named data) in the external data file
+    `<name>.ptd` written beside the `.pte` — ExecuTorch's `save_data_externally` — instead of
+    in the `.pte`; load it with `load(pte, data_files=ptd)` or `tte_run --data`."""
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"save_data_externally({name!r}): the data file's name is a plain file "
+                         "stem such as 'model' (written as model.ptd beside the .pte)")
+    token = _EXTERNAL_DATA.set(name)
+    try:
+        yield
+    finally:
+        _EXTERNAL_DATA.reset(token)
 
 
 def _tagged_engine(ep: ExportedProgram, tag: str) -> torch.fx.Node | None:
@@ -70,7 +91,17 @@ def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[s
         specs = [s for s in spec.compile_specs if s.key != BUFFERS_SPEC]
         specs.append(CompileSpec(BUFFERS_SPEC, json.dumps(pairs).encode()))
         out[tag] = DelegationSpec(spec.backend_id, specs)
-    return out
+    return {tag: _with_external_data(spec) for tag, spec in out.items()}
+
+
+def _with_external_data(spec: DelegationSpec) -> DelegationSpec:
+    """This backend's delegates name the external data file, inside `save_data_externally`."""
+    name = _EXTERNAL_DATA.get()
+    if name is None or spec.backend_id != BACKEND_ID:
+        return spec
+    specs = [s for s in spec.compile_specs if s.key != EXTERNAL_DATA_SPEC]
+    return DelegationSpec(spec.backend_id, specs + [CompileSpec(EXTERNAL_DATA_SPEC,
+                                                                name.encode())])
 
 
 def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:

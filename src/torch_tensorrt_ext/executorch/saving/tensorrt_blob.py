@@ -30,6 +30,9 @@ DEVICE_SPEC = "target_device"
 # torch_tensorrt.save(weight_streaming_budget_per_engine=N): upstream's partitioner compile spec
 # (torch_tensorrt.executorch.partitioner.WEIGHT_STREAMING_BUDGET_COMPILE_SPEC_KEY), ASCII bytes
 WEIGHT_STREAMING_SPEC = "weight_streaming_budget"
+# torch_tensorrt.save(..., external_data="NAME"): engine weights go to NAME.ptd beside the .pte
+# (ExecuTorch's external data file) instead of into it; ASCII bytes
+EXTERNAL_DATA_SPEC = "external_data"
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:

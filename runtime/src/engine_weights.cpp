@@ -1,0 +1,85 @@
+#include "engine_weights.h"
+
+#include "refusal.h"
+#include "sha256.h"
+
+#include <cstring>
+
+namespace tte {
+namespace {
+
+constexpr const char* kKeyPrefix = "tte/sha256/";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The SHA-256 a `tte/sha256/<64 lowercase hex>` key names; false for any other key.
+bool key_digest(const std::string& key, std::array<uint8_t, 32>& out) {
+  const size_t n = std::strlen(kKeyPrefix);
+  if (key.size() != n + 64 || key.compare(0, n, kKeyPrefix) != 0) return false;
+  for (size_t i = 0; i < 32; ++i) {
+    const int hi = hex_value(key[n + 2 * i]), lo = hex_value(key[n + 2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return true;
+}
+
+Binding weight_binding(const WeightRef& w, size_t index) {
+  Binding b;
+  b.name = "weight " + w.key;
+  b.dtype = w.dtype;
+  b.shape = w.shape;
+  b.is_input = true;
+  b.index = index;
+  return b;
+}
+
+}  // namespace
+
+Error EngineWeights::open(const BlobInfo& info, Reason& why) {
+  for (size_t k = 0; k < info.weights.size(); ++k) {
+    const WeightRef& w = info.weights[k];
+    auto data = info.named_data != nullptr
+                    ? info.named_data->get_data(w.key.c_str())
+                    : Result<executorch::runtime::FreeableBuffer>(Error::NotFound);
+    if (!data.ok()) {
+      return why.fail(Error::NotFound, "weights.missing",
+                      "named data key '" + w.key +
+                          "' (a weight of the reference engine) is neither in the .pte nor in "
+                          "a data file loaded with it: the .ptd is missing or from another "
+                          "program; load the .ptd saved with this .pte");
+    }
+    if (data->size() != w.nbytes) {
+      return why.fail(Error::InvalidExternalData, "weights.size",
+                      format("named data key '%s' holds %zu bytes; the weight (%s %s) needs %zu: "
+                             "the data file is truncated or from another program",
+                             w.key.c_str(), data->size(), dtype_name(w.dtype),
+                             shape_text(w.shape).c_str(), w.nbytes));
+    }
+    data_.push_back(std::move(data.get()));
+    bindings_.push_back(weight_binding(w, info.inputs.size() + k));
+    digests_.emplace_back();
+    has_digest_.push_back(key_digest(w.key, digests_.back()));
+  }
+  return Error::Ok;
+}
+
+Error EngineWeights::verify() {
+  if (verified_) return Error::Ok;
+  for (size_t k = 0; k < data_.size(); ++k) {
+    if (!has_digest_[k] || sha256(data_[k].data(), data_[k].size()) == digests_[k]) continue;
+    refuse("weights.digest",
+           "TensorRTBackend: named data '%s' (%zu bytes) does not hash to the SHA-256 its key "
+           "names: the data file was altered or damaged; re-export the .pte and its .ptd",
+           bindings_[k].name.c_str() + 7, data_[k].size());
+    return Error::InvalidExternalData;
+  }
+  verified_ = true;
+  return Error::Ok;
+}
+
+}  // namespace tte

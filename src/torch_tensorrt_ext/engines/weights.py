@@ -1,0 +1,146 @@
+"""A reference engine's weights, kept out of its ExecuTorch program (CONTRACTS.md §1 "weights").
+
+Invariant: after `weights_as_inputs(gm)` every tensor constant of the partition of at least
+`MIN_WEIGHT_BYTES` is a trailing placeholder of `gm` (after the partition's own inputs, in first
+use order, one per distinct tensor value: equal bytes, dtype and shape are one input) and the
+returned `WeightRef`s describe them in that order,
+each keyed by the SHA-256 of its bytes — so two engines (two methods) carrying the same bytes
+name one key and the program stores them once. A payload is packed as the weights, each at a
+`WEIGHT_ALIGNMENT`-aligned offset in `WeightRef` order, then the program (`pack`); `unpack` finds
+every part again from the refs alone, as views (never copies) of the packed bytes. The packed
+form lives only in the compiled module: the blob holds the program, the program's named data
+the weights (`executorch/saving/backend`).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import torch
+from torch.fx import GraphModule
+
+from ..contracts.blob_model import WeightRef
+from ..contracts.dtypes import dtype_name
+
+__all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
+           "unpack", "weight_key"]
+
+# Smaller constants (a scalar, the positions of a KV write) stay inside the program.
+MIN_WEIGHT_BYTES = 256
+WEIGHT_ALIGNMENT = 64
+KEY_PREFIX = "tte/sha256/"
+
+
+def _byte_view(t: torch.Tensor) -> memoryview:
+    return memoryview(t.detach().contiguous().view(torch.uint8).numpy()).cast("B")
+
+
+def weight_key(t: torch.Tensor) -> str:
+    """The named-data key of a weight: the SHA-256 of its bytes (row-major)."""
+    return KEY_PREFIX + hashlib.sha256(_byte_view(t)).hexdigest()
+
+
+def _attr(gm: GraphModule, target: str):
+    owner, _, name = target.rpartition(".")
+    return getattr(gm.get_submodule(owner) if owner else gm, name, None)
+
+
+def _drop_attr(gm: GraphModule, target: str) -> None:
+    """Forget the attribute a weight was read from (no get_attr reads it any more): an export of
+    the partition lifts every parameter it holds, read or not."""
+    owner, _, name = target.rpartition(".")
+    module = gm.get_submodule(owner) if owner else gm
+    for table in (module._parameters, module._buffers):
+        table.pop(name, None)
+    module.__dict__.pop(name, None)
+
+
+def _fake(gm: GraphModule, t: torch.Tensor):
+    from torch._guards import detect_fake_mode
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    if mode is None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = FakeTensorMode()
+    return mode.from_tensor(t, static_shapes=True)
+
+
+def _placeholders_first(gm: GraphModule) -> list:
+    """Move every placeholder (keeping their order: the inputs' order) ahead of the first other
+    node — torch-tensorrt's partitions declare an input where it is first used — so a placeholder
+    appended after them precedes every use."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    first = next((n for n in gm.graph.nodes if n.op != "placeholder"), None)
+    for ph in phs if first is not None else ():
+        first.prepend(ph)
+    return phs
+
+
+def weights_as_inputs(gm: GraphModule) -> list[tuple[WeightRef, torch.Tensor]]:
+    """Turn `gm`'s tensor constants (dense, `payload.dense_constants`) of at least
+    `MIN_WEIGHT_BYTES` into trailing placeholders; their refs and tensors in placeholder order."""
+    graph = gm.graph
+    last = _placeholders_first(gm)
+    by_tensor: dict[int, torch.fx.Node] = {}
+    by_ref: dict[WeightRef, torch.fx.Node] = {}   # equal bytes, dtype and shape: one input
+    replaced: set[str] = set()
+    out: list[tuple[WeightRef, torch.Tensor]] = []
+    for node in [n for n in graph.nodes if n.op == "get_attr"]:
+        t = _attr(gm, node.target)
+        if not isinstance(t, torch.Tensor) or t.nbytes < MIN_WEIGHT_BYTES or t.is_sparse:
+            continue
+        ph = by_tensor.get(id(t))
+        ref = WeightRef(weight_key(t), dtype_name(t.dtype), tuple(t.shape)) if ph is None \
+            else None
+        ph = by_ref.get(ref, ph)
+        if ph is None:
+            anchor = last[-1] if last else None
+            with (graph.inserting_after(anchor) if anchor is not None
+                  else graph.inserting_before(next(iter(graph.nodes)))):
+                ph = graph.placeholder(f"tte_weight_{len(out)}")
+            ph.meta["val"] = _fake(gm, t)
+            last.append(ph)
+            by_ref[ref] = ph
+            out.append((ref, t.detach()))
+        by_tensor[id(t)] = ph
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        replaced.add(node.target)
+    still_read = {n.target for n in graph.nodes if n.op == "get_attr"}
+    for target in replaced - still_read:
+        _drop_attr(gm, target)
+    if out:
+        graph.lint()
+        gm.recompile()
+    return out
+
+
+def _offsets(refs: Sequence[WeightRef]) -> tuple[list[int], int]:
+    offsets, end = [], 0
+    for r in refs:
+        offsets.append(end)
+        end = (end + r.nbytes + WEIGHT_ALIGNMENT - 1) // WEIGHT_ALIGNMENT * WEIGHT_ALIGNMENT
+    return offsets, end
+
+
+def pack(program: bytes, weights: Sequence[tuple[WeightRef, torch.Tensor]]) -> torch.Tensor:
+    """The packed payload (uint8): each weight at its aligned offset, then the program. The one
+    copy of the weights the compiled module holds."""
+    offsets, start = _offsets([r for r, _ in weights])
+    out = torch.zeros(start + len(program), dtype=torch.uint8)
+    for (r, t), off in zip(weights, offsets, strict=True):
+        out[off:off + r.nbytes] = t.detach().contiguous().view(-1).view(torch.uint8)
+    if program:
+        out[start:] = torch.frombuffer(bytearray(program), dtype=torch.uint8)
+    return out
+
+
+def unpack(payload: torch.Tensor, refs: Sequence[WeightRef]
+           ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(the program's bytes, each weight as a tensor of its dtype and shape): views of `payload`."""
+    from ..contracts.dtypes import TORCH_DTYPES
+    offsets, start = _offsets(refs)
+    flat = payload.view(-1)
+    weights = [flat[off:off + r.nbytes].view(TORCH_DTYPES[r.dtype]).view(r.shape)
+               for r, off in zip(refs, offsets, strict=True)]
+    return flat[start:], weights
