@@ -1,0 +1,131 @@
+// A reference engine's weights from the program's named data (CONTRACTS.md §2 "Weights"), on a
+// named data map of the test's own: every key the blob lists is taken in place (no copy), a key
+// missing or of another byte size refused at open naming it, each digest checked once, before
+// the first call, and an altered byte refused naming the key.
+#include "check.h"
+
+#include "engine_weights.h"
+#include "refusal.h"
+#include "sha256.h"
+
+#include <executorch/runtime/core/named_data_map.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+using executorch::runtime::Error;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::NamedDataMap;
+using executorch::runtime::Result;
+using executorch::runtime::TensorLayout;
+
+namespace {
+
+// Keys to bytes, handed out in place; counts the look-ups.
+class MapOfBytes final : public NamedDataMap {
+ public:
+  std::map<std::string, std::string> data;
+  mutable int lookups = 0;
+
+  Result<const TensorLayout> get_tensor_layout(std::string_view) const override {
+    return Error::NotImplemented;
+  }
+  Result<FreeableBuffer> get_data(std::string_view key) const override {
+    ++lookups;
+    auto it = data.find(std::string(key));
+    if (it == data.end()) return Error::NotFound;
+    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
+  }
+  Error load_data_into(std::string_view, void*, size_t) const override {
+    return Error::NotImplemented;
+  }
+  Result<uint32_t> get_num_keys() const override { return static_cast<uint32_t>(data.size()); }
+  Result<const char*> get_key(uint32_t i) const override {
+    auto it = data.begin();
+    std::advance(it, i);
+    return it->first.c_str();
+  }
+};
+
+std::string key_of(const std::string& bytes) {
+  return "tte/sha256/" + tte::hex_digest(tte::sha256(bytes.data(), bytes.size()));
+}
+
+tte::WeightRef weight(const std::string& key, int64_t n) {
+  tte::WeightRef w;
+  w.key = key;
+  w.dtype = tte::DType::Float32;
+  w.shape = {n};
+  w.nbytes = static_cast<size_t>(n) * 4;
+  return w;
+}
+
+struct Fixture {
+  MapOfBytes map;
+  tte::BlobInfo info;
+  Fixture() {
+    const std::string a(64, 'a'), b(32, 'b');
+    map.data = {{key_of(a), a}, {key_of(b), b}};
+    info.inputs.resize(2);
+    info.weights = {weight(key_of(a), 16), weight(key_of(b), 8), weight(key_of(a), 16)};
+    info.named_data = &map;
+  }
+};
+
+}  // namespace
+
+TEST(weights_are_the_named_data_in_place_as_trailing_inputs) {
+  Fixture f;
+  tte::EngineWeights w;
+  tte::Reason why;
+  CHECK(w.open(f.info, why) == Error::Ok);
+  CHECK_EQ(w.size(), size_t(3));
+  CHECK(w.data(0) == f.map.data.at(f.info.weights[0].key).data());  // not a copy
+  CHECK(w.data(2) == w.data(0));                                    // one key, one place
+  CHECK_EQ(w.bindings()[1].index, size_t(3));  // after the blob's two input bindings
+  CHECK_EQ(w.bindings()[1].name, "weight " + f.info.weights[1].key);
+  CHECK(w.verify() == Error::Ok);
+}
+
+TEST(a_missing_key_is_refused_naming_it) {
+  Fixture f;
+  f.map.data.erase(f.info.weights[1].key);
+  tte::EngineWeights w;
+  tte::Reason why;
+  CHECK(w.open(f.info, why) == Error::NotFound);
+  CHECK_EQ(std::string(why.check), "weights.missing");
+  CHECK(why.text.find("named data key '" + f.info.weights[1].key + "'") != std::string::npos);
+  f.info.named_data = nullptr;  // a program loaded with no named data at all: the same refusal
+  tte::EngineWeights none;
+  CHECK(none.open(f.info, why) == Error::NotFound);
+  CHECK_EQ(std::string(why.check), "weights.missing");
+}
+
+TEST(a_key_of_another_size_is_refused_naming_both_sizes) {
+  Fixture f;
+  f.map.data[f.info.weights[1].key] = std::string(31, 'b');  // truncated by one byte
+  tte::EngineWeights w;
+  tte::Reason why;
+  CHECK(w.open(f.info, why) == Error::InvalidExternalData);
+  CHECK_EQ(std::string(why.check), "weights.size");
+  CHECK(why.text.find("holds 31 bytes; the weight (float32 [8]) needs 32") != std::string::npos);
+}
+
+TEST(an_altered_byte_is_refused_before_the_first_call_and_checked_once) {
+  Fixture f;
+  tte::EngineWeights w;
+  tte::Reason why;
+  CHECK(w.open(f.info, why) == Error::Ok);
+  f.map.data[f.info.weights[1].key][5] ^= 0x01;  // altered after the load, in place
+  tte::clear_refusal();
+  CHECK(w.verify() == Error::InvalidExternalData);
+  CHECK_EQ(std::string(tte::last_check()), "weights.digest");
+  CHECK(std::string(tte::last_refusal()).find(f.info.weights[1].key) != std::string::npos);
+  f.map.data[f.info.weights[1].key][5] ^= 0x01;
+  CHECK(w.verify() == Error::Ok);
+  f.map.data[f.info.weights[1].key][5] ^= 0x01;  // verified once: not hashed per call
+  CHECK(w.verify() == Error::Ok);
+}
+
+int main() { return tte_test::run_all(); }
