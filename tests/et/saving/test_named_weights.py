@@ -9,6 +9,7 @@ another program is refused naming the key — never a crash, never a wrong numbe
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 import pytest
@@ -22,7 +23,8 @@ from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.inspecting.traffic import flatbuffer_program
 from torch_tensorrt_ext.runtime_lib import DelegateRefusedError
 
-pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.inspects_pte]
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.inspects_pte,
+              pytest.mark.emulated_device]
 
 D = 256
 
@@ -63,7 +65,10 @@ def _save(path, model, external: str | None = None):
 
 
 def _named_keys(pte_bytes: bytes) -> list[str]:
-    return [e.key for e in flatbuffer_program(pte_bytes).named_data or ()]
+    """The weights' keys among the `.pte`'s named data (a device program keeps its record of the
+    state arenas there too)."""
+    return [e.key for e in flatbuffer_program(pte_bytes).named_data or ()
+            if e.key.startswith(KEY_PREFIX)]
 
 
 def _step_both(prog, eager):
@@ -174,7 +179,8 @@ def test_the_cpp_runner_takes_the_data_file(external, tmp_path):
     H.write_steps(tmp_path, lambda s: calls[s][1], len(calls), shapes=True)
     for s, (method, _) in enumerate(calls):
         (tmp_path / f"method.{s}").write_text(method)
-    done, summary = H.run_runner(d / "m.pte", tmp_path, len(calls), "none", "--data",
+    device = os.environ.get("TTE_DEVICE", "none")   # the emulated-device child: state there
+    done, summary = H.run_runner(d / "m.pte", tmp_path, len(calls), device, "--data",
                                  str(d / "m.ptd"))
     assert done.returncode == 0, done.stderr
     eager = _fresh(model)
@@ -182,7 +188,7 @@ def test_the_cpp_runner_takes_the_data_file(external, tmp_path):
         want = eager(*args)
         torch.testing.assert_close(H.read_output(tmp_path, s, 0, want), want, rtol=1e-5,
                                    atol=1e-5)
-    done, _ = H.run_runner(d / "m.pte", tmp_path, 1, "none")
+    done, _ = H.run_runner(d / "m.pte", tmp_path, 1, device)
     assert done.returncode == 3
     assert re.search(r"named data key 'tte/sha256/[0-9a-f]{64}' \(a weight of the reference "
                      r"engine\) is neither in the \.pte nor in a data file", done.stderr)
