@@ -35,9 +35,9 @@ def verify(pte, source) -> None:
     verify_writes(bytes(data), mutated_by(source))
 
 
-def text_runner(pte, tokenizer):
-    """ExecuTorch's own `TextLLMRunner` over a `.pte` of this project (loads the delegate runtime);
-    see `executorch.running.llm.text_runner`."""
+def text_runner(pte, tokenizer, data_path=None):
+    """ExecuTorch's own `TextLLMRunner` over a `.pte` of this project (loads the delegate runtime)
+    and the `.ptd` of its weights when saved apart; see `executorch.running.llm.text_runner`."""
     from .running.llm import text_runner as _text_runner
-    return _text_runner(pte, tokenizer)
+    return _text_runner(pte, tokenizer, data_path)
 

@@ -108,6 +108,23 @@ def test_the_runner_generates_what_eager_generates(saved, prompt):
     assert got and got == EagerRunner(eager).generate(prompt)
 
 
+def test_the_runner_reads_the_weights_from_the_ptd(saved):
+    """ExecuTorch's runner with the `.ptd` (`data_path`): the same text as eager; the `.pte`
+    alone holds no weights and is refused naming a key."""
+    from torch_tensorrt_ext.executorch import runner_metadata, text_runner
+    _, tokenizer, eager, trt, tmp = saved
+    torch_tensorrt = torch_tensorrt_or_skip()
+    meta = runner_metadata(model_args.ModelArgs(**ARGS), bos_id=BOS, eos_ids=[EOS])
+    with tte.reference.engines(), tte.executorch.save_data_externally("llama_w"):
+        torch_tensorrt.save(trt, str(tmp / "apart.pte"), output_format="executorch",
+                            arg_inputs=[torch.tensor([[BOS]]), torch.tensor([0])],
+                            constant_methods=meta)
+    got = _generate(text_runner(tmp / "apart.pte", tokenizer, tmp / "llama_w.ptd"), "kv")
+    assert got and got == EagerRunner(eager).generate("kv")
+    with pytest.raises(UsageError, match="data file .*nothing.ptd does not exist"):
+        text_runner(tmp / "apart.pte", tokenizer, tmp / "nothing.ptd")
+
+
 def test_a_second_prompt_continues_the_cache_and_reset_starts_over(saved):
     from torch_tensorrt_ext.executorch import text_runner
     pte, tokenizer, eager, _, _ = saved

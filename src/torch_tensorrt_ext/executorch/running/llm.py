@@ -29,8 +29,9 @@ def _methods_and_backends(data: bytes):
             {d.id for p in program.execution_plan for d in p.delegates})
 
 
-def text_runner(pte: str | Path, tokenizer: str | Path):
-    """ExecuTorch's `TextLLMRunner` over `pte` with `tokenizer` (a tokenizer.json / .model)."""
+def text_runner(pte: str | Path, tokenizer: str | Path, data_path: str | Path | None = None):
+    """ExecuTorch's `TextLLMRunner` over `pte` with `tokenizer` (a tokenizer.json / .model) and
+    `data_path`, the `.ptd` its engines' weights were saved to (`save_data_externally`)."""
     from executorch.extension.llm.runner import TextLLMRunner
     from executorch.runtime import Runtime
     methods, backends = _methods_and_backends(Path(pte).read_bytes())
@@ -45,4 +46,6 @@ def text_runner(pte: str | Path, tokenizer: str | Path):
     if unknown:
         raise UsageError(f"{pte} is delegated to {unknown}, which no library in this process "
                          "registers: load the backend's runtime before running it")
-    return TextLLMRunner(str(pte), str(tokenizer))
+    if data_path is not None and not Path(data_path).is_file():
+        raise UsageError(f"data file {data_path} does not exist; pass the .ptd saved with {pte}")
+    return TextLLMRunner(str(pte), str(tokenizer), None if data_path is None else str(data_path))
