@@ -1,15 +1,15 @@
-"""A reference engine's weights, kept out of its ExecuTorch program (CONTRACTS.md §1 "weights").
+"""A reference engine's weights, kept out of its ExecuTorch program (CONTRACTS.md §2 "Weights").
 
-Invariant: after `weights_as_inputs(gm)` every tensor constant of the partition of at least
-`MIN_WEIGHT_BYTES` is a trailing placeholder of `gm` (after the partition's own inputs, in first
-use order, one per distinct tensor value: equal bytes, dtype and shape are one input) and the
-returned `WeightRef`s describe them in that order,
-each keyed by the SHA-256 of its bytes — so two engines (two methods) carrying the same bytes
-name one key and the program stores them once. A payload is packed as the weights, each at a
+Invariant: after `weights_as_inputs(gm)` every dense tensor constant of the partition of at least
+`MIN_WEIGHT_BYTES`, of a dtype a binding takes (`contracts.dtypes`), is a trailing placeholder of
+`gm` — after the partition's own inputs, in first-use order, one per distinct value (equal bytes,
+dtype and shape are one input) — and the returned `WeightRef`s describe them in that order, each
+keyed by the SHA-256 of its bytes: two engines (two methods) carrying the same bytes name one key,
+and the program stores them once. A payload is packed as the weights, each at a
 `WEIGHT_ALIGNMENT`-aligned offset in `WeightRef` order, then the program (`pack`); `unpack` finds
 every part again from the refs alone, as views (never copies) of the packed bytes. The packed
-form lives only in the compiled module: the blob holds the program, the program's named data
-the weights (`executorch/saving/backend`).
+form lives only in the compiled module: the blob holds the program, the program's named data the
+weights (`executorch/saving/backend`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import torch
 from torch.fx import GraphModule
 
 from ..contracts.blob_model import WeightRef
-from ..contracts.dtypes import dtype_name
+from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 
 __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
            "unpack", "weight_key"]
@@ -87,7 +87,8 @@ def weights_as_inputs(gm: GraphModule) -> list[tuple[WeightRef, torch.Tensor]]:
     out: list[tuple[WeightRef, torch.Tensor]] = []
     for node in [n for n in graph.nodes if n.op == "get_attr"]:
         t = _attr(gm, node.target)
-        if not isinstance(t, torch.Tensor) or t.nbytes < MIN_WEIGHT_BYTES or t.is_sparse:
+        if not isinstance(t, torch.Tensor) or t.nbytes < MIN_WEIGHT_BYTES or t.is_sparse \
+                or t.dtype not in DTYPE_NAMES:   # a dtype no binding takes stays inside
             continue
         ph = by_tensor.get(id(t))
         ref = WeightRef(weight_key(t), dtype_name(t.dtype), tuple(t.shape)) if ph is None \
