@@ -2,9 +2,18 @@
 backend config, `.pte` writing), `running` (the program loader, the LLM runner), `inspecting`
 (reading and verifying a saved program). The blob format itself is `contracts.blob`; the runtime
 library loader is `runtime_lib`. This module is the public entry: `load`, `verify`, `text_runner`,
-`runner_metadata`."""
+`runner_metadata`.
 
+Invariant: once this package is imported, ExecuTorch's runtime in this process has the delegate
+`TensorRTBackend` and the kernel `tte::kv_cache_update.out` (as ExecuTorch's own backends register
+at import): its `Runtime`, `TextLLMRunner` and Module APIs run this project's programs with no
+further set-up. Without the runtime library the import fails with an ImportError naming the file
+(`runtime_lib.register_delegate`)."""
+
+from .. import runtime_lib
 from ..contracts.llm_metadata import runner_metadata
+
+runtime_lib.register_delegate(__name__)
 
 __all__ = ["load", "runner_metadata", "text_runner", "verify"]
 
