@@ -18,9 +18,10 @@ runtime_lib.register_delegate(__name__)
 __all__ = ["load", "runner_metadata", "text_runner", "verify"]
 
 
-def load(path, method: str = "forward"):
-    """Load a `.pte` into ExecuTorch's runtime with this project's delegate runtime
-    (see `torch_tensorrt_ext.executorch.running.program.Program`)."""
+def load(path, method: str | None = None):
+    """Load a `.pte` (any methods) into ExecuTorch's runtime with this project's delegate runtime;
+    `method`, when given, is the main method `run` calls by default, else `forward` or the only
+    one (see `torch_tensorrt_ext.executorch.running.program.Program`)."""
     from .running.program import load as _load
     return _load(path, method)
 
