@@ -1,6 +1,7 @@
-"""Issue 47 item 1: importing `torch_tensorrt_ext.executorch` registers the delegate with
-ExecuTorch's runtime in that process, as ExecuTorch's own backends do at import; without the
-runtime library the import is an ImportError naming the file.
+"""Issue 47 item 1: importing `torch_tensorrt_ext.executorch` (or the patched
+`torch_tensorrt.executorch`, patch 0010) registers the delegate with ExecuTorch's runtime in that
+process, as ExecuTorch's own backends do at import; without the runtime library the import is an
+ImportError naming the file.
 
 Each check runs in a fresh interpreter: in this one some other test loaded the library already.
 """
@@ -32,6 +33,14 @@ def _python(code: str, *args: str, env: dict | None = None) -> subprocess.Comple
 
 def test_importing_the_package_registers_the_backend_and_its_kernel():
     done = _python(_PROBE, "torch_tensorrt_ext.executorch")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [False, True, True]
+
+
+def test_importing_the_patched_torch_tensorrt_executorch_registers_them_too():
+    from rtx_env import torch_tensorrt_or_skip
+    torch_tensorrt_or_skip()
+    done = _python(_PROBE, "torch_tensorrt.executorch")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [False, True, True]
 
