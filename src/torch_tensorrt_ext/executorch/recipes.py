@@ -166,9 +166,9 @@ def _in_precision(ep: ExportedProgram, dtype: torch.dtype) -> tuple[ExportedProg
         return ep, args
     cast = tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                  for a in args)
-    module = ep.module().to(dtype)
-    return torch.export.export(module, cast, dynamic_shapes=_dims(ep.graph_module),
-                               strict=False), cast
+    module = ep.module()   # its placeholders are the user inputs, as `_dims` reads them
+    dims = _dims(module)
+    return torch.export.export(module.to(dtype), cast, dynamic_shapes=dims, strict=False), cast
 
 
 def _declared(gm: torch.fx.GraphModule, args: tuple) -> ExportedProgram:

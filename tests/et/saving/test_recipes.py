@@ -77,27 +77,28 @@ def test_a_stateful_decoder_through_executorchs_export_steps_like_eager(tmp_path
     assert sorted(kinds) == ["copy_back"] * 3 + ["kv_alias"] * 4
 
 
-def test_prefill_and_decode_as_two_methods_share_the_cache_like_eager(tmp_path):
+@pytest.mark.parametrize("recipe", [R.FP32, R.FP16], ids=lambda r: r.value)
+def test_prefill_and_decode_as_two_methods_share_the_cache_like_eager(tmp_path, recipe):
     torch_tensorrt_or_skip()
     torch.manual_seed(0)
-    model = PrefillCache().eval()
-    eager = copy.deepcopy(model)
-    g = torch.Generator().manual_seed
+    model, dtype = PrefillCache().eval(), DTYPES[recipe]
+    eager = copy.deepcopy(model).to(dtype)
     with tte.reference.engines():
         prog = _export({"prefill": model, "decode": model},
                        {"prefill": [prefill_args(4)], "decode": [prefill_args(1, 4)]},
-                       R.FP32, tmp_path / "two.pte", dynamic_shapes={"prefill": prefill_dims()})
+                       recipe, tmp_path / "two.pte", dynamic_shapes={"prefill": prefill_dims()})
     assert prog.method_names == {"prefill", "decode"}
     for length, start in ((5, 0), (3, 5)):   # two prompts of other lengths, each then decoded
-        steps = [("prefill", prefill_args(length, start, generator=g(start)))]
-        steps += [("decode", prefill_args(1, at, generator=g(at)))
-                  for at in range(start + length, start + length + 2)]
-        for method, args in steps:
+        steps = [("prefill", length, start)] + [
+            ("decode", 1, at) for at in range(start + length, start + length + 2)]
+        for method, n, at in steps:
+            x, pos = prefill_args(n, at, generator=torch.Generator().manual_seed(at))
             with torch.no_grad():
-                want = eager(*args)
-            torch.testing.assert_close(prog.run(*args, method=method)[0], want,
-                                       msg=lambda m: f"{method} at {args[1].tolist()}: {m}")
-            torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
+                want = eager(x.to(dtype), pos)
+            torch.testing.assert_close(prog.run(x.to(dtype), pos, method=method)[0], want,
+                                       **TOLERANCE[recipe], msg=lambda m: f"{method} {at}: {m}")
+            torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache,
+                                       **TOLERANCE[recipe])
     for method in ("prefill", "decode"):
         assert prog.state_traffic(method) == _per_call(tmp_path / "two.pte", method, eager)
 
