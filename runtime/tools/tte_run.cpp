@@ -1,6 +1,6 @@
 // tte_run: step a `.pte` with this runtime — the example runner of the runtime's CMake package.
 //
-//   tte_run MODEL.pte --io DIR [--method forward] [--steps N] [--data MODEL.ptd]
+//   tte_run MODEL.pte --io DIR [--method NAME] [--steps N] [--data MODEL.ptd]
 //           [--device auto|cuda|emulated|none] [--stream] [--reset]
 //
 // `--data` is the external data file the engines' weights were saved to (save_data_externally);
@@ -18,6 +18,9 @@
 // host memory]), staged by a device-mode reference engine (`staging_bytes`), and whether
 // the rerun after the reset was identical (`reset`).
 //
+// Without --method a step runs `forward`, or the program's only method; a program with several
+// and no `forward` needs one named, by --method or DIR/method.<s> (the message lists them).
+//
 // Invariant: it uses only the runtime's public API (tte/c_api.h programs, tte/device.h), the one
 // loader Python's tte.executorch.load uses too: state lives where the program placed it, on the
 // device in force, and a program whose state needs a device is refused when there is none.
@@ -25,6 +28,7 @@
 #include <tte/c_api.h>
 #include <tte/device.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -97,6 +101,34 @@ bool has_method(const tte_program* p, const std::string& name) {
   return false;
 }
 
+// The method a step runs when none is named: `forward`, else the program's only one, else "".
+std::string default_method(const tte_program* p) {
+  if (has_method(p, "forward")) return "forward";
+  return tte_program_method_count(p) == 1 ? tte_program_method_name(p, 0) : "";
+}
+
+// "'decode', 'prefill'": the program's methods, sorted, for a message.
+std::string method_list(const tte_program* p) {
+  std::vector<std::string> names;
+  for (size_t m = 0; m < tte_program_method_count(p); ++m)
+    names.emplace_back(tte_program_method_name(p, m));
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+// "" when `method` is one of the program's, else what is wrong, naming its methods.
+std::string check_method(const tte_program* p, const std::string& method) {
+  if (method.empty()) {
+    return "no --method, and the program has no method 'forward' but " +
+           std::to_string(tte_program_method_count(p)) + ": " + method_list(p) +
+           "; name one with --method NAME (or DIR/method.<step>)";
+  }
+  if (!has_method(p, method)) return "no method '" + method + "'; it has " + method_list(p);
+  return "";
+}
+
 // The method step s runs: DIR/method.<s> ("prefill"), when it exists, else `fallback`.
 std::string method_of_step(const std::string& io, long s, const std::string& fallback) {
   std::ifstream f(io + "/method." + std::to_string(s));
@@ -110,7 +142,8 @@ std::string run_steps(tte_program* p, const std::string& fallback, const std::st
   char why[4096];
   for (long s = 0; s < steps; ++s) {
     const std::string method = method_of_step(io, s, fallback);
-    if (!has_method(p, method)) return "step " + std::to_string(s) + ": no method '" + method + "'";
+    if (std::string e = check_method(p, method); !e.empty())
+      return "step " + std::to_string(s) + ": " + e;
     const size_t n_in = tte_program_input_count(p, method.c_str());
     std::vector<std::vector<uint8_t>> data(n_in);
     std::vector<tte_value> inputs(n_in);
@@ -147,7 +180,7 @@ std::string run_steps(tte_program* p, const std::string& fallback, const std::st
 }
 
 struct Options {
-  std::string pte, io, method = "forward", device = "auto", data;
+  std::string pte, io, method, device = "auto", data;  // method "": the program's default
   long steps = 1;
   bool stream = false, reset = false;
 };
@@ -251,10 +284,11 @@ int main(int argc, char** argv) {
     const std::string refusal = tte_runtime_last_refusal();
     return fail(o.pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
   }
+  if (o.method.empty()) o.method = default_method(p);
   const std::string first = method_of_step(o.io, 0, o.method);  // its buffers are the summary's
-  if (!has_method(p, first)) {
+  if (std::string e = check_method(p, first); !e.empty()) {
     tte_program_close(p);
-    return fail(o.pte + ": no method '" + first + "'");
+    return fail(o.pte + ": " + e);
   }
   tte_runtime_reset_counters();
   std::string copies, paths;

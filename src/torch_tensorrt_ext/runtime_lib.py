@@ -12,8 +12,9 @@ Invariant: after `load()` returns, ExecuTorch's Python runtime in this process r
 backend "TensorRTBackend" and the kernel `tte::kv_cache_update.out` to this project's runtime:
 executorch's runtime (and with it the shared libexecutorch.so registry) is imported first, then
 the library is opened once with RTLD_GLOBAL so its static registrations land in that registry.
-`load()` is idempotent; a missing library is an error naming the path and the fix. The counter
-wrappers read the process-wide counters of CONTRACTS.md §4; `last_refusal()` is the calling
+`load()` is idempotent; a missing library is an error naming the path and the fix (an
+ImportError from `register_delegate`, which importing `torch_tensorrt_ext.executorch` calls). The
+counter wrappers read the process-wide counters of CONTRACTS.md §4; `last_refusal()` is the calling
 thread's last delegate refusal (its reason and the delegate it names) and `last_check()` its
 stable check id (CONTRACTS.md §1 "Check ids"), `check_blob()` the C++ reader's verdict on a blob
 (recorded as the thread's last refusal too; the differential tests compare it, check id for check
@@ -34,7 +35,8 @@ __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes",
            "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
            "check_blob", "use_device", "device_name", "TteValue", "loaded", "log_info",
-           "RuntimeLibraryError", "DelegateRefusedError"]
+           "RuntimeLibraryError", "RuntimeLibraryImportError", "DelegateRefusedError",
+           "register_delegate"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
 LIB_NAME = "libtte_runtime.so"
@@ -44,6 +46,12 @@ _lib: ctypes.CDLL | None = None
 
 class RuntimeLibraryError(TteError, RuntimeError):
     """The runtime library is missing or cannot be loaded."""
+
+
+class RuntimeLibraryImportError(RuntimeLibraryError, TteError, ImportError):
+    """Importing a module that registers the delegate (`torch_tensorrt_ext.executorch`) found no
+    runtime library to register it from; `path` is the file looked for (None when no place
+    searched holds one)."""
 
 
 class DelegateRefusedError(TteError, RuntimeError):
@@ -218,6 +226,24 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     lib.tte_runtime_device_name.argtypes = []
     lib.tte_runtime_log_info.restype = None
     lib.tte_runtime_log_info.argtypes = [c.c_int]
+
+
+def register_delegate(importer: str) -> None:
+    """`load()` for a module whose import registers the delegate with ExecuTorch's runtime
+    (`importer`, named in the error): a missing or unloadable library is a
+    `RuntimeLibraryImportError` (an ImportError) naming the file and how to build it."""
+    try:
+        load()
+    except RuntimeLibraryError as e:
+        try:
+            path: str | None = str(library_path())
+        except RuntimeLibraryError:
+            path = None
+        err = RuntimeLibraryImportError(
+            f"import {importer}: it registers ExecuTorch's TensorRTBackend delegate from "
+            f"torch-tensorrt-ext's runtime library, but {e}")
+        err.name, err.path = importer, path
+        raise err from None
 
 
 def loaded() -> ctypes.CDLL | None:

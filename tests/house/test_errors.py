@@ -20,6 +20,7 @@ PUBLIC_ERRORS = [
     ("torch_tensorrt_ext.executorch.saving.pte_write", "DestinationError", ValueError),
     ("torch_tensorrt_ext.executorch.running.program", "NoSuchMethodError", KeyError),
     ("torch_tensorrt_ext.runtime_lib", "RuntimeLibraryError", RuntimeError),
+    ("torch_tensorrt_ext.runtime_lib", "RuntimeLibraryImportError", ImportError),
     ("torch_tensorrt_ext.runtime_lib", "DelegateRefusedError", RuntimeError),
     ("torch_tensorrt_ext.engines.tensorrt_info", "TensorRTInfoError", ValueError),
     ("torch_tensorrt_ext.cuda.views", "ViewMetadataError", ValueError),

@@ -26,7 +26,7 @@ LAYERS = [
     ("executorch.saving", "executorch.running"),
     ("executorch",),
     ("seams",),
-    ("reference",),
+    ("reference", "executorch.recipes"),
     ("demo",),
     ("plan_cli", "inspect_cli", "demo_cli"),
     ("cli",),

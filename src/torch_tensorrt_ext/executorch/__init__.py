@@ -2,9 +2,18 @@
 backend config, `.pte` writing), `running` (the program loader, the LLM runner), `inspecting`
 (reading and verifying a saved program). The blob format itself is `contracts.blob`; the runtime
 library loader is `runtime_lib`. This module is the public entry: `load`, `verify`, `text_runner`,
-`runner_metadata`, `save_data_externally`."""
+`runner_metadata`, `save_data_externally`.
 
+Invariant: once this package is imported, ExecuTorch's runtime in this process has the delegate
+`TensorRTBackend` and the kernel `tte::kv_cache_update.out` (as ExecuTorch's own backends register
+at import): its `Runtime`, `TextLLMRunner` and Module APIs run this project's programs with no
+further set-up. Without the runtime library the import fails with an ImportError naming the file
+(`runtime_lib.register_delegate`)."""
+
+from .. import runtime_lib
 from ..contracts.llm_metadata import runner_metadata
+
+runtime_lib.register_delegate(__name__)
 
 __all__ = ["load", "runner_metadata", "save_data_externally", "text_runner", "verify"]
 
@@ -16,9 +25,10 @@ def save_data_externally(name: str = "model"):
     return _external(name)
 
 
-def load(path, method: str = "forward", data_files=None):
-    """Load a `.pte` into ExecuTorch's runtime with this project's delegate runtime
-    (see `torch_tensorrt_ext.executorch.running.program.Program`); `data_files`: the `.ptd`
+def load(path, method: str | None = None, data_files=None):
+    """Load a `.pte` (any methods) into ExecuTorch's runtime with this project's delegate runtime;
+    `method`, when given, is the main method `run` calls by default, else `forward` or the only
+    one (see `torch_tensorrt_ext.executorch.running.program.Program`); `data_files`: the `.ptd`
     its engine weights were saved to (`save_data_externally`)."""
     from .running.program import load as _load
     return _load(path, method, data_files)

@@ -186,3 +186,27 @@ def test_runner_metadata_from_a_transformers_config():
 def test_the_runtime_library_is_an_attribute_of_the_package():
     assert tte.runtime_lib.load is not None
     assert "TensorRTBackend" in tte.runtime_lib.__doc__
+
+
+_PLAIN_RUNNER = """
+import json, sys
+import torch_tensorrt_ext.executorch  # noqa: F401  (registers the delegate, as a backend does)
+from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+runner, pieces = TextLLMRunner(sys.argv[1], sys.argv[2]), []
+runner.generate(sys.argv[3], GenerationConfig(echo=False, max_new_tokens=int(sys.argv[4]),
+                temperature=0.0, num_bos=0), token_callback=pieces.append)
+print(json.dumps("".join(pieces)))
+"""
+
+
+def test_executorchs_plain_runner_generates_after_importing_the_package(saved):
+    """Issue 47 item 1: ExecuTorch's `TextLLMRunner` itself, no `text_runner`, in a fresh process
+    whose only set-up is the import."""
+    import subprocess
+    import sys
+    pte, tokenizer, eager, _, _ = saved
+    done = subprocess.run([sys.executable, "-c", _PLAIN_RUNNER, str(pte), str(tokenizer),
+                           "hello world", str(NEW)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got and got == EagerRunner(eager).generate("hello world")

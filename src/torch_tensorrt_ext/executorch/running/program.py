@@ -1,7 +1,8 @@
 """`load(path)`: run a `.pte` with ExecuTorch's Module API and this project's delegate runtime.
 
 Invariant: one loader — the runtime library's (`tte_program_*` of tte/c_api.h), the same the C++
-runner uses. Every method is loaded at open; `Program.run(*args)` executes one call of a method
+runner uses. Every method is loaded at open, whatever the methods are called; `Program.run(*args)`
+executes one call of a method (named, or the program's default: `method_choice`)
 and mutable buffers persist across calls in the program's own memory, exactly as in an
 ExecuTorch app: in device memory where the program placed its state and a device is in force
 (`runtime_lib.use_device`; initial values put there through the device), in host memory
@@ -27,23 +28,17 @@ import torch
 
 from ...contracts.dtypes import SCALAR_TYPES
 from ...contracts.shared_arenas import RECORD_KEY
-from ...errors import ArgumentTypeError, ExecutionError, TteError, UnknownName, UsageError
+from ...errors import ArgumentTypeError, ExecutionError, UnknownName, UsageError
 from ... import runtime_lib
 from . import log_sink
 from ..inspecting.pte_check import PteError, read_pte_program
+from .method_choice import NoSuchMethodError, default_method, method_to_run
 from .method_inputs import check_call, specs_by_method
 from ..inspecting.traffic import flatbuffer_program, plan_copy_paths
 
 _CODES: dict[torch.dtype, int] = {getattr(torch, name): code
                                   for code, (name, _) in SCALAR_TYPES.items()}
 _DTYPES: dict[int, torch.dtype] = {code: dt for dt, code in _CODES.items()}
-
-
-class NoSuchMethodError(TteError, KeyError):
-    """A method name the `.pte` does not have; the message names the file and its methods."""
-
-    def __str__(self) -> str:  # KeyError would print the message quoted
-        return str(self.args[0])
 
 
 def _value(arg: object, keep: list[torch.Tensor]) -> runtime_lib.TteValue:
@@ -99,7 +94,7 @@ class Program:
     `forward(*inputs)`) and this project's (`run(*args, method=...)`, `state_traffic()`,
     `state()`, `load_state()`, `reset()`)."""
 
-    def __init__(self, path: str | Path, method: str = "forward", data_files=None):
+    def __init__(self, path: str | Path, method: str | None = None, data_files=None):
         self._handle = None
         lib = runtime_lib.load()
         log_sink.route_logs_to_fd2()  # a log line with non-UTF-8 bytes must not kill us
@@ -116,16 +111,12 @@ class Program:
         self._handle = handle
         self._names = [lib.tte_program_method_name(handle, i).decode()
                        for i in range(lib.tte_program_method_count(handle))]
-        if method not in self._names:
-            raise NoSuchMethodError(f"{self.path} has no method {method!r}; it has "
-                                    f"{sorted(self._names)}")
-        self.method_name = method
-        self._calls = 0
-        program = flatbuffer_program(self._program)
-        self._inputs = specs_by_method(program)
-        self._static_paths = plan_copy_paths(
-            next(p for p in program.execution_plan if p.name == method))
-        self._static = {f: sum(p.values()) for f, p in self._static_paths.items()}
+        # the main method (`method_choice`): None when the program has no default
+        self.method_name = (default_method(self._names) if method is None
+                            else method_to_run(self.path, self._names, method))
+        self._calls: dict[str, int] = {}
+        self._plan = flatbuffer_program(self._program)
+        self._inputs = specs_by_method(self._plan)
 
     def _refuse_open(self, why: str):
         if why.startswith("Failed to load method") and self.data_file \
@@ -160,14 +151,14 @@ class Program:
         return name.encode()
 
     def run(self, *args, method: str | None = None) -> list[torch.Tensor]:
-        """One call of `method` (default: the program's main method). Takes the inputs as
-        arguments, or upstream's way: one list of inputs and the method second."""
+        """One call of `method` (default: the program's main method, `method_choice`). Takes the
+        inputs as arguments, or upstream's way: one list of inputs and the method second."""
         if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
             if len(args) == 2:
                 method = args[1]
             args = tuple(args[0])
-        name = method or self.method_name
-        key = self._check(name)
+        name = method_to_run(self.path, self._names, method or self.method_name)
+        key = name.encode()
         check_call(name, self._inputs.get(name, ()), args)
         lib = runtime_lib.load()
         keep: list[torch.Tensor] = []
@@ -180,8 +171,7 @@ class Program:
                                        why, len(why))
         if code:
             raise runtime_lib.refusal_error(RuntimeError(why.value.decode("utf-8", "replace")))
-        if name == self.method_name:   # its copies: the runtime's tally of this program's calls
-            self._calls += 1
+        self._calls[name] = self._calls.get(name, 0) + 1   # to average the runtime's tally
         outs = []
         for j in range(n_out.value):
             v = runtime_lib.TteValue()
@@ -249,24 +239,31 @@ class Program:
         if code:
             raise ExecutionError(f"{self.path}: {why.value.decode('utf-8', 'replace')}")
 
-    def state_traffic(self) -> dict[str, int]:
-        """FQN -> bytes moved per call (runtime copies averaged over the calls made so far)."""
-        return {f: sum(paths.values()) for f, paths in self.state_traffic_by_path().items()}
+    def state_traffic(self, method: str | None = None) -> dict[str, int]:
+        """FQN -> bytes moved per call of `method` (default: the main method; runtime copies
+        averaged over the calls made so far)."""
+        return {f: sum(paths.values()) for f, paths in self.state_traffic_by_path(method).items()}
 
-    def state_traffic_by_path(self) -> dict[str, dict[str, int]]:
-        """FQN -> {"device", "link", "host"} bytes moved per call: within device memory, across
-        the host-device link (PCIe on a GPU), within host memory — the runtime's copies
-        (averaged over the calls made so far) plus the program's own copy kernels."""
-        calls, lib, key = max(self._calls, 1), runtime_lib.load(), self.method_name.encode()
+    def _static_paths(self, name: str) -> dict[str, dict[str, int]]:
+        return plan_copy_paths(next(p for p in self._plan.execution_plan if p.name == name))
+
+    def state_traffic_by_path(self, method: str | None = None) -> dict[str, dict[str, int]]:
+        """FQN -> {"device", "link", "host"} bytes moved per call of `method` (default: the main
+        method): within device memory, across the host-device link (PCIe on a GPU), within host
+        memory — the runtime's copies (averaged over the calls made so far) plus the program's
+        own copy kernels."""
+        name = method_to_run(self.path, self._names, method or self.method_name)
+        calls, lib, key = max(self._calls.get(name, 0), 1), runtime_lib.load(), name.encode()
         out = {}
-        for f, static in self._static_paths.items():
+        for f, static in self._static_paths(name).items():
             out[f] = {p: static.get(p, 0) + int(lib.tte_program_copy_bytes(
                 self._handle, key, f.encode("utf-8"), i)) // calls
                 for i, p in enumerate(runtime_lib.COPY_PATHS)}
         return out
 
-    def program_copy_bytes(self) -> dict[str, int]:
-        return dict(self._static)
+    def program_copy_bytes(self, method: str | None = None) -> dict[str, int]:
+        name = method_to_run(self.path, self._names, method or self.method_name)
+        return {f: sum(p.values()) for f, p in self._static_paths(name).items()}
 
 
 def _data_file(data_files) -> str | None:
@@ -285,7 +282,7 @@ def _data_file(data_files) -> str | None:
     return str(f)
 
 
-def load(path: str | Path, method: str = "forward", data_files=None) -> Program:
+def load(path: str | Path, method: str | None = None, data_files=None) -> Program:
     return Program(path, method, data_files)
 
 
