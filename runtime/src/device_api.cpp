@@ -10,6 +10,9 @@ using executorch::runtime::FreeableBuffer;
 
 Result<FreeableBuffer> DeviceAwareLoader::load(size_t offset, size_t size,
                                                const SegmentInfo& info) const {
+  if (info.segment_type == SegmentInfo::Type::Constant) {
+    return constants_.load(*inner_, offset, size, info);
+  }
   return inner_->load(offset, size, info);
 }
 

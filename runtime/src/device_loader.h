@@ -3,10 +3,12 @@
 // Invariant: a segment loaded into device memory is read on the host and copied in through the
 // device in force — never written by host code; every load of a mutable segment (a buffer's
 // initial value) is recorded, so `restore_initial_values` can write each buffer's initial value
-// again, the same way, without reading the program anew.
+// again, the same way, without reading the program anew; a constant segment (named data: engine
+// weights) is loaded once however many methods load it (`SharedLoads`).
 #pragma once
 
 #include "common.h"
+#include "shared_loads.h"
 
 #include <executorch/runtime/core/data_loader.h>
 
@@ -36,6 +38,7 @@ class DeviceAwareLoader final : public executorch::runtime::DataLoader {
   Error copy_in(size_t offset, size_t size, const SegmentInfo& info, void* buffer) const;
 
   std::unique_ptr<DataLoader> inner_;
+  mutable SharedLoads constants_;
   mutable std::vector<Load> initial_values_;  // mutable segments, in load order
 };
 

@@ -210,8 +210,9 @@ tte::Result<std::unique_ptr<executorch::runtime::DataLoader>> data_loader(const 
   }
   auto file = MmapDataLoader::from(data_path, MmapDataLoader::MlockConfig::NoMlock);
   if (!file.ok()) return file.error();
-  return std::unique_ptr<executorch::runtime::DataLoader>(
-      std::make_unique<MmapDataLoader>(std::move(file.get())));
+  // device-aware like the program's: one mapping per weight however many methods read it
+  return std::unique_ptr<executorch::runtime::DataLoader>(std::make_unique<tte::DeviceAwareLoader>(
+      std::make_unique<MmapDataLoader>(std::move(file.get()))));
 }
 
 tte_program* open_program(const char* path, const char* data_path, int* code, char* why,

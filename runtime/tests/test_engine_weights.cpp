@@ -7,10 +7,12 @@
 #include "engine_weights.h"
 #include "refusal.h"
 #include "sha256.h"
+#include "shared_loads.h"
 
 #include <executorch/runtime/core/named_data_map.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,49 @@ TEST(an_altered_byte_is_refused_before_the_first_call_and_checked_once) {
   CHECK(w.verify() == Error::Ok);
   f.map.data[f.info.weights[1].key][5] ^= 0x01;  // verified once: not hashed per call
   CHECK(w.verify() == Error::Ok);
+}
+
+// A loader that hands out a fresh copy per load, as a per-load mapping would, and counts.
+class CopyingLoader final : public executorch::runtime::DataLoader {
+ public:
+  std::string bytes = std::string(4096, 'w');
+  mutable int loads = 0, frees = 0;
+  mutable std::vector<std::unique_ptr<std::string>> copies;  // freed with the loader
+  Result<FreeableBuffer> load(size_t offset, size_t size, const SegmentInfo&) const override {
+    ++loads;
+    copies.push_back(std::make_unique<std::string>(bytes.substr(offset, size)));
+    return FreeableBuffer(
+        copies.back()->data(), size,
+        [](void* ctx, void*, size_t) {
+          auto* self = static_cast<const CopyingLoader*>(ctx);
+          ++self->frees;
+        },
+        const_cast<CopyingLoader*>(this));
+  }
+  Result<size_t> size() const override { return bytes.size(); }
+};
+
+TEST(two_methods_loading_one_weight_share_one_load_freed_after_the_last) {
+  CopyingLoader inner;
+  tte::SharedLoads shared;
+  const executorch::runtime::DataLoader::SegmentInfo info(
+      executorch::runtime::DataLoader::SegmentInfo::Type::Constant);
+  auto a = shared.load(inner, 64, 128, info);
+  auto b = shared.load(inner, 64, 128, info);  // a second method's engine, the same weight
+  auto c = shared.load(inner, 0, 128, info);   // another range: its own load
+  CHECK(a.ok() && b.ok() && c.ok());
+  CHECK(a->data() == b->data());
+  CHECK(a->data() != c->data());
+  CHECK_EQ(inner.loads, 2);
+  a->Free();
+  CHECK_EQ(inner.frees, 0);  // still read by the other
+  b->Free();
+  CHECK_EQ(inner.frees, 1);
+  auto again = shared.load(inner, 64, 128, info);  // after the last went: loaded anew
+  CHECK_EQ(inner.loads, 3);
+  again->Free();
+  c->Free();
+  CHECK_EQ(inner.frees, 3);
 }
 
 int main() { return tte_test::run_all(); }
