@@ -61,6 +61,7 @@ Error EngineWeights::open(const BlobInfo& info, Reason& why) {
                              shape_text(w.shape).c_str(), w.nbytes));
     }
     data_.push_back(std::move(data.get()));
+    keys_.push_back(w.key);
     bindings_.push_back(weight_binding(w, info.inputs.size() + k));
     digests_.emplace_back();
     has_digest_.push_back(key_digest(w.key, digests_.back()));
@@ -75,7 +76,7 @@ Error EngineWeights::verify() {
     refuse("weights.digest",
            "TensorRTBackend: named data '%s' (%zu bytes) does not hash to the SHA-256 its key "
            "names: the data file was altered or damaged; re-export the .pte and its .ptd",
-           bindings_[k].name.c_str() + 7, data_[k].size());
+           keys_[k].c_str(), data_[k].size());
     return Error::InvalidExternalData;
   }
   verified_ = true;

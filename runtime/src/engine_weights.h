@@ -13,6 +13,7 @@
 #include <executorch/runtime/core/freeable_buffer.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 namespace tte {
@@ -29,6 +30,7 @@ class EngineWeights {
 
  private:
   std::vector<executorch::runtime::FreeableBuffer> data_;
+  std::vector<std::string> keys_;
   std::vector<Binding> bindings_;
   std::vector<std::array<uint8_t, 32>> digests_;
   std::vector<bool> has_digest_;
