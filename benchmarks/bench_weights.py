@@ -12,20 +12,20 @@ weights; load time / the time to read the files (both best of 3, page cache warm
 the load and by the first call of each method, / weights. (TensorRT-RTX engines cannot run here;
 their plans hold their weights: `bench_scale.py --kind tensorrt-rtx` measures their save.)
 
-Usage: python benchmarks/bench_weights.py [--width 1024] [--layers 4 8] [--prompt 8]
+Usage: python benchmarks/bench_weights.py [--width 2048] [--layers 4 8] [--prompt 8]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+
+from bench_scale import _best_of, _rss   # one timer and one RSS reader for the benchmarks
 
 
 class Block(torch.nn.Module):
@@ -55,20 +55,6 @@ class Stack(torch.nn.Module):
         return x
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _best(fn, n: int = 3) -> float:
-    best = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def _args(width: int, prompt: int):
     return {"forward": (torch.randn(1, 1, width), torch.tensor([0])),
             "prefill": (torch.randn(1, prompt, width), torch.arange(prompt)),
@@ -81,7 +67,7 @@ def child(pte: str, ptd: str, width: int, prompt: int, weights: int) -> dict:
     from torch_tensorrt_ext import runtime_lib
     runtime_lib.load()
     files = [pte] + ([ptd] if ptd else [])
-    read = _best(lambda: [Path(f).read_bytes() for f in files])
+    read = _best_of(3, lambda: [Path(f).read_bytes() for f in files])
     base = _rss()
     data = ptd or None
     methods = ["prefill", "decode"] if "two" in Path(pte).name else ["forward"]
@@ -92,7 +78,7 @@ def child(pte: str, ptd: str, width: int, prompt: int, weights: int) -> dict:
         prog.run(list(_args(width, prompt)[m]), m)
         firsts[m] = (_rss() - base) / weights
     del prog
-    load = _best(lambda: tte.executorch.load(pte, methods[0], data_files=data))
+    load = _best_of(3, lambda: tte.executorch.load(pte, methods[0], data_files=data))
     return {"read_s": read, "load_s": load, "rss_load": after_load / weights, "rss_first": firsts}
 
 
@@ -114,7 +100,7 @@ def _save(name: str, d: Path, model, width: int, prompt: int) -> tuple[str, str]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--layers", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
