@@ -156,11 +156,11 @@ def tree_findings(hooks: HookSet, files: Mapping[str, bytes], bin_dir: Path | No
                   ) -> dict[str, list[Finding]]:
     """Hook id -> its findings on `files` (a hook that runs on none of them is left out)."""
     out: dict[str, list[Finding]] = {}
+    runs = [(hook, hook_paths(hook, sorted(files))) for hook in hooks.hooks]   # refuses first
     with tempfile.TemporaryDirectory(prefix="tte-hooks-tree-") as tmp:
         root = Path(tmp)
         _layout(root, hooks, files)
-        for hook in hooks.hooks:
-            paths = hook_paths(hook, sorted(files))
+        for hook, paths in runs:
             if not paths:
                 continue
             if hook.mode in ("grep", "newline"):
