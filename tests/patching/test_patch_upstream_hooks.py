@@ -7,6 +7,7 @@ passing every hook at upstream's pins, and failing on a deliberately mis-formatt
 from __future__ import annotations
 
 import shutil
+import tomllib
 import sysconfig
 from pathlib import Path
 
@@ -123,3 +124,12 @@ def test_a_mis_formatted_hunk_fails_the_check_naming_hook_file_and_patch(
     assert {ln.split("[")[1].split("]")[0] for ln in ours} == hooks
     assert all(f"(file patched by {file[:4]}" in ln or f", {file[:4]}" in ln for ln in ours)
     assert f"{len(ours)} finding(s) of upstream's hooks introduced by the series" in err
+
+
+def test_every_hooks_tool_is_pinned_at_its_version_in_the_targets_dev_extra():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for hs in HOOKS.values():
+        pins = set(extras[hs.env])
+        tools = {f"{h.package}=={h.version}" for h in hs.hooks if h.package}
+        assert tools and tools <= pins, (hs.target, sorted(tools - pins))
