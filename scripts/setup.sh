@@ -52,6 +52,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# Upstream's own formatters and linters (`patch check` runs them): each target's pinned tools
+# (the pyproject extras hooks-*) in an environment of their own, .venv/tte-hooks/<extra>.
+for extra in hooks-torch-tensorrt hooks-executorch; do
+  env=.venv/tte-hooks/$extra
+  pins=$("$vpy" -c 'import sys, tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$extra")
+  if [ "$(cat "$env/.tte-pins" 2>/dev/null)" != "$pins" ]; then
+    rm -rf "$env"
+    "$vpy" -m venv "$env"
+    # shellcheck disable=SC2086
+    "$env/bin/python" -m pip install -q $pins
+    echo "$pins" > "$env/.tte-pins"
+  fi
+done
+
 if [ "$gpu" = 1 ]; then
   # the GPU stack in place of the CPU one: torch-tensorrt (same Python files) + TensorRT 11.1
   "$vpy" -m pip uninstall -y -q torch-tensorrt-rtx tensorrt-rtx 2>/dev/null || true

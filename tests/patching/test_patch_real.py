@@ -77,7 +77,8 @@ def test_the_project_series_checks_against_the_installed_packages_without_writin
     lines = out.splitlines()
     at = lines.index("torch_tensorrt 2.14.0: " + next(
         line.split(": ", 1)[1] for line in lines if line.startswith("torch_tensorrt 2.14.0: ")))
-    assert [line.split() for line in lines[at + 1:]] == [["clean", name] for name in series]
+    listed = lines[at + 1:at + 1 + len(series)]
+    assert [line.split() for line in listed] == [["clean", name] for name in series]
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) if p.exists() else None
             for p in watched} == before
 

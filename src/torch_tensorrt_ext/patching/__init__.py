@@ -10,7 +10,9 @@ Modules: `bundled` (the series shipped in the package, via importlib.resources),
 throw-away tree), `dists` (installed versions), `state` (the record kept in site-packages), `lock`
 (one lock per site-packages), `session` (lock + cleanup of a killed run's leftovers), `site`
 (apply/revert/status/check), `contributor` (import/export/drift on git checkouts), `cli` (the
-`patch` sub-command), `testhook` (pause points for the tests).
+`patch` sub-command), `testhook` (pause points for the tests), `upstream_hooks`
+(patches/hooks.toml: upstream's formatters and linters at its pins), `hook_findings` (what they
+say about one tree), `upstream_lint` (what the series introduces: pristine vs patched).
 """
 from .errors import PatchError
 

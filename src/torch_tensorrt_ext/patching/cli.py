@@ -45,8 +45,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run_revert)
     installed("status", "per patch: applied / not applied / stale"
               ).set_defaults(func=_run_site(site.status))
-    installed("check", "prove the series applies to the pinned pristine files (writes nothing)"
-              ).set_defaults(func=_run_site(site.check))
+    installed("check", "prove the series applies to the pinned pristine files and introduces "
+              "nothing upstream's own formatters and linters (hooks.toml) object to (writes "
+              "nothing)").set_defaults(func=_run_site(site.check))
 
     def checkout(name: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)

@@ -7,7 +7,9 @@ writes exactly what `git format-patch` of the branch's commits says, normalised 
 an unchanged import reproduces the patch files byte for byte — an import whose merged Python files
 gain a problem the upstream files did not have (a syntax error, an undefined name, an unused
 import: `tree_check`) is reported as a conflict naming file, line and name — and `drift` reads
-blobs and never changes the checkout, its index or its refs.
+blobs and never changes the checkout, its index or its refs. `export` also reports what
+upstream's own hooks (hooks.toml) find on the branch that they do not find at the branch point
+(`upstream_lint`), changing nothing for it.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from .manifest import Manifest, hash_hint
 from .series import ORDER_FILE, Series, parse_patch
 from .state import sha256
 from .tree_check import NOT_CHECKED, tree_problems
+from .upstream_hooks import load_hooks, tool_env
+from .upstream_lint import lint_series
 
 DEFAULT_BRANCH = "tte-patches"
 
@@ -188,7 +192,34 @@ def export_series(repo: Path, manifest: Manifest, target_name: str,
         raise PatchError(f"{branch} has merge commits after {base[:12]}; a series is linear: "
                          f"rebase it (git rebase {base[:12]})")
     patches = _format_patches(top, base, target, manifest)
-    return _write_folder(manifest.root / target.name, patches)
+    return (_write_folder(manifest.root / target.name, patches)
+            + _hook_lines(top, base, manifest, target, patches))
+
+
+def _hook_lines(top: Path, base: str, manifest: Manifest, target,
+                patches: list[tuple[str, bytes]]) -> list[str]:
+    """Upstream's hooks (hooks.toml) on the files the exported commits touch, at `base` vs
+    HEAD: what the series introduces is listed, to fix before a pull request."""
+    hooks = load_hooks(manifest.root).get(target.name)
+    if hooks is None or not patches:
+        return []
+    parsed = [parse_patch(Path(manifest.root, target.name, n), d) for n, d in patches]
+    files = list(dict.fromkeys(rp for p in parsed for rp in (*p.files, *p.test_files)))
+    trees = {}
+    for rev in (base, "HEAD"):
+        blobs = {rp: git(["cat-file", "blob", f"{rev}:{rp}"], top, check=False) for rp in files}
+        trees[rev] = {rp: b.stdout for rp, b in blobs.items() if b.returncode == 0}
+    try:
+        bin_dir = tool_env(hooks, files)
+    except PatchError as exc:
+        return [f"upstream's hooks not run: {exc}"]
+    by = {rp: [p.name[:4] for p in parsed if rp in (*p.files, *p.test_files)] for rp in files}
+    report = lint_series(hooks, trees[base], trees["HEAD"], bin_dir, by)
+    verdict = (f"{len(report.introduced)} finding(s) introduced by the series: fix them on the "
+               "branch (git commit --fixup, git rebase --autosquash) and export again"
+               if report.introduced else "nothing introduced by the series")
+    return [f"upstream's hooks on the {len(files)} file(s) the series touches, "
+            f"{base[:12]} vs HEAD: {verdict}", *report.lines]
 
 
 def _format_patches(top: Path, base: str, target, manifest: Manifest) -> list[tuple[str, bytes]]:

@@ -25,6 +25,8 @@ from .errors import PatchError
 from .lock import LockOptions
 from .manifest import Target, load_manifest
 from .series import Series, load_series
+from .upstream_hooks import load_hooks
+from .upstream_lint import lint_release
 from .session import session
 from .state import (FileRecord, PatchRecord, State, TargetRecord, around_record, commit_files,
                     drop_bytecode, read_state, sha256, state_path)
@@ -364,7 +366,31 @@ def check(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> li
     site = Path(site)
     all_series = _all_series(patches_dir)
     with session(site, "check", lock, all_series, writes=False) as swept:
-        return swept + _check(site, all_series)
+        return swept + _check(site, all_series) + _upstream_hooks(site, patches_dir, all_series)
+
+
+def _upstream_hooks(site: Path, patches_dir: Path, all_series: list[Series]) -> list[str]:
+    """Upstream's own formatters and linters (patches/hooks.toml) on the files the series
+    touches: a finding the series introduces fails the check; upstream's own are counted."""
+    hooks = load_hooks(patches_dir)
+    manifest = load_manifest(patches_dir)
+    lines: list[str] = []
+    introduced = []
+    for series in all_series:
+        if series.target.name not in hooks or not series.patches:
+            continue
+        report = lint_release(site, manifest, series, hooks[series.target.name])
+        lines.append(f"{series.target.name} {series.target.version}: upstream's hooks on the "
+                     f"{len(series.files) + len(series.test_files)} file(s) the series touches "
+                     f"({hooks[series.target.name].source.name})")
+        lines += report.lines
+        introduced += [f"{series.target.name}: {f}" for f in report.introduced]
+    if introduced:
+        raise PatchError("\n".join(lines) + f"\n{len(introduced)} finding(s) of upstream's hooks "
+                         "introduced by the series (listed above): make those hunks what "
+                         "upstream's tools want (patch import, fix, git commit --fixup, git "
+                         "rebase --autosquash, patch export)")
+    return lines
 
 
 def _check(site: Path, all_series: list[Series]) -> list[str]:
