@@ -133,9 +133,14 @@ TEST(refuses_bad_magic_and_other_versions_as_incompatible) {
                                           "ELF",
                                           4)),
           DelegateInvalidCompatibility, "blob.magic", "\".ELF\" (bytes 7f 45 4c 46)");
-  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":4")),
+  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":5")),
           DelegateInvalidCompatibility, "metadata.tte_version",
-          "TR03 blob has tte_version 4; this reader understands version 3 only");
+          "TR03 blob has tte_version 5; this reader understands versions 3 and 4 only");
+  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":2")),
+          DelegateInvalidCompatibility, "metadata.tte_version",
+          "TR03 blob has tte_version 2; this reader understands versions 3 and 4 only");
+  CHECK(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":4")).code ==
+        Error::Ok);  // version 4 (weights) is read, version 3 still is
 }
 
 TEST(refuses_offsets_past_the_end) {
@@ -474,7 +479,7 @@ TEST(json_defects_are_refused_with_their_check) {
   CHECK(unused.code == Error::Ok);  // an unread key is not typed
   for (std::string v : {"3.0", "3e0", "true", "\"3\"", "null"}) {
     REFUSED(kv_with(R"("tte_version":3)", R"("tte_version":)" + v), DelegateInvalidCompatibility,
-            "metadata.tte_version", "; this reader understands version 3 only");
+            "metadata.tte_version", "; this reader understands versions 3 and 4 only");
   }
 }
 
