@@ -5,20 +5,26 @@
 // Invariant checked (besides ASan/UBSan's): init either refuses with a logged reason or returns
 // a delegate that executes (Ok or an error) and is destroyed; nothing crashes, hangs or leaks.
 // The input is resealed first (TR03 digests recomputed) so mutated payloads reach the program
-// loader instead of stopping at the integrity check (fuzz_blob covers that check).
+// loader instead of stopping at the integrity check (fuzz_blob covers that check). A blob's
+// "weights" get named data of the size each names (zeros, at most 1 MiB in all), their
+// `tte/sha256/<hex>` keys rewritten to those bytes' digest before the reseal, so mutated weights
+// reach the engine's checks and its call instead of stopping at a missing key.
 #include "../tests/blob_builder.h"
 #include "../tests/delegate_args.h"
 #include "fuzz_common.h"
 
 #include "blob.h"
 #include "refusal.h"
+#include "sha256.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/named_data_map.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,8 +34,10 @@ using executorch::extension::TensorPtr;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
+using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::FreeableBuffer;
+using executorch::runtime::Result;
 using executorch::runtime::Span;
 
 constexpr size_t kMaxTensorBytes = size_t(16) << 20;  // all delegate tensors of one call
@@ -50,16 +58,64 @@ void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle
   (void)backend->execute(ctx, handle, Span<EValue*>(args.data(), args.size()));
 }
 
+// Named data for the blob's weights: zeros of each weight's size under its (rewritten) key.
+class ZeroWeights final : public executorch::runtime::NamedDataMap {
+ public:
+  std::map<std::string, std::string> data;
+
+  Result<const executorch::runtime::TensorLayout> get_tensor_layout(
+      std::string_view) const override {
+    return Error::NotImplemented;
+  }
+  Result<FreeableBuffer> get_data(std::string_view key) const override {
+    auto it = data.find(std::string(key));
+    if (it == data.end()) return Error::NotFound;
+    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
+  }
+  Error load_data_into(std::string_view, void*, size_t) const override {
+    return Error::NotImplemented;
+  }
+  Result<uint32_t> get_num_keys() const override { return static_cast<uint32_t>(data.size()); }
+  Result<const char*> get_key(uint32_t) const override { return Error::NotImplemented; }
+};
+
+constexpr size_t kMaxWeightBytes = size_t(1) << 20;
+
+// Each `tte/sha256/<64 hex>` key of a weight the blob names becomes the digest of its zeros.
+std::string with_zero_weights(std::string blob, ZeroWeights& map) {
+  tte::Reason why;
+  auto info = tte::parse_blob(blob.data(), blob.size(), why);
+  if (!info.ok()) return blob;
+  size_t total = 0;
+  for (const tte::WeightRef& w : info->weights) {
+    total += w.nbytes;
+    if (total > kMaxWeightBytes) return blob;
+  }
+  for (const tte::WeightRef& w : info->weights) {
+    std::string zeros(w.nbytes, '\0');
+    const std::string key = "tte/sha256/" + tte::hex_digest(tte::sha256(zeros.data(), w.nbytes));
+    if (w.key.size() == key.size() && w.key.compare(0, 11, "tte/sha256/") == 0) {
+      blob = tte_test::replace_all(blob, w.key, key);
+      map.data[key] = std::move(zeros);
+    } else {
+      map.data[w.key] = std::move(zeros);
+    }
+  }
+  return tte_test::reseal(blob);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tte_fuzz::fuzz_init_once();
   static BackendInterface* backend = executorch::runtime::get_backend_class("TensorRTBackend");
   if (backend == nullptr) std::abort();
-  const std::string blob = tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size));
+  ZeroWeights weights;
+  const std::string blob = with_zero_weights(
+      tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size)), weights);
   FreeableBuffer processed(blob.data(), blob.size(), nullptr);
   executorch::extension::MallocMemoryAllocator allocator;
-  BackendInitContext ctx(&allocator, nullptr, "forward");
+  BackendInitContext ctx(&allocator, nullptr, "forward", &weights);
   tte::clear_refusal();
   auto handle = backend->init(ctx, &processed, {});
   if (!handle.ok()) {

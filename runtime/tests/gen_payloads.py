@@ -15,6 +15,31 @@ import runtime_helpers as H  # noqa: E402
 
 RUNNER_CASES = ("demo_decoder", "gated_deltanet_states")   # runtime/tests/CMakeLists.txt
 
+def _weights_blob() -> bytes:
+    """A reference engine whose weights are named data (a version-4 blob with "weights"), as a
+    fuzz seed: the harness hands init the named data the blob names."""
+    import tempfile
+    import torch
+    import torch_tensorrt_ext as tte
+
+    class Stepper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.proj = torch.nn.Linear(16, 16)
+            self.register_buffer("state", torch.zeros(1, 16))
+
+        def forward(self, x):
+            new = self.proj(x) + self.state
+            self.state.copy_(new)
+            return new
+
+    with tempfile.TemporaryDirectory() as d:
+        pte = Path(tte.reference.export(Stepper().eval(), (torch.randn(1, 16),),
+                                        f"{d}/w.pte")).read_bytes()
+    return pte[H.blob_in_pte(pte)]
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     kv = H.kv_step_spec()
@@ -26,6 +51,7 @@ def main(out: Path) -> None:
         "kv_step_outer.pte": H.delegated_pte(
             H.KvStepOuter(), {k: kv.inputs[k] for k in ("tok", "pos", "cache", "step")}, kv),
     }
+    files["weights_linear.blob"] = _weights_blob()
     for name, data in files.items():
         tmp = out / (name + ".tmp")
         tmp.write_bytes(data)
