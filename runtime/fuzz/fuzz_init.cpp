@@ -10,6 +10,7 @@
 // `tte/sha256/<hex>` keys rewritten to those bytes' digest before the reseal, so mutated weights
 // reach the engine's checks and its call instead of stopping at a missing key.
 #include "../tests/blob_builder.h"
+#include "../tests/bytes_data_map.h"
 #include "../tests/delegate_args.h"
 #include "fuzz_common.h"
 
@@ -20,11 +21,9 @@
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/backend/interface.h>
-#include <executorch/runtime/core/named_data_map.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -34,10 +33,8 @@ using executorch::extension::TensorPtr;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
-using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
 using executorch::runtime::Span;
 
 constexpr size_t kMaxTensorBytes = size_t(16) << 20;  // all delegate tensors of one call
@@ -58,31 +55,11 @@ void execute_once(BackendInterface* backend, executorch::runtime::DelegateHandle
   (void)backend->execute(ctx, handle, Span<EValue*>(args.data(), args.size()));
 }
 
-// Named data for the blob's weights: zeros of each weight's size under its (rewritten) key.
-class ZeroWeights final : public executorch::runtime::NamedDataMap {
- public:
-  std::map<std::string, std::string> data;
-
-  Result<const executorch::runtime::TensorLayout> get_tensor_layout(
-      std::string_view) const override {
-    return Error::NotImplemented;
-  }
-  Result<FreeableBuffer> get_data(std::string_view key) const override {
-    auto it = data.find(std::string(key));
-    if (it == data.end()) return Error::NotFound;
-    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
-  }
-  Error load_data_into(std::string_view, void*, size_t) const override {
-    return Error::NotImplemented;
-  }
-  Result<uint32_t> get_num_keys() const override { return static_cast<uint32_t>(data.size()); }
-  Result<const char*> get_key(uint32_t) const override { return Error::NotImplemented; }
-};
-
 constexpr size_t kMaxWeightBytes = size_t(1) << 20;
 
 // Each `tte/sha256/<64 hex>` key of a weight the blob names becomes the digest of its zeros.
-std::string with_zero_weights(std::string blob, ZeroWeights& map) {
+// Named data for the blob's weights: zeros of each weight's size under its (rewritten) key.
+std::string with_zero_weights(std::string blob, tte_test::BytesDataMap& map) {
   tte::Reason why;
   auto info = tte::parse_blob(blob.data(), blob.size(), why);
   if (!info.ok()) return blob;
@@ -110,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tte_fuzz::fuzz_init_once();
   static BackendInterface* backend = executorch::runtime::get_backend_class("TensorRTBackend");
   if (backend == nullptr) std::abort();
-  ZeroWeights weights;
+  tte_test::BytesDataMap weights;
   const std::string blob = with_zero_weights(
       tte_test::reseal(std::string(reinterpret_cast<const char*>(data), size)), weights);
   FreeableBuffer processed(blob.data(), blob.size(), nullptr);

@@ -2,14 +2,13 @@
 // named data map of the test's own: every key the blob lists is taken in place (no copy), a key
 // missing or of another byte size refused at open naming it, each digest checked once, before
 // the first call, and an altered byte refused naming the key.
+#include "bytes_data_map.h"
 #include "check.h"
 
 #include "engine_weights.h"
 #include "refusal.h"
 #include "sha256.h"
 #include "shared_loads.h"
-
-#include <executorch/runtime/core/named_data_map.h>
 
 #include <map>
 #include <memory>
@@ -18,37 +17,9 @@
 
 using executorch::runtime::Error;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::NamedDataMap;
 using executorch::runtime::Result;
-using executorch::runtime::TensorLayout;
 
 namespace {
-
-// Keys to bytes, handed out in place; counts the look-ups.
-class MapOfBytes final : public NamedDataMap {
- public:
-  std::map<std::string, std::string> data;
-  mutable int lookups = 0;
-
-  Result<const TensorLayout> get_tensor_layout(std::string_view) const override {
-    return Error::NotImplemented;
-  }
-  Result<FreeableBuffer> get_data(std::string_view key) const override {
-    ++lookups;
-    auto it = data.find(std::string(key));
-    if (it == data.end()) return Error::NotFound;
-    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
-  }
-  Error load_data_into(std::string_view, void*, size_t) const override {
-    return Error::NotImplemented;
-  }
-  Result<uint32_t> get_num_keys() const override { return static_cast<uint32_t>(data.size()); }
-  Result<const char*> get_key(uint32_t i) const override {
-    auto it = data.begin();
-    std::advance(it, i);
-    return it->first.c_str();
-  }
-};
 
 std::string key_of(const std::string& bytes) {
   return "tte/sha256/" + tte::hex_digest(tte::sha256(bytes.data(), bytes.size()));
@@ -64,7 +35,7 @@ tte::WeightRef weight(const std::string& key, int64_t n) {
 }
 
 struct Fixture {
-  MapOfBytes map;
+  tte_test::BytesDataMap map;
   tte::BlobInfo info;
   Fixture() {
     const std::string a(64, 'a'), b(32, 'b');
