@@ -19,15 +19,15 @@ from collections.abc import Iterable, Mapping
 
 import operator
 
-import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+from torch.export.graph_signature import (OutputKind, OutputSpec,
                                           TensorArgument)
 
 from ..contracts.engine import EngineInfo
 from ..contracts.plan import BufferWrite, Copier, MutationPlan, PlanError
 from .engine_calls import EngineCall, engine_calls
 from ..errors import ArgumentTypeError
+from ..lowering.program_edit import rebuilt
 
 
 def _check_engine(info: EngineInfo, call: EngineCall) -> None:
@@ -120,12 +120,7 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
     out.args = (tuple(old[:n_mut] + new_values + old[n_mut:]),)
     gm.recompile()
     specs = list(sig.output_specs[:n_mut]) + new_specs + list(sig.output_specs[n_mut:])
-    new_sig = ExportGraphSignature(input_specs=list(sig.input_specs), output_specs=specs)
-    # looked up per call, as upstream's pass looked up its own: a caller may stand it in
-    return torch.export.ExportedProgram(
-        root=gm, graph=gm.graph, graph_signature=new_sig, state_dict=ep.state_dict,
-        range_constraints=ep.range_constraints, module_call_graph=ep.module_call_graph,
-        example_inputs=ep.example_inputs, constants=ep.constants, verifiers=ep.verifiers)
+    return rebuilt(ep, graph_module=gm, output_specs=specs)
 
 
 def declare_mutations(ep: ExportedProgram | Mapping[str, ExportedProgram],

@@ -25,6 +25,7 @@ from torch.fx import Node
 
 from ..contracts.plan import PlanError
 from .op_writes import written_roots
+from .program_edit import rebuilt
 
 Origins = dict[str, tuple[str, ...]]   # buffer fqn -> constant fqns it was lifted as
 
@@ -156,11 +157,6 @@ def _rewrite(ep, merge: dict[str, InputSpec], promote: list[InputSpec]):
                 table[name] = t.detach()
     gm.graph.lint()
     gm.recompile()
-    sig = torch.export.graph_signature.ExportGraphSignature(
-        input_specs=specs, output_specs=list(ep.graph_signature.output_specs))
-    new = torch.export.ExportedProgram(
-        root=gm, graph=gm.graph, graph_signature=sig, state_dict=state_dict,
-        range_constraints=ep.range_constraints,
-        module_call_graph=copy.deepcopy(ep.module_call_graph),
-        example_inputs=ep.example_inputs, constants=constants, verifiers=[ep.verifier])
+    new = rebuilt(ep, graph_module=gm, input_specs=specs, state_dict=state_dict,
+                  constants=constants, module_call_graph=copy.deepcopy(ep.module_call_graph))
     return new, {k: tuple(v) for k, v in origins.items()}

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+from torch.export.graph_signature import (OutputKind, OutputSpec,
                                           TensorArgument)
 from torch.fx import Node
 
 from ..export.declare import declare_mutations
 from ..export.engine_calls import aliased_plan
 from ..contracts.plan import PlanError
+from ..lowering.program_edit import rebuilt
 
 __all__ = ["aliased_plan", "declare_program", "functionalize_buffer_copies"]
 
@@ -63,13 +64,7 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
     out.args = (tuple(old[:n_mut] + values + old[n_mut:]),)
     gm.recompile()
     new_specs = list(sig.output_specs[:n_mut]) + specs + list(sig.output_specs[n_mut:])
-    # looked up per call, as upstream's pass looked up its own: a caller may stand it in
-    return torch.export.ExportedProgram(
-        root=gm, graph=gm.graph,
-        graph_signature=ExportGraphSignature(list(sig.input_specs), new_specs),
-        state_dict=ep.state_dict, range_constraints=ep.range_constraints,
-        module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
-        constants=ep.constants, verifiers=ep.verifiers)
+    return rebuilt(ep, graph_module=gm, output_specs=new_specs)
 
 
 def declare_program(ep: ExportedProgram,

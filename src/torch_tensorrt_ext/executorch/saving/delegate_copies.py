@@ -22,13 +22,14 @@ import operator
 from collections.abc import Mapping
 
 from torch.export import ExportedProgram
-from torch.export.graph_signature import ExportGraphSignature, OutputKind
+from torch.export.graph_signature import OutputKind
 from torch.fx import Node
 
 from ...contracts.engine_call import schema_name
 from ...contracts.plan import PlanError
 from ...export.declare import declare_mutations
 from ...export.engine_calls import aliased_plan, engine_calls, is_reference_call
+from ...lowering.program_edit import rebuilt
 
 __all__ = ["hand_copy_backs_to_delegates", "recorded_copies"]
 
@@ -106,13 +107,7 @@ def _hand_over(ep: ExportedProgram) -> ExportedProgram:
     out.args = (tuple(out.args[0][i] for i in keep),)
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    specs = [sig.output_specs[i] for i in keep]
-    stripped = ExportedProgram(
-        root=gm, graph=gm.graph,
-        graph_signature=ExportGraphSignature(list(sig.input_specs), specs),
-        state_dict=ep.state_dict, range_constraints=ep.range_constraints,
-        module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
-        constants=ep.constants, verifiers=ep.verifiers)
+    stripped = rebuilt(ep, graph_module=gm, output_specs=[sig.output_specs[i] for i in keep])
     # the engines' records say who writes each: declared on the buffer's own placeholder
     declared = declare_mutations(stripped, aliased_plan(stripped))
     _warn_host_write_backs(declared)

@@ -20,6 +20,7 @@ import torch
 from torch.export import ExportedProgram
 
 from ...contracts.plan import PlanError
+from ...lowering.program_edit import rebuilt
 
 __all__ = ["host_values"]
 
@@ -45,11 +46,7 @@ def _one(ep: ExportedProgram) -> ExportedProgram:
         return ep
     state = {k: _host(k, v) for k, v in ep.state_dict.items()}
     constants = {k: _host(k, v) for k, v in ep.constants.items()}
-    return ExportedProgram(
-        root=ep.graph_module, graph=ep.graph_module.graph, graph_signature=ep.graph_signature,
-        state_dict=state, range_constraints=ep.range_constraints,
-        module_call_graph=ep.module_call_graph, example_inputs=ep.example_inputs,
-        constants=constants, verifiers=ep.verifiers)
+    return rebuilt(ep, state_dict=state, constants=constants)
 
 
 def host_values(programs: Programs) -> Programs:
