@@ -1,5 +1,5 @@
-// The engine interface: what the runtime needs of a compiled engine (DESIGN.md "Why a reference
-// engine"). Bindings are addressed by index: input binding i is BlobInfo::inputs[i], output
+// The engine interface: what the runtime needs of a compiled engine (docs/ARCHITECTURE.md,
+// "Engines"). Bindings are addressed by index: input binding i is BlobInfo::inputs[i], output
 // binding o is BlobInfo::outputs[o].
 //
 // Invariant: after `create` succeeded, `bind_input`, `bind_output`, `run`, `copy` and `finish`

@@ -1,6 +1,7 @@
 """torch-tensorrt-ext: stateful models through Torch-TensorRT into ExecuTorch.
 
-Invariant: this module re-exports the public API named in DESIGN.md and nothing else.
+Invariant: this module re-exports the public API named in docs/ARCHITECTURE.md ("Public API")
+and nothing else.
 """
 from .contracts.engine import AliasedIO, EngineInfo
 from .contracts.plan import (BufferWrite, Copier, MutationPlan, PlanError, RebuildRequest,

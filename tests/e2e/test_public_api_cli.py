@@ -1,4 +1,4 @@
-"""The public API exactly as DESIGN.md shows it, and the CLI's main job."""
+"""The public API exactly as docs/ARCHITECTURE.md shows it, and the CLI's main job."""
 from __future__ import annotations
 
 import copy

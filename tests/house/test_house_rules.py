@@ -125,3 +125,20 @@ def test_no_cxx_function_longer_than_sixty_lines():
                                      "open_program", "main"} <= names
     assert sorted(f"{p}:{line} {name} ({n})" for p, name, line, n in functions
                   if n > MAX_LINES) == []
+
+
+_CITED_DOC = __import__("re").compile(r"\b((?:docs/)?[A-Z][A-Z_]+\.md)\b")
+
+
+def test_every_cited_document_is_in_the_repository():
+    """The code cites only documents a clone has (`docs/ARCHITECTURE.md`, `CONTRACTS.md`, ...):
+    a citation of a file outside the repository is a dead end for a new contributor."""
+    docs = {p.name for p in (REPO / "docs").glob("*.md")} | {"README.md"}
+    sources = [p for top in ("src", "runtime", "tests", "scripts", "benchmarks")
+               for p in (REPO / top).rglob("*")
+               if p.suffix in {".py", ".h", ".cpp", ".cu", ".sh", ".txt"}
+               and "_lib" not in p.parts and "__pycache__" not in p.parts]
+    missing = sorted({(str(p.relative_to(REPO)), m.group(1)) for p in sources
+                      for m in _CITED_DOC.finditer(p.read_text(errors="replace"))
+                      if Path(m.group(1)).name not in docs})
+    assert sources and missing == []
