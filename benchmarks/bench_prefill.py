@@ -9,7 +9,7 @@ and the state each method moves per call. Reference engines run ExecuTorch's CPU
 figures are this runtime's overhead plus those kernels, not TensorRT's speed.
 
 With --memory it also saves the two methods with their state on cuda:0 (a save needs no device)
-and prints the state a load allocates: the caches both methods share, once (`shared_state`),
+and prints the state a load allocates: the caches both methods share, once (`saving/shared_arenas`),
 against a copy of them per method (share_mutable_buffers=False).
 
 With --profile it also times --calls decode steps under cProfile and prints how much of a step

@@ -9,7 +9,7 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/blob_metadata.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/blob_integrity.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/blob_validate.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/plan.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/binding_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/counters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_factory.cpp

@@ -7,7 +7,7 @@
 #include <tte/c_api.h>
 
 #include "blob.h"
-#include "plan.h"
+#include "binding_plan.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>

@@ -9,7 +9,7 @@
 #include "fuzz_common.h"
 
 #include "blob.h"
-#include "plan.h"
+#include "binding_plan.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 
 #include "blob.h"
 #include "counters.h"
-#include "plan.h"
+#include "binding_plan.h"
 #include "refusal.h"
 
 #include <executorch/runtime/platform/platform.h>

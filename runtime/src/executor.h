@@ -14,7 +14,7 @@
 #include "blob.h"
 #include "counters.h"
 #include "engine.h"
-#include "plan.h"
+#include "binding_plan.h"
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/span.h>

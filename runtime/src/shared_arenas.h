@@ -1,5 +1,5 @@
 // The state arenas a program's methods share (named data "tte.shared_state", written by
-// torch_tensorrt_ext.executorch.saving.shared_state): each mutable buffer is one allocation,
+// torch_tensorrt_ext.executorch.saving.shared_arenas): each mutable buffer is one allocation,
 // read and written by every method, where ExecuTorch 1.5.1's Module cannot share device arenas.
 //
 // Invariant: `SharedArenas::open` accepts a record only when it names every method of the

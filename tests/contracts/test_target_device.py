@@ -21,7 +21,7 @@ def test_refuses_naming_the_text(text):
 
 
 def test_the_reference_delegate_and_the_planner_read_the_same_index():
-    from torch_tensorrt_ext.executorch.saving.shared_state import parse_device
+    from torch_tensorrt_ext.executorch.saving.shared_arenas import parse_device
     from executorch.exir.schema import DeviceType
     assert parse_device("cuda:2") == (int(DeviceType.CUDA), 2)
     assert parse_device("cpu") == (int(DeviceType.CPU), 0)

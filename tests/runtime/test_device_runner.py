@@ -28,7 +28,7 @@ STEPS = 4
 
 
 # one method each (the two-method case, one cache across methods:
-# tests/et/saving/test_shared_state.py)
+# tests/et/saving/test_shared_arenas.py)
 CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
 
 

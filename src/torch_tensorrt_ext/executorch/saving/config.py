@@ -3,7 +3,7 @@
 Invariant: `backend_config` returns the caller's config (or the default) plus exactly what state
 needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
 emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
-shared by every method (ExecuTorch's sharing for host-only programs, `shared_state`'s where
+shared by every method (ExecuTorch's sharing for host-only programs, `shared_arenas`'s where
 state lives in device memory); applying it to a config it produced changes nothing.
 `stateful_edge`'s manager applies it on every `to_executorch`.
 """
@@ -15,7 +15,7 @@ import copy
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
-from . import device_state, shared_state
+from . import device_state, shared_arenas
 from .kept_mutations import check_writes, expected_writes, written_in_place
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
@@ -99,7 +99,7 @@ def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[
     (`share`: None when some buffer is used by several methods and written by one, True
     always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
     `Module(share_memory_arenas=True)` shares). With device delegates ExecuTorch 1.5.1 cannot
-    share (every tensor must be in mem_id 1): `shared_state` plans it per device and records the
+    share (every tensor must be in mem_id 1): `shared_arenas` plans it per device and records the
     layout for the runtime loader, and a buffer an engine writes in place in one method lives on
     its device in every method that uses it. Returns those: placeholder name -> device."""
     planner = config.memory_planning_pass
@@ -117,11 +117,11 @@ def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[
     if not devices:
         planner.share_mutable_buffers = True
         return {}
-    config.memory_planning_pass = shared_state.planners(
+    config.memory_planning_pass = shared_arenas.planners(
         planner, edge_manager._named_data_store, methods)
     if len(devices) != 1:
         return {}   # which device a host-written buffer would live on is not one answer
-    device = shared_state.parse_device(next(iter(devices)))
+    device = shared_arenas.parse_device(next(iter(devices)))
     in_place = set()
     for m in methods:
         ep = edge_manager.exported_program(m)

@@ -9,7 +9,7 @@ copy whose source is a mutable buffer and places that buffer itself on the devic
 memory planner allocates the state in device memory and the engine is handed the caller's
 buffer.
 
-A buffer several methods share (`shared_state`) is one allocation, so it lives on the device in
+A buffer several methods share (`shared_arenas`) is one allocation, so it lives on the device in
 every method, also in one where host kernels read or write it (a prefill whose T-position write
 runs in PyTorch): there each host reader reads a device-to-host copy of it (`_d2h_copy`) and the
 write-back `copy_` becomes a host-to-device copy into it (`_h2d_copy.out`, out= the buffer).

@@ -1,5 +1,5 @@
 // The alias planner; see plan.h for the table it builds and the copies it allows.
-#include "plan.h"
+#include "binding_plan.h"
 
 namespace tte {
 

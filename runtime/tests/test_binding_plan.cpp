@@ -2,7 +2,7 @@
 #include "blob_builder.h"
 #include "check.h"
 
-#include "plan.h"
+#include "binding_plan.h"
 
 using executorch::runtime::Error;
 using tte::CopyKind;

@@ -1,4 +1,4 @@
-"""Several methods, one allocation per buffer, with the state in device memory (`shared_state`).
+"""Several methods, one allocation per buffer, with the state in device memory (`shared_arenas`).
 
 ExecuTorch 1.5.1 shares mutable buffers between methods only for host-only programs. Here a
 dynamic prefill (its T-position cache write runs on the host) and a one-token decode (the
@@ -23,7 +23,7 @@ from dynamic_models import MAX_T, PrefillCache, prefill_args, prefill_dims
 from torch_tensorrt_ext.executorch.saving import lower
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.running.program import PteError, load
-from torch_tensorrt_ext.executorch.saving.shared_state import RECORD_KEY
+from torch_tensorrt_ext.executorch.saving.shared_arenas import RECORD_KEY
 
 pytestmark = pytest.mark.emulated_device
 
@@ -213,7 +213,7 @@ def test_each_buffer_gets_one_offset_in_one_arena_per_device_in_every_method():
     from executorch.exir._serialize._named_data_store import NamedDataStore
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.schema import DeviceType
-    from torch_tensorrt_ext.executorch.saving.shared_state import planners
+    from torch_tensorrt_ext.executorch.saving.shared_arenas import planners
     cuda = (DeviceType.CUDA, 0)
     store = NamedDataStore()
     plan = planners(MemoryPlanningPass(), store, ["decode", "prefill"])
@@ -242,7 +242,7 @@ def test_a_buffer_two_methods_place_on_different_devices_keeps_a_copy_each_and_s
     from executorch.exir._serialize._named_data_store import NamedDataStore
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.schema import DeviceType
-    from torch_tensorrt_ext.executorch.saving.shared_state import planners
+    from torch_tensorrt_ext.executorch.saving.shared_arenas import planners
     store = NamedDataStore()
     plan = planners(MemoryPlanningPass(), store, ["a", "b"])
     for slot in plan.values():
@@ -270,7 +270,7 @@ def test_without_device_planning_the_state_shares_one_host_arena():
     from executorch.exir._serialize._named_data_store import NamedDataStore
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.schema import DeviceType
-    from torch_tensorrt_ext.executorch.saving.shared_state import planners
+    from torch_tensorrt_ext.executorch.saving.shared_arenas import planners
     store = NamedDataStore()
     plan = planners(MemoryPlanningPass(), store, ["a", "b"])
     graphs = {m: _method_graph({"b_k": ("k", 64, (DeviceType.CUDA, 0))}, 16) for m in "ab"}

@@ -1,4 +1,5 @@
-// The alias planner: from validated blob metadata, the fixed binding table `execute` follows.
+// The binding plan (not the mutation plan, which is decided in Python): from validated blob
+// metadata, the fixed binding table `execute` follows.
 //
 // Invariant: the plan is computed once, at init, and is complete — every engine input binding
 // has exactly one delegate argument; every engine output binding has exactly one target:
