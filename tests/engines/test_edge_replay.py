@@ -16,7 +16,7 @@ from torch_tensorrt_ext.engines import edge_replay, payload
 from torch_tensorrt_ext.engines.execute_op import run_payload
 from torch_tensorrt_ext.engines.lifted_program import lifted_program
 from torch_tensorrt_ext.lowering.graph_writes import example_args
-from torch_tensorrt_ext.seams import engine_kind as seam
+from torch_tensorrt_ext.engines import reference_engine as seam
 from e2e_models import MODELS
 
 

@@ -91,7 +91,7 @@ def test_a_predicted_kv_write_the_engine_did_not_alias_falls_back_to_copy_back(t
     """The engine refuses the alias the plan predicted (as a converter may): compile does not
     abort, the write is copied back, every call still updates the cache like eager."""
     torch_tensorrt = torch_tensorrt_or_skip()
-    from torch_tensorrt_ext.seams import engine_kind as seam_engines
+    from torch_tensorrt_ext.engines import reference_engine as seam_engines
     monkeypatch.setattr(seam_engines, "aliased_in_partition", lambda *a: False)
     factory, args_of, _ = MODELS["kv_index_copy"]
     model = factory().eval()

@@ -119,7 +119,7 @@ def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
 def is_unset(module: torch.nn.Module) -> bool:
     """An engine module the legacy exporter cannot inline as `execute_engine` on an engine
     object: a CPU reference engine, or a TensorRT engine kept serialized (no device)."""
-    from .engine_kind import ReferenceEngineModule
+    from ..engines.reference_engine import ReferenceEngineModule
     if isinstance(module, ReferenceEngineModule):
         return True
     return getattr(module, "engine", None) is None and not has_cuda()
@@ -130,7 +130,7 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
     """The legacy exporter's inlining of engine `name`: a placeholder call (a reference engine:
     its `tte::execute_engine` call) whose engine bytes are a buffer of `gm` (read through
     get_attr), as torch-tensorrt's ExecuTorch path does."""
-    from .engine_kind import ReferenceEngineModule
+    from ..engines.reference_engine import ReferenceEngineModule
     graph: Graph = gm.graph
     attr = f"{name}_engine_bytes"
     if isinstance(module, ReferenceEngineModule):

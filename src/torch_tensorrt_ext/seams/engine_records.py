@@ -36,12 +36,9 @@ def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
 
 
 def recorded_copy_back(module: torch.nn.Module) -> tuple[tuple[str, str], ...]:
-    """The copies `record_copy` wrote into an engine's own record: a reference engine's
-    `copy_back`, a TensorRT engine's `tte_copy_back` attribute."""
-    pairs = getattr(module, "copy_back", None)
-    if pairs is None:
-        pairs = getattr(module, COPY_BACK_ATTR, ())
-    return tuple((o, i) for o, i in pairs)
+    """The copies `record_copy` wrote into an engine's own record (`COPY_BACK_ATTR`, kept by
+    reference and TensorRT engine modules alike)."""
+    return tuple((o, i) for o, i in getattr(module, COPY_BACK_ATTR, ()))
 
 
 def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, ...]:
@@ -101,13 +98,10 @@ def bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) -> 
 
 
 def record_copy(module: torch.nn.Module, output: str, input: str) -> None:
-    """Write the decision into the engine's own record: a reference engine's `copy_back` (its
-    kernel then copies in PyTorch too), a TensorRT engine's `tte_copy_back` (packed into its
-    serialized metadata by patch 0004, read by the ExecuTorch lowering and the delegate)."""
-    copy_back_into = getattr(module, "copy_back_into", None)
-    if copy_back_into is not None:
-        copy_back_into(output, input)
-        return
+    """Write the decision into the engine's own record, `COPY_BACK_ATTR`: a reference engine
+    keeps it in its blob metadata (its kernel then copies in PyTorch too), a TensorRT engine as
+    the attribute patch 0004 packs into its serialized metadata; the ExecuTorch lowering and the
+    delegate read it from there."""
     record = [list(p) for p in getattr(module, COPY_BACK_ATTR, ())]
     if any(p[0] == output for p in record):
         raise PlanError(f"engine {getattr(module, 'name', '?')!r}: output {output!r} is "

@@ -81,7 +81,7 @@ def to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> 
             module = getattr(gm, d.engine) if d.engine else None
             if d.copier is Copier.ENGINE:
                 record_copy(module, d.output, d.input)
-                if hasattr(module, "copy_back_into"):
+                if getattr(module, "copies_in_pytorch", False):
                     continue   # the reference kernel copies it in PyTorch as in the delegate
             # torch-tensorrt's runtime cannot copy into a buffer: in PyTorch the module writes
             # the value back itself (the ExecuTorch delegate reads the engine's record instead)
@@ -104,7 +104,8 @@ def engine_results_as_returned(gm: GraphModule) -> None:
     index of a 0-dim tensor") and a `[1, ...]` one is silently sliced. A read of a dropped
     output cannot be served and is refused naming engine and output."""
     from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
-    from .engine_kind import ReferenceEngineModule  # returns what the graph reads (n_graph_outputs)
+    # a reference engine returns what the graph reads (n_graph_outputs)
+    from ..engines.reference_engine import ReferenceEngineModule
     changed = False
     for name, module in engine_modules(gm).items():
         if isinstance(module, ReferenceEngineModule) or not getattr(module, "aliased_io", None):
@@ -138,7 +139,7 @@ def sizes_read_from_inputs(gm: GraphModule) -> None:
     length on, `size_outputs`) are read in the graph itself — `aten.sym_size.int` of the
     argument — and the engine returns only its tensors, so every exporter sees an engine call
     that returns tensors (as a TensorRT engine's bindings are)."""
-    from .engine_kind import ReferenceEngineModule
+    from ..engines.reference_engine import ReferenceEngineModule
     changed = False
     for name, module in engine_modules(gm).items():
         if not isinstance(module, ReferenceEngineModule) or not module.size_outputs:

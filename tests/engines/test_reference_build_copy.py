@@ -1,13 +1,13 @@
 """A reference engine's build edits a copy of its partition's graph that shares the partition's
-tensors (`seams.engine_kind._graph_copy`): a deep copy held a second copy of the weights while
-they were lowered — the compile's peak at 1.2 B parameters was 3.1x the weights, 2.1x with the
+tensors (`engines.reference_engine._graph_copy`): a deep copy held a second copy of the weights
+while they were lowered — the compile's peak at 1.2 B parameters was 3.1x the weights, 2.1x with the
 tensors shared (`benchmarks/bench_scale.py`)."""
 from __future__ import annotations
 
 import torch
 from torch.fx import symbolic_trace
 
-from torch_tensorrt_ext.seams.engine_kind import _graph_copy
+from torch_tensorrt_ext.engines.reference_engine import _graph_copy
 
 
 class Partition(torch.nn.Module):
