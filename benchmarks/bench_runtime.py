@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "support")]
 
 import runtime_helpers as H  # noqa: E402
 from torch_tensorrt_ext import runtime_lib  # noqa: E402

@@ -26,7 +26,7 @@ from unittest import mock
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from torch_tensorrt_ext import reference, runtime_lib  # noqa: E402
 from torch_tensorrt_ext.demo.models import Decoder  # noqa: E402

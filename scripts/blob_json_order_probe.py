@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "contracts")]
+sys.path[:0] = [str(REPO / "tests" / "support"), str(REPO / "tests" / "contracts")]
 
 import test_blob_differential as D  # noqa: E402
 

@@ -7,8 +7,8 @@ network (issue 22; `scripts/device_run.sh` runs there).
   libcrypto (headers + library);
 * `payloads/`: the runtime's ctest fixtures (runtime/tests/gen_payloads.py, run here);
 * `cases/<name>/`: `.pte` files saved with reference engines and state on `cuda:0` — every
-  end-to-end model (tests/e2e_models.py, which includes a Gated-DeltaNet-shaped one) and the demo
-  decoder — with random initial buffer values, the inputs of STEPS calls, eager's outputs
+  end-to-end model (tests/support/e2e_models.py, which includes a Gated-DeltaNet-shaped one) and
+  the demo decoder — with random initial buffer values, the inputs of STEPS calls, eager's outputs
   (`want.<step>.<j>.npy`) and `expect.json`: the bytes the delegate must copy per buffer over the
   run (KV 0; an engine-copied buffer its size per call).
 
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 OUT = ROOT / ".devrun"
 
 

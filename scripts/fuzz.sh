@@ -52,7 +52,7 @@ build() {
 # again whenever their writers changed), the regression inputs and the upstream fixtures.
 seeds() {
   local pay="$out/payloads" f stale=0
-  for f in runtime/tests/gen_payloads.py tests/runtime_helpers.py \
+  for f in runtime/tests/gen_payloads.py tests/support/runtime_helpers.py \
            src/torch_tensorrt_ext/contracts/*.py; do
     [ "$f" -nt "$pay/kv_step.blob" ] && stale=1
   done

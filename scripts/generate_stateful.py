@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Random stateful programs (tests/stateful_grammar.py) through export → compile → .pte, each
-checked against eager step by step (tests/stateful_check.py); prints how many were tried,
-passed, refused by PyTorch itself (invalid) and failed at each stage, then, for each class of
+"""Random stateful programs (tests/support/stateful_grammar.py) through export → compile → .pte,
+each checked against eager step by step (tests/support/stateful_check.py); prints how many were
+tried, passed, refused by PyTorch itself (invalid) and failed at each stage, then, for each class of
 failure, the smallest program hypothesis shrinks it to — as Python source — and what went wrong.
 Exits 1 when any program failed.
 
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 RECYCLE_EXIT = 75      # the worker made --recycle programs: replace it
 ENV_EXIT = 76          # torch_tensorrt is not usable right now (e.g. the series being re-applied)

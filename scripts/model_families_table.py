@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""The model families of tests/model_families.py through the product path (reference engines),
-as one markdown table: per family and written buffer, the plan (KV / copy-back / written by a
-host op), whether the compiled module and the `.pte` step like eager for 8 steps (outputs and
+"""The model families of tests/support/model_families.py through the product path (reference
+engines), as one markdown table: per family and written buffer, the plan (KV / copy-back / written
+by a host op), whether the compiled module and the `.pte` step like eager for 8 steps (outputs and
 every buffer eager changes), the bytes the delegates copy per call and what `inspect` says keeps
 a buffer on a host path.
 
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 
 def main(kinds) -> int:

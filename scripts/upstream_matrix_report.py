@@ -51,7 +51,7 @@ def _run_side(models, pythonpath=None):
 
 def _judge(cell, ep_or_pte, truth_kv, truth_all, nbytes):
     """What is wrong with one saved artifact, in words ("ok" when nothing)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from torch.export.graph_signature import OutputKind
     from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
     problems = []
@@ -64,7 +64,7 @@ def _judge(cell, ep_or_pte, truth_kv, truth_all, nbytes):
                 problems.append(f"{fqn} never updated")
                 continue
             # KV: never copied; copy-back of a (device) TensorRT delegate: host staging in +
-            # ExecuTorch's write-back (tests/upstream_matrix.py says why)
+            # ExecuTorch's write-back (tests/support/upstream_matrix.py says why)
             want = 0 if fqn in truth_kv else 2 * nbytes[fqn]
             if b.program_copy_bytes != want:
                 problems.append(f"{fqn} copies {b.program_copy_bytes} B/step (want {want})")
@@ -94,7 +94,7 @@ def _worker(models):
     import copy
     import warnings
     warnings.filterwarnings("ignore")
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import torch
     import torch_tensorrt
     import torch_tensorrt_ext as tte
@@ -168,7 +168,7 @@ def main() -> int:
     if a.json:
         print(json.dumps({"stock": stock, "series": ours}, indent=1))
         return 0
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from upstream_matrix import CELLS
     print(f"{'cell':<42} {'stock ok':>8} {'series ok':>9}  stock problems (model: problem)")
     for c in CELLS:

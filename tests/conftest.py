@@ -11,7 +11,9 @@ goes through `inspect_pte` (the `inspect` command's reader): it must parse, ever
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
 
-The folders follow the package's layers; the ExecuTorch layer's tests are in `et/` (a folder per
+Test support — paths, models, harnesses shared by several test files — lives in `support/`, put on
+`sys.path` here, so a test imports it by module name (`from helpers import REPO`). The folders
+follow the package's layers; the ExecuTorch layer's tests are in `et/` (a folder per
 job, as in `executorch/`), not `executorch/`: `executorch` is a namespace package, so a
 `tests/executorch` folder on the path would join it ahead of the installed one
 (`executorch.__path__[0]` would be the tests' folder).
@@ -19,8 +21,12 @@ job, as in `executorch/`), not `executorch/`: `executorch` is a namespace packag
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 
 def pytest_configure(config):

@@ -1,7 +1,7 @@
 """ctest fixture step: writes the reference payloads, TR03 blobs and delegated .pte files the C++
 runtime tests read (written by the Python side, so the C++ reader is tested on them).
 
-Invariant: every file is regenerated from tests/runtime_helpers.py's engines on each run (into
+Invariant: every file is regenerated from tests/support/runtime_helpers.py's engines on each run (into
 the directory given as argv[1]); nothing here is committed.
 """
 import os
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(root / "src"), str(root / "tests")]
+sys.path[:0] = [str(root / "src"), str(root / "tests" / "support")]
 
 import runtime_helpers as H  # noqa: E402
 

@@ -115,11 +115,11 @@ def compile(model: Model, example_args: Sequence[object] | None = None, *,  # no
             strict: bool = False) -> CompiledModule:
     """`torch_tensorrt.compile` with reference engines. `shared_state` names buffers another
     method of the same module writes: read here, they stay live engine inputs."""
-    from .seams.planned_lift import shared_state as keep_live
+    from .seams.planned_lift import kept_live
     torch_tensorrt = _torch_tensorrt()
     args = _user_args(model, example_args)
     program = _exported(model, args, strict)
-    with engines(), keep_live(shared_state):
+    with engines(), kept_live(shared_state):
         gm = torch_tensorrt.compile(program, ir="dynamo", arg_inputs=list(args),
                                     min_block_size=1,
                                     torch_executed_ops=_op_overloads(torch_executed_ops))

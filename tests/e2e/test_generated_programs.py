@@ -18,7 +18,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
-from helpers import REPO, TESTS
+from helpers import REPO, SUPPORT
 from rtx_env import torch_tensorrt_or_skip
 from stateful_check import check_program
 from stateful_grammar import Buf, Program, programs
@@ -112,7 +112,7 @@ sys.exit(0 if result.ok else 1)
 def test_minimal_failing_program_with_state_on_the_emulated_device(name):
     torch_tensorrt_or_skip()
     program = DEVICE_REGRESSIONS[name]
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(TESTS), repr(program)],
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(SUPPORT), repr(program)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-1500:]}\n" \
                                  f"--- program ---\n{program.source()}"

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
 from patch_fixtures import (A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
                             sha, snapshot, target, three_patches, write_series, write_site)
 

@@ -1,18 +1,14 @@
 """The contributor flow on a throw-away upstream git repository: import, export, drift."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
-from patch_fixtures import (A2, ALPHA, B2, G3, GAMMA, NAMES, PRISTINE, patch_text,  # noqa: E402
+from patch_fixtures import (run, A2, ALPHA, B2, G3, GAMMA, NAMES, PRISTINE, patch_text,  # noqa: E402
                             SUBJECTS, WHY, commit_files, git, insert_lines, make_repo,
                             replace_line, sha, snapshot, target, three_patches, unified,
                             write_series)
 
-from torch_tensorrt_ext.patching import cli  # noqa: E402
 
 
 @pytest.fixture
@@ -26,13 +22,6 @@ def repo(tmp_path):
 @pytest.fixture
 def patches(tmp_path):
     return write_series(tmp_path / "patches", {"fakepkg": target()}, {"fakepkg": three_patches()})
-
-
-def run(capsys, command, repo, patches, *extra):
-    rc = cli.main(["patch", command, "--repo", str(repo), "--target", "fakepkg",
-                   "--patches", str(patches), *extra])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def checkout_state(repo):

@@ -3,16 +3,13 @@ runners, torch-tensorrt-rtx on CPU machines): whichever is installed is used and
 once is refused, and the baseline hashes decide whether its files can be patched."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
-from patch_fixtures import (A1, ALPHA, patch_name, patch_text, replace_line, sha,  # noqa: E402
+from patch_fixtures import (run, A1, ALPHA, patch_name, patch_text, replace_line, sha,  # noqa: E402
                             snapshot, write_series, write_site)
 
-from torch_tensorrt_ext.patching import cli  # noqa: E402
 from torch_tensorrt_ext.patching.errors import PatchError  # noqa: E402
 from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
 from torch_tensorrt_ext.patching.state import read_state  # noqa: E402
@@ -27,13 +24,6 @@ EITHER = {"distributions": ["torch-tensorrt", "torch-tensorrt-rtx"], "version": 
 def series(root: Path, table=EITHER) -> Path:
     return write_series(root, {"torch_tensorrt": table}, {"torch_tensorrt": [(NAME, patch_text(
         SUBJECT, "Why: a fixture.\nUpstream: none.", [(f"py/{FILE}", ALPHA, A1)]))]})
-
-
-def run(capsys, command, site, patches, *extra):
-    rc = cli.main(["patch", command, "--site-packages", str(site), "--patches", str(patches),
-                   *extra])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.parametrize("dist", ["torch-tensorrt-rtx", "torch-tensorrt"])

@@ -10,14 +10,12 @@ import glob
 import hashlib
 import os
 import re
-import sys
 import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
 from patch_fixtures import patch_text, sha, snapshot, write_series  # noqa: E402
 
 from helpers import REPO

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
-from patch_fixtures import (ALPHA, BETA, GAMMA, NAMES, snapshot, target,  # noqa: E402
+from patch_fixtures import (run, ALPHA, BETA, GAMMA, NAMES, snapshot, target,  # noqa: E402
                             three_patches, write_series, write_site)
 
 from torch_tensorrt_ext.patching import cli  # noqa: E402
@@ -32,13 +31,6 @@ def make(root: Path):
         "fake_pkg/alpha.py": ALPHA, "fake_pkg/beta.py": BETA, "fake_pkg/gamma.py": GAMMA})
     patches = write_series(root / "patches", {"fakepkg": target()}, {"fakepkg": three_patches()})
     return site, patches
-
-
-def run(capsys, command, site, patches, *extra):
-    rc = cli.main(["patch", command, "--site-packages", str(site), "--patches", str(patches),
-                   *extra])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.parametrize("command", ["apply", "revert", "status", "check"])

@@ -2,12 +2,9 @@
 in site-packages changes."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
 from patch_fixtures import (numbered, patch_text, replace_line, sha, snapshot,  # noqa: E402
                             write_series, write_site)
 

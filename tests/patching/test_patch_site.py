@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
-from patch_fixtures import (A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
+from patch_fixtures import (run, A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
                             replace_line, sha, snapshot, target, three_patches, write_series,
                             write_site)
 
-from torch_tensorrt_ext.patching import cli  # noqa: E402
 
 @pytest.fixture
 def env(tmp_path):
@@ -28,15 +26,6 @@ def env(tmp_path):
     patches = write_series(tmp_path / "patches", {"fakepkg": target(), "other": OTHER},
                            {"fakepkg": three_patches()})
     return site, patches
-
-
-def run(capsys, command, site, patches, *extra):
-    argv = ["patch", command, "--site-packages", str(site)]
-    if command != "revert":
-        argv += ["--patches", str(patches)]
-    rc = cli.main(argv + list(extra))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def installed(site):

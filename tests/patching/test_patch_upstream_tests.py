@@ -4,12 +4,10 @@ whole patch applies — the contributor flow's release checkout and `git am` —
 site-packages, where only the installed files' sections apply."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))   # patch_fixtures
 from patch_fixtures import (git, numbered, patch_text, replace_line, sha, snapshot,  # noqa: E402
                             write_series, write_site)
 

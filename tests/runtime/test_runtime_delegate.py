@@ -11,25 +11,11 @@ from torch_tensorrt_ext import runtime_lib
 
 
 
-@pytest.fixture(scope="module")
-def runtime():
-    runtime_lib.load()
-    from executorch.runtime import Runtime
-    return Runtime.get()
-
-
 def method_of(runtime, pte: bytes):
     """(program, forward): the caller keeps the program alive — a Method does not (the Python
     Program owns the .pte bytes the method and its delegates point into)."""
     program = runtime.load_program(pte)
     return program, program.load_method("forward")
-
-
-@pytest.fixture(scope="module")
-def kv_pte():
-    spec = H.kv_step_spec(heads=2, s_max=6, hidden=8)
-    args = {k: spec.inputs[k] for k in ("tok", "pos", "cache", "step")}
-    return H.delegated_pte(H.KvStepOuter(), args, spec)
 
 
 def test_kv_cache_aliased_in_place_and_step_copied_back(runtime, kv_pte):

@@ -19,23 +19,6 @@ from torch_tensorrt_ext.engines import kv_op
 from torch_tensorrt_ext.contracts import blob as B
 from torch_tensorrt_ext import runtime_lib
 
-SPEC_SHAPE = dict(heads=2, s_max=6, hidden=8)
-
-
-@pytest.fixture(scope="module")
-def runtime():
-    runtime_lib.load()
-    from executorch.runtime import Runtime
-    return Runtime.get()
-
-
-@pytest.fixture(scope="module")
-def kv_pte():
-    spec = H.kv_step_spec(**SPEC_SHAPE)
-    args = {k: spec.inputs[k] for k in ("tok", "pos", "cache", "step")}
-    return H.delegated_pte(H.KvStepOuter(), args, spec)
-
-
 def call_inputs():
     g = torch.Generator().manual_seed(3)
     return [torch.randn(1, 2, 1, 8, generator=g), torch.tensor([4]),

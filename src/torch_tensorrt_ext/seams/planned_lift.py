@@ -5,7 +5,7 @@ marks the converters read: no aliasing of a copy-back write (`mark_copy_back`), 
 
 Invariant: a KV write whose cache the program reads again after the write is planned copy-back
 before lifting (`stale_kv`), so no second lift is needed; every cache write into a copy-back
-buffer's input is marked so no converter aliases it; inside `shared_state(fqns)` the named
+buffer's input is marked so no converter aliases it; inside `kept_live(fqns)` the named
 buffers this program only reads are lifted to inputs too (another method writes them).
 """
 from __future__ import annotations
@@ -27,11 +27,11 @@ from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 
 
-_SHARED = contextvars.ContextVar("tte_shared_state", default=frozenset())
+_SHARED = contextvars.ContextVar("tte_kept_live", default=frozenset())
 
 
 @contextlib.contextmanager
-def shared_state(fqns: Iterable[str]):
+def kept_live(fqns: Iterable[str]):
     """Inside, `compile` keeps the named buffers engine inputs even where this program only
     reads them — another method of the same module writes them, so they are live state, not
     constants to fold into an engine."""
@@ -143,5 +143,5 @@ def mark_copy_back(lifted: LiftedGraph, fqns: Iterable[str]) -> None:
             write.meta[NO_KV_ALIAS_MARKER] = True
 
 
-__all__ = ["shared_state", "plan_and_lift", "stale_kv", "as_copy_back", "mark_copy_back",
+__all__ = ["kept_live", "plan_and_lift", "stale_kv", "as_copy_back", "mark_copy_back",
            "READS_OLD_CACHE"]

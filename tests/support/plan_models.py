@@ -55,3 +55,9 @@ class StateReadOnTheHost(torch.nn.Module):
         new = self.state * 0.5 + x
         self.state.copy_(new)
         return seen + new * 2
+
+
+def decomposed_gm(module: nn.Module, *args) -> torch.fx.GraphModule:
+    """`module` (in eval mode) exported, decomposed and unlifted: the functional GraphModule
+    torch-tensorrt's compile receives."""
+    return torch.export.export(module.eval(), args).run_decompositions({}).module()

@@ -174,3 +174,20 @@ def three_patches(third_applies=True):
                                                   ("src/beta.py", BETA, B2)])),
         (NAMES[2], patch_text(SUBJECTS[2], WHY, [("src/gamma.py", gamma_old, g_new)])),
     ]
+
+
+def run(capsys, command: str, place: Path, patches: Path, *extra: str):
+    """`torch-tensorrt-ext patch COMMAND` in this process → (exit status, stdout, stderr).
+
+    `place` is a site-packages folder (`--site-packages`), or a contributor's checkout — a git
+    repository — (`--repo`, target `fakepkg`). `revert` on a site-packages folder is given no
+    series: it must work from the patch record alone."""
+    from torch_tensorrt_ext.patching import cli
+    if (Path(place) / ".git").exists():
+        argv = ["--repo", str(place), "--target", "fakepkg", "--patches", str(patches)]
+    else:
+        argv = ["--site-packages", str(place)]
+        argv += [] if command == "revert" else ["--patches", str(patches)]
+    rc = cli.main(["patch", command, *argv, *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err

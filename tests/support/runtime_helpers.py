@@ -278,7 +278,7 @@ def _prefill_args(step: int):
                         generator=torch.Generator().manual_seed(step))
 
 
-# the two-method case: a 4-token prefill, then one-token decodes, on one cache (`shared_state`)
+# the two-method case: a 4-token prefill, then one-token decodes, on one cache (`shared_arenas`)
 PREFILL_THEN_DECODE = "prefill_decode_shared"
 
 

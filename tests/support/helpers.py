@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"
+SUPPORT = TESTS / "support"     # these modules: what a child process puts on its path
 
 
 def buffer_nbytes(model, fqn: str) -> int:
