@@ -28,7 +28,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import TteError
+from .errors import ExecutionError, TteError
 
 __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes",
            "copy_bytes_by_path", "execute_count",
@@ -331,10 +331,12 @@ def check_blob(data: bytes) -> tuple[int, str]:
     return int(code), why.value.decode("utf-8", "replace")
 
 
-def refusal_error(err: RuntimeError) -> RuntimeError:
-    """`err` (ExecuTorch's "Failed to load method forward, error: 0x23") with this thread's last
-    delegate refusal appended, as a DelegateRefusedError; `err` itself when there was none."""
+def refusal_error(what: str) -> TteError:
+    """The error of a failed load or call whose ExecuTorch message is `what` ("Failed to load
+    method forward, error: 0x23"): a DelegateRefusedError with this thread's last delegate
+    refusal appended when a delegate refused, else an ExecutionError of `what` — a TteError
+    either way (both are RuntimeErrors too)."""
     reason = last_refusal()
     if not reason:
-        return err
-    return DelegateRefusedError(f"{err}: {reason}")
+        return ExecutionError(what)
+    return DelegateRefusedError(f"{what}: {reason}")

@@ -14,7 +14,6 @@ from torch.export.graph_signature import OutputKind
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
-from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.executorch.saving.backend import delegate_output_bindings
@@ -158,7 +157,7 @@ def test_delegate_outputs_out_of_engine_order_are_refused():
 
     class EP:
         graph_module = SimpleNamespace(graph=g)
-    with pytest.raises(blobfmt.BlobError,
+    with pytest.raises(tte.PlanError,
                        match="delegate outputs are not in engine binding order: "
                              "'y0' \\(binding 0\\) comes after 'y1' \\(binding 1\\)"):
         delegate_output_bindings(EP, call, ["y0", "y1"])

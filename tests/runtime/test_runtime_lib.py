@@ -62,3 +62,20 @@ def test_last_check_names_the_refusing_check_beside_the_refusal():
     assert runtime_lib.last_check() == "blob.magic"
     runtime_lib.clear_last_refusal()
     assert (runtime_lib.last_refusal(), runtime_lib.last_check()) == ("", "")
+
+
+def test_a_failed_load_or_call_is_always_a_tte_error():
+    """`refusal_error`: a delegate's refusal appended when one was left on this thread
+    (DelegateRefusedError), else ExecuTorch's message as an ExecutionError — never a bare
+    RuntimeError (both are TteErrors and RuntimeErrors)."""
+    from torch_tensorrt_ext.errors import ExecutionError, TteError
+    runtime_lib.clear_last_refusal()
+    plain = runtime_lib.refusal_error("Failed to load method forward, error: 0x23")
+    assert type(plain) is ExecutionError and isinstance(plain, (TteError, RuntimeError))
+    assert str(plain) == "Failed to load method forward, error: 0x23"
+    code, why = runtime_lib.check_blob(b"TR03" + bytes(60))    # the C++ reader refuses it
+    assert code != 0 and runtime_lib.last_refusal()
+    refused = runtime_lib.refusal_error("Failed to load method forward, error: 0x23")
+    assert type(refused) is runtime_lib.DelegateRefusedError and isinstance(refused, TteError)
+    assert str(refused) == ("Failed to load method forward, error: 0x23: "
+                            f"{runtime_lib.last_refusal()}")

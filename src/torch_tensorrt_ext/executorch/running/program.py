@@ -125,7 +125,7 @@ class Program:
                            f"{self.data_file} ({why}): it is truncated, damaged or not a .ptd; "
                            "pass the .ptd saved with this .pte")
         if why.startswith("Failed to load method"):   # a refused delegate: its reason, too
-            raise runtime_lib.refusal_error(RuntimeError(why))
+            raise runtime_lib.refusal_error(why)
         if why.startswith("method '"):                # state on a device, and none in force
             raise PteError(f"{self.path}: {why}")
         if why.startswith(RECORD_KEY):   # its record of the arenas methods share
@@ -170,7 +170,7 @@ class Program:
         code = lib.tte_program_execute(self._handle, key, values, len(args), ctypes.byref(n_out),
                                        why, len(why))
         if code:
-            raise runtime_lib.refusal_error(RuntimeError(why.value.decode("utf-8", "replace")))
+            raise runtime_lib.refusal_error(why.value.decode("utf-8", "replace"))
         self._calls[name] = self._calls.get(name, 0) + 1   # to average the runtime's tally
         outs = []
         for j in range(n_out.value):

@@ -16,6 +16,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from ...contracts import blob as blobfmt
 from ...contracts.engine_call import Signature, is_reference_call, is_tensorrt_call
+from ...contracts.plan import PlanError
 from ...contracts.target_device import parse_target_device
 from . import tensorrt_blob
 from .tensorrt_blob import EXTERNAL_DATA_SPEC, tensor_bytes
@@ -33,7 +34,7 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Ten
     if tensor is None and node.name in sig.inputs_to_buffers:  # a legacy exporter's buffer
         tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
-        raise blobfmt.BlobError(f"engine payload {node.name!r} is not a constant of the partition")
+        raise PlanError(f"engine payload {node.name!r} is not a constant of the partition")
     return tensor
 
 

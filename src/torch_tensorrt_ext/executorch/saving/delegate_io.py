@@ -12,7 +12,7 @@ import operator
 import torch
 from torch.export.graph_signature import InputKind
 
-from ...contracts import blob as blobfmt
+from ...contracts.plan import PlanError
 
 __all__ = ["delegate_input_bindings", "delegate_output_bindings", "single_engine_call"]
 
@@ -21,8 +21,8 @@ def single_engine_call(ep: torch.export.ExportedProgram, is_call) -> torch.fx.No
     """The one engine call (`is_call`) of a TensorRTBackend partition; refused otherwise."""
     calls = [n for n in ep.graph_module.graph.nodes if is_call(n)]
     if len(calls) != 1:
-        raise blobfmt.BlobError(f"a TensorRTBackend partition holds exactly one engine call, "
-                                f"found {len(calls)}")
+        raise PlanError(f"a TensorRTBackend partition holds exactly one engine call, "
+                        f"found {len(calls)}")
     return calls[0]
 
 
@@ -37,11 +37,11 @@ def delegate_output_bindings(ep: torch.export.ExportedProgram, call: torch.fx.No
             continue
         if not (isinstance(v, torch.fx.Node) and v.target is operator.getitem
                 and v.args[0] is call):
-            raise blobfmt.BlobError(f"delegate output {getattr(v, 'name', v)!r} is not an output "
-                                    "binding of its engine")
+            raise PlanError(f"delegate output {getattr(v, 'name', v)!r} is not an output "
+                            "binding of its engine")
         k = v.args[1]
         if k <= last:
-            raise blobfmt.BlobError(
+            raise PlanError(
                 f"delegate outputs are not in engine binding order: {names[k]!r} (binding {k}) "
                 f"comes after {names[last]!r} (binding {last})")
         last = k
@@ -55,19 +55,19 @@ def delegate_input_bindings(ep: torch.export.ExportedProgram, call: torch.fx.Nod
     it feeds; a value feeding two bindings, or an input feeding none, is refused."""
     args = list(call.args[0])
     if len(args) != len(names):
-        raise blobfmt.BlobError(f"engine call {call.name!r} has {len(names)} input binding names "
-                                f"{names} but {len(args)} engine inputs; the binding of each "
-                                "delegate input cannot be established")
+        raise PlanError(f"engine call {call.name!r} has {len(names)} input binding names "
+                        f"{names} but {len(args)} engine inputs; the binding of each "
+                        "delegate input cannot be established")
     placeholders = {n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
     stray = [getattr(a, "name", repr(a)) for a in args if a not in placeholders]
     if stray:
-        raise blobfmt.BlobError(f"engine call {call.name!r}: its inputs {stray} are not delegate "
-                                "runtime placeholders, so their argument positions are unknown")
+        raise PlanError(f"engine call {call.name!r}: its inputs {stray} are not delegate "
+                        "runtime placeholders, so their argument positions are unknown")
     feeds = {}
     for arg, name in zip(args, names, strict=True):
         if arg in feeds:
-            raise blobfmt.BlobError(f"engine call {call.name!r}: one value feeds input bindings "
-                                    f"{feeds[arg]!r} and {name!r}")
+            raise PlanError(f"engine call {call.name!r}: one value feeds input bindings "
+                            f"{feeds[arg]!r} and {name!r}")
         feeds[arg] = name
     # the user inputs, read from the input specs (ExportGraphSignature.user_inputs is derived
     # from them)
@@ -75,7 +75,7 @@ def delegate_input_bindings(ep: torch.export.ExportedProgram, call: torch.fx.Nod
     out = []
     for ph in (n for n in ep.graph_module.graph.nodes if n.op == "placeholder" and n.name in user):
         if ph not in feeds:
-            raise blobfmt.BlobError(f"delegate input {ph.name!r} feeds no binding of engine call "
-                                    f"{call.name!r}")
+            raise PlanError(f"delegate input {ph.name!r} feeds no binding of engine call "
+                            f"{call.name!r}")
         out.append(feeds[ph])
     return out

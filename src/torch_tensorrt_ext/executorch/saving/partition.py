@@ -19,8 +19,8 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import DelegationSpec
 from torch.export import ExportedProgram
 
-from ...contracts import blob as blobfmt
 from ...contracts.engine_call import is_reference_call, is_tensorrt_call
+from ...contracts.plan import PlanError
 from ...errors import UsageError
 from .backend import BACKEND_ID
 from ...export.engine_calls import engine_info
@@ -125,7 +125,7 @@ def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
                 user.meta["delegation_tag"] = tag
         payload = node.args[1]
         if payload.op != "placeholder" or payload.name not in lifted or len(payload.users) != 1:
-            raise blobfmt.BlobError(f"reference engine call {node.name!r}: its payload "
-                                    f"{payload.name!r} is not a constant of its own")
+            raise PlanError(f"reference engine call {node.name!r}: its payload "
+                            f"{payload.name!r} is not a constant of its own")
         payload.meta["delegation_tag"] = tag
     return tags

@@ -19,6 +19,7 @@ from ...contracts import blob as blobfmt
 from ...contracts.engine_call import is_engine_call
 from ...contracts.target_device import parse_target_device
 from ...engines.dynamic_dims import max_shape
+from ...engines.tensorrt_info import TensorRTInfoError
 from ...errors import Unsupported
 from ...export.engine_calls import engine_info, engine_record
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
@@ -54,7 +55,7 @@ def _bindings(info, call: torch.fx.Node) -> tuple:
     ExecuTorch plans for it; the runtime checks the engine's profile holds it)."""
     if len(info.input_dtypes) != len(info.input_names) or \
             len(info.output_dtypes) != len(info.output_names):
-        raise blobfmt.BlobError(f"engine {info.name!r}: its metadata records no binding types "
+        raise TensorRTInfoError(f"engine {info.name!r}: its metadata records no binding types "
                                 "(no inout_symexprs); recompile it with torch-tensorrt 2.14.0")
     in_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
                for a in call.args[0]]
