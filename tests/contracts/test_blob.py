@@ -481,23 +481,29 @@ def test_refuses_unpaired_surrogate_escape(escape, named):
 
 
 def test_json_defects_are_refused_where_they_are():
-    """First defect in document order (a surrogate or a non-finite number where it is, a
-    duplicate key when its object closes), a NUL only once the whole text parsed; arrays and
-    objects nest at most 64 deep, scalars inside them do not count."""
+    """Each JSON defect alone is refused under its own id; with several, the first `json.loads`
+    meets (a non-finite number or a syntax error where it is, a duplicate key when its object
+    closes), then depth, an unpaired surrogate, a NUL on the parsed value (`blob_json`: the C++
+    reader may name another of the same text's defects). Arrays and objects nest at most 64
+    deep; scalars inside them do not count."""
     def check(old, new):
         with pytest.raises(B.BlobError) as e:
             B.parse(raw(md=kv_text(old, new)))
         return e.value.check
     tp = '"target_platform": ""'
-    assert check(tp, '"target_platform": "\\ud800", "device_id": NaN') == "json.surrogate"
+    assert check(tp, '"target_platform": "\\ud800"') == "json.surrogate"
+    assert check(tp, '"target_platform": "\\u0000"') == "json.nul"
+    assert check(tp, '"x": {"a": 1, "a": 2}') == "json.duplicate_key"
+    assert check(tp, '"target_platform": NaN') == "json.non_finite"
+    assert check(tp, '"target_platform": "\\ud800", "device_id": NaN') == "json.non_finite"
     assert check(tp, '"target_platform": NaN, "x": "\\ud800"') == "json.non_finite"
     assert check(tp, '"target_platform": "\\u0000", "x": "\\ud800"') == "json.surrogate"
-    assert check(tp, '"x": {"a": 1, "a": "\\ud800"}') == "json.surrogate"
+    assert check(tp, '"x": {"a": 1, "a": "\\ud800"}') == "json.duplicate_key"
     assert check(tp, '"x": {"a": 1, "a": 2}, "y": NaN') == "json.duplicate_key"
     assert check(tp, '"x": {NaN: 1}') == "json.syntax"
     assert check(tp, '"x": ' + "[" * 64 + "]" * 64) == "json.depth"  # the root is depth 1
     assert B.parse(raw(md=kv_text(tp, tp + ', "x": ' + "[" * 63 + "1" + "]" * 63)))
-    assert check(tp, '"x": ' + "[" * 64 + "1e999" + "]" * 64) == "json.depth"
+    assert check(tp, '"x": ' + "[" * 64 + "1e999" + "]" * 64) == "json.non_finite"
 
 
 def test_serialize_never_writes_what_the_readers_refuse():
