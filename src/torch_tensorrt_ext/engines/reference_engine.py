@@ -27,6 +27,7 @@ from ..contracts.engine_call import Signature
 from ..lowering.kv_rules import aliased_in_partition
 from .dynamic_dims import PartitionDims, partition_dims
 from .execute_op import OP as EXECUTE_ENGINE
+from .linear_weights import linear_weights_transposed
 from .payload import (bind_scalar_reads, byte_tensor, dense_constants, scalar_inputs_as_tensors,
                       to_executorch_program, use_kv_update_layers)
 from .weights import pack, weights_as_inputs
@@ -177,6 +178,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     _executorch_ops(sub)
     use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
     dense_constants(sub)
+    linear_weights_transposed(sub)        # stored transposed: no per-call permute_copy
     weights = weights_as_inputs(sub)      # the payload's trailing inputs, the program's named data
     program = to_executorch_program(sub, dims.export_spec(sub))
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,

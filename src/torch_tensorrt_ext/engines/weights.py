@@ -23,7 +23,7 @@ from ..contracts.blob_model import WeightRef
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 
 __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
-           "unpack", "weight_key"]
+           "unpack", "weight_key", "drop_attr"]
 
 # Smaller constants (a scalar, the positions of a KV write) stay inside the program.
 MIN_WEIGHT_BYTES = 256
@@ -45,7 +45,7 @@ def _attr(gm: GraphModule, target: str):
     return getattr(gm.get_submodule(owner) if owner else gm, name, None)
 
 
-def _drop_attr(gm: GraphModule, target: str) -> None:
+def drop_attr(gm: GraphModule, target: str) -> None:
     """Forget the attribute a weight was read from (no get_attr reads it any more): an export of
     the partition lifts every parameter it holds, read or not."""
     owner, _, name = target.rpartition(".")
@@ -56,13 +56,16 @@ def _drop_attr(gm: GraphModule, target: str) -> None:
 
 
 def _fake(gm: GraphModule, t: torch.Tensor):
+    """A fake of `t` as its binding holds it: row-major, whatever `t`'s strides (a weight stored
+    transposed is a view until `pack` writes it)."""
     from torch._guards import detect_fake_mode
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
     if mode is None:
         from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode()
-    return mode.from_tensor(t, static_shapes=True)
+    with mode:
+        return torch.empty(tuple(t.shape), dtype=t.dtype, device=t.device)
 
 
 def _placeholders_first(gm: GraphModule) -> list:
@@ -109,7 +112,7 @@ def weights_as_inputs(gm: GraphModule) -> list[tuple[WeightRef, torch.Tensor]]:
         replaced.add(node.target)
     still_read = {n.target for n in graph.nodes if n.op == "get_attr"}
     for target in replaced - still_read:
-        _drop_attr(gm, target)
+        drop_attr(gm, target)
     if out:
         graph.lint()
         gm.recompile()
@@ -129,8 +132,8 @@ def pack(program: bytes, weights: Sequence[tuple[WeightRef, torch.Tensor]]) -> t
     copy of the weights the compiled module holds."""
     offsets, start = _offsets([r for r, _ in weights])
     out = torch.zeros(start + len(program), dtype=torch.uint8)
-    for (r, t), off in zip(weights, offsets, strict=True):
-        out[off:off + r.nbytes] = t.detach().contiguous().view(-1).view(torch.uint8)
+    for (r, t), off in zip(weights, offsets, strict=True):   # row-major, whatever t's strides
+        out[off:off + r.nbytes].view(t.dtype).view(t.shape).copy_(t.detach())
     if program:
         out[start:] = torch.frombuffer(bytearray(program), dtype=torch.uint8)
     return out

@@ -90,8 +90,10 @@ def test_prefill_and_decode_store_each_weight_once(tmp_path):
     path = _save(tmp_path / "two.pte", model)
     data = (tmp_path / "two.pte").read_bytes()
     keys = _named_keys(data)
-    want = {KEY_PREFIX + hashlib.sha256(p.detach().numpy().tobytes()).hexdigest()
-            for p in model.parameters()}
+    # a Linear's weight is stored transposed (engines.linear_weights), its bias as it is
+    stored = [p.detach().t().contiguous() if p.dim() == 2 else p.detach()
+              for p in model.parameters()]
+    want = {KEY_PREFIX + hashlib.sha256(t.numpy().tobytes()).hexdigest() for t in stored}
     assert set(keys) == want and len(keys) == len(want)   # 4 tensors, once each
     assert len(data) <= 1.05 * _weights(model) + 64 * 1024
     engines = [d for m in inspect_pte(data).methods for d in m.delegates]
@@ -155,7 +157,7 @@ def test_a_truncated_ptd_is_refused(external, tmp_path):
 def test_an_altered_ptd_is_refused_before_a_kernel_reads_it(external, tmp_path):
     d, model = external
     raw = bytearray((d / "m.ptd").read_bytes())
-    weight = model.a.weight.detach().numpy().tobytes()
+    weight = model.a.weight.detach().t().contiguous().numpy().tobytes()   # stored transposed
     at = bytes(raw).find(weight[:64])
     assert at > 0
     raw[at + 100] ^= 0x40                     # one bit of one weight

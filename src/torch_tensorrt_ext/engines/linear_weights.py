@@ -1,0 +1,87 @@
+"""A Linear's weight stored transposed, so a reference engine never transposes it per call.
+
+ExecuTorch lowers `aten.linear(x, W, b)` to `permute_copy(W)` + `addmm`: every call of the
+payload copies every Linear weight into planned memory (the weights' bytes again in RSS, and
+their copy on every decode step). A weight is a constant; its transpose can be stored instead.
+
+Invariant: after `linear_weights_transposed(gm)`, every 2-D floating-point tensor constant of
+`gm` whose every use is the weight of an `aten.linear` is replaced by a constant holding its
+transpose (a *view* — no bytes are copied here; `weights.pack` writes them once, transposed,
+into the payload) and each such `linear(x, W, b)` by `matmul(x, Wᵀ)` (+ `b`), which computes the
+same values and which ExecuTorch lowers to `mm` on the stored bytes, with no copy of the weight.
+A weight also read by anything else (a tied embedding) is left as it is.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+
+from .weights import drop_attr
+
+__all__ = ["linear_weights_transposed"]
+
+_LINEAR = torch.ops.aten.linear.default
+
+
+def _attr(gm: GraphModule, target: str):
+    owner, _, name = target.rpartition(".")
+    return getattr(gm.get_submodule(owner) if owner else gm, name, None)
+
+
+def _only_linear_weight(node: Node) -> bool:
+    return bool(node.users) and all(
+        u.op == "call_function" and u.target is _LINEAR and len(u.args) > 1
+        and u.args[1] is node and node not in (u.args[0], *u.args[2:]) for u in node.users)
+
+
+def _call(graph, target, args: tuple, like: Node) -> Node:
+    """A call of `target` whose value is computed from its arguments' fake values, in their fake
+    mode (every value of a partition keeps a fake tensor: `lifted_program` relies on it)."""
+    from torch._guards import detect_fake_mode
+    node = graph.call_function(target, args)
+    node.meta = {k: v for k, v in like.meta.items() if k != "val"}
+    vals = [a.meta.get("val") if isinstance(a, Node) else a for a in args]
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    if mode is not None and all(isinstance(v, torch.Tensor) for v in vals):
+        with mode:
+            node.meta["val"] = target(*vals)
+    return node
+
+
+def _rewrite(gm: GraphModule, linear: Node, weight_t: Node) -> None:
+    graph = gm.graph
+    x, bias = linear.args[0], (linear.args[2] if len(linear.args) > 2 else None)
+    with graph.inserting_before(linear):
+        out = _call(graph, torch.ops.aten.matmul.default, (x, weight_t), linear)
+        if bias is not None:
+            out = _call(graph, torch.ops.aten.add.Tensor, (out, bias), linear)
+    linear.replace_all_uses_with(out)
+    graph.erase_node(linear)
+
+
+def linear_weights_transposed(gm: GraphModule) -> int:
+    """Store each Linear-only weight of `gm` transposed (module docstring); how many were."""
+    graph, n = gm.graph, 0
+    for node in [n for n in graph.nodes if n.op == "get_attr"]:
+        w = _attr(gm, node.target)
+        if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_floating_point() \
+                or not _only_linear_weight(node):
+            continue
+        name = f"_tte_linear_weight_t_{n}"
+        # a view: the bytes are written once, by pack (weights_as_inputs makes it an input)
+        gm.register_buffer(name, w.detach().t(), persistent=False)
+        with graph.inserting_after(node):
+            weight_t = graph.get_attr(name)
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            weight_t.meta["val"] = val.t()
+        for linear in list(node.users):
+            _rewrite(gm, linear, weight_t)
+        graph.erase_node(node)
+        if not any(m.op == "get_attr" and m.target == node.target for m in graph.nodes):
+            drop_attr(gm, node.target)   # else an export of the partition would still hold it
+        n += 1
+    if n:
+        graph.lint()
+        gm.recompile()
+    return n
