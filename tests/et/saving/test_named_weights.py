@@ -245,3 +245,16 @@ def test_torch_tensorrt_save_writes_the_ptd_beside_the_pte(tmp_path):
     got = prog.run(*args)
     torch.testing.assert_close(got[0] if isinstance(got, (list, tuple)) else got, eager(*args),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_torch_tensorrt_load_takes_the_data_file(external):
+    """Upstream's own loader (patch 0006) hands `data_files=` / `method=` to this project's:
+    the program runs like eager with its .ptd, and without it is refused naming the key."""
+    from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
+    torch_tensorrt = torch_tensorrt_module()
+    d, model = external
+    prog = torch_tensorrt.load(str(d / "m.pte"), format="executorch", data_files=d / "m.ptd",
+                               method="prefill")
+    _step_both(prog, _fresh(model))
+    with pytest.raises(DelegateRefusedError, match=r"named data key 'tte/sha256/[0-9a-f]{64}'"):
+        torch_tensorrt.load(str(d / "m.pte"), format="executorch", method="prefill")
