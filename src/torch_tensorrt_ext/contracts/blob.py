@@ -32,7 +32,7 @@ import struct
 from .blob_checks import CHECKS, BlobError  # noqa: F401  (re-exported)
 from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
     _RESERVED, ENGINE_ALIGNMENT, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR03, MAGICS,
-    MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
+    KEY_PREFIX, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
     BufferBinding, CopyBack, EngineData, IOBinding,
 )
 from .blob_validate import parse_metadata as _parse_metadata, validate
@@ -42,7 +42,7 @@ __all__ = [
     "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "EngineData",
     "BlobMetadata", "Blob",
     "parse", "serialize", "validate", "CHECKS", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
-    "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES",
+    "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES", "KEY_PREFIX",
 ]
 
 # --------------------------------------------------------------------------------------- reading
