@@ -113,6 +113,38 @@ TEST(two_programs_with_the_same_key_each_deserialize_their_own) {
   CHECK_EQ(a.deserialized + b.deserialized, 2);
 }
 
+TEST(one_key_on_two_devices_is_deserialized_once_per_device) {
+  Program p;
+  tte::Reason why;
+  BlobInfo on1 = keyed_blob(p.data, 4, key_of(kPlan));
+  on1.device_id = 1;
+  auto e0 = p.engine(keyed_blob(p.data, 4, key_of(kPlan)), why);
+  auto e1 = p.engine(on1, why);
+  auto e1b = p.engine(on1, why);
+  REQUIRE(e0 != nullptr && e1 != nullptr && e1b != nullptr);
+  CHECK_EQ(p.deserialized, 2);
+}
+
+TEST(a_plan_the_sdk_refuses_is_not_kept_and_refused_again) {
+  tte_test::BytesDataMap data;
+  data.data[key_of(kPlan)] = kPlan;
+  const BlobInfo info = keyed_blob(data, 4, key_of(kPlan));
+  int calls = 0;
+  const tte::Deserialize refuse = [&](const void*, size_t n, tte::Reason& w) {
+    ++calls;
+    return tte::Result<tte::PlanHandle>(w.fail(Error::DelegateInvalidCompatibility,
+                                               "tensorrt.deserialize",
+                                               "could not deserialize the " + std::to_string(n) +
+                                                   "-byte engine"));
+  };
+  for (int i = 0; i < 2; ++i) {
+    tte::Reason why;
+    CHECK(tte::shared_plan(info, refuse, why).error() == Error::DelegateInvalidCompatibility);
+    CHECK_EQ(std::string(why.check), std::string("tensorrt.deserialize"));
+  }
+  CHECK_EQ(calls, 2);
+}
+
 TEST(a_plan_in_the_payload_is_deserialized_per_engine) {
   Program p;
   tte::Reason why;
