@@ -19,6 +19,7 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/reference_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/shared_loads.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/shared_plans.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/tensorrt_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/payload_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/refusal.cpp

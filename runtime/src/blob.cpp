@@ -170,6 +170,12 @@ Result<BlobInfo> read_blob(const uint8_t* p, size_t size, Reason& why) {
   info.engine = p + h.eng_off;
   info.engine_size = h.eng_size;
   if (info.format == 3 && !engine_digest_matches(info, why)) return Error::InvalidProgram;
+  if (!info.engine_data.key.empty() && info.engine_size != 0) {
+    return why.fail(Error::InvalidProgram, "engine_data.payload",
+                    format("a blob whose plan is named data '%s' carries a %llu-byte payload; its "
+                           "payload is empty",
+                           info.engine_data.key.c_str(), (ull)info.engine_size));
+  }
   if (!validate_blob(info, why)) return Error::InvalidProgram;
   return info;
 }

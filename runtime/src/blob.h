@@ -10,7 +10,7 @@
 // right direction, aliased and copy-back pairs of equal dtype and shape, every output binding a
 // delegate output, aliased or copy-back. TR01/TR02 are given upstream's meaning (TensorRT
 // engine, all inputs/outputs are delegate args in binding order). A magic other than
-// TR01/TR02/TR03, or a TR03 `tte_version` other than 3, fails with
+// TR01/TR02/TR03, or a TR03 `tte_version` outside 3..5, fails with
 // Error::DelegateInvalidCompatibility; every other defect with Error::InvalidProgram (an
 // allocation failure with Error::MemoryAllocationFailed: nothing here throws).
 // A TR01/TR02 binding with dtype "" and shape [] (what upstream's preprocess writes) is unknown
@@ -36,9 +36,11 @@ namespace tte {
 
 constexpr size_t kBlobHeaderSize = 32;
 constexpr uint32_t kEngineAlignment = 16;
-// The TR03 metadata version written (4: "weights"); readers take 3 and 4.
-constexpr int kTteVersion = 4;
+// The TR03 metadata version written (4: "weights", 5: "engine_data"); readers take 3 to 5.
+constexpr int kTteVersion = 5;
 constexpr int kTteOldestVersion = 3;
+// The named-data key of bytes (a weight, a plan): this prefix and the hex of their SHA-256.
+constexpr const char* kNamedDataKeyPrefix = "tte/sha256/";
 // A TR03 header is the 32-byte upstream header followed by the SHA-256 of the metadata.
 constexpr size_t kTr03HeaderSize = 64;
 // The largest binding either reader accepts: 2^63-1 bytes (its static dims times the element
@@ -91,6 +93,13 @@ struct WeightRef {
   size_t nbytes = 0;
 };
 
+// Version 5 "engine_data": a TensorRT / TensorRT-RTX plan kept out of the payload (which is
+// empty), the program's named data under `key` (`tte/sha256/<hex>`: the plan's SHA-256), `nbytes`.
+struct EngineDataRef {
+  std::string key;
+  uint64_t nbytes = 0;
+};
+
 struct BlobInfo {
   char magic[5] = {0, 0, 0, 0, 0};
   int format = 0;                // 1, 2 or 3 (the digit of the magic)
@@ -113,6 +122,7 @@ struct BlobInfo {
   // (torch_tensorrt.save's weight_streaming_budget_per_engine); -1 when the blob sets none.
   int64_t weight_streaming_budget = -1;
   std::vector<WeightRef> weights;  // version 4, reference engines only
+  EngineDataRef engine_data;       // version 5, TensorRT kinds only; key "" when the payload is it
   // Not in the blob: the delegate's `target_device` compile spec ("cuda:0"), "" when it has none
   // (a host delegate). A reference engine runs "on the device" only for a device delegate.
   std::string target_device;

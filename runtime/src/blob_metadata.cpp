@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace tte {
@@ -239,7 +240,7 @@ Error read_version_and_kind(Reader& r, const Json& md, BlobInfo& info) {
   if (version == md.end() || !is_int64(*version) || version->get<int64_t>() < kTteOldestVersion ||
       version->get<int64_t>() > kTteVersion) {
     r.fail("metadata.tte_version",  // integers: 3.0, 3e0 and true are refused too
-           format("TR03 blob has tte_version %s; this reader understands versions %d and %d only",
+           format("TR03 blob has tte_version %s; this reader understands versions %d to %d only",
                   version == md.end() ? "(none)" : json_excerpt(*version).c_str(),
                   kTteOldestVersion, kTteVersion));
     return Error::DelegateInvalidCompatibility;
@@ -308,6 +309,38 @@ bool read_weights(Reader& r, const Json& md, BlobInfo& info) {
   return r.ok;
 }
 
+// Version 5 "engine_data" (python's blob_validate._engine_data, in its order).
+bool read_engine_data(Reader& r, const Json& md, BlobInfo& info) {
+  const auto it = md.find("engine_data");
+  if (!r.ok || it == md.end()) return r.ok;
+  if (!it->is_object()) {
+    return r.fail("metadata.type", "metadata: 'engine_data' must be an object, got " +
+                                       json_excerpt(*it));
+  }
+  const std::string key = r.str(*it, "key", "engine_data", true);
+  const Json* nbytes = r.get(*it, "nbytes", Kind::Int64, "engine_data", true);
+  if (!r.ok) return false;
+  const size_t n = std::strlen(kNamedDataKeyPrefix);
+  if (key.size() != n + 64 || key.compare(0, n, kNamedDataKeyPrefix) != 0 ||
+      !is_hex_digest(key.substr(n))) {
+    return r.fail("engine_data.key", "engine_data: key " + json_excerpt(*it->find("key"), 90) +
+                                         " is not 'tte/sha256/' and the 64 lowercase hex digits "
+                                         "of the plan's SHA-256");
+  }
+  if (nbytes->get<int64_t>() < 1) {
+    return r.fail("engine_data.nbytes",
+                  "engine_data: nbytes " + json_excerpt(*nbytes) +
+                      " is not a plan's size (at least 1 byte)");
+  }
+  if (info.engine_kind == EngineKind::Reference) {
+    return r.fail("engine_data.engine_kind",
+                  "a reference engine's program is its payload; 'engine_data' is for TensorRT "
+                  "plans only");
+  }
+  info.engine_data = {key, static_cast<uint64_t>(nbytes->get<int64_t>())};
+  return true;
+}
+
 // The TR03 extension keys, after tte_version and engine_kind.
 Error read_extensions(Reader& r, const Json& md, BlobInfo& info) {
   info.delegate_inputs = r.names(md, "delegate_inputs");
@@ -338,6 +371,7 @@ Error read_extensions(Reader& r, const Json& md, BlobInfo& info) {
     info.weight_streaming_budget = v->get<int64_t>();
   }
   read_weights(r, md, info);
+  read_engine_data(r, md, info);
   return r.ok ? Error::Ok : Error::InvalidProgram;
 }
 

@@ -8,8 +8,6 @@
 namespace tte {
 namespace {
 
-constexpr const char* kKeyPrefix = "tte/sha256/";
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -18,8 +16,8 @@ int hex_value(char c) {
 
 // The SHA-256 a `tte/sha256/<64 lowercase hex>` key names; false for any other key.
 bool key_digest(const std::string& key, std::array<uint8_t, 32>& out) {
-  const size_t n = std::strlen(kKeyPrefix);
-  if (key.size() != n + 64 || key.compare(0, n, kKeyPrefix) != 0) return false;
+  const size_t n = std::strlen(kNamedDataKeyPrefix);
+  if (key.size() != n + 64 || key.compare(0, n, kNamedDataKeyPrefix) != 0) return false;
   for (size_t i = 0; i < 32; ++i) {
     const int hi = hex_value(key[n + 2 * i]), lo = hex_value(key[n + 2 * i + 1]);
     if (hi < 0 || lo < 0) return false;

@@ -6,6 +6,7 @@
 
 #include "blob.h"
 #include "device.h"
+#include "shared_plans.h"
 #include "dtype.h"
 
 #include <NvInferRuntime.h>
@@ -115,6 +116,43 @@ TrtDims from_nv(const nvinfer1::Dims& n) {
   return d;
 }
 
+template <class T>
+struct Deleter {
+  void operator()(T* p) const { delete p; }
+};
+
+// One deserialized plan: what every engine of a program that names its key shares.
+struct NvPlan {
+  int device = 0;
+  std::unique_ptr<nvinfer1::IRuntime, Deleter<nvinfer1::IRuntime>> runtime;
+  std::unique_ptr<nvinfer1::ICudaEngine, Deleter<nvinfer1::ICudaEngine>> engine;
+  ~NvPlan() {
+    DeviceScope scope(device);
+    engine.reset();
+    runtime.reset();
+  }
+};
+
+// `n` bytes of a plan deserialized on `device` (made current for it).
+Result<PlanHandle> deserialize(int device, const std::string& sdk, const void* bytes, size_t n,
+                               Reason& why) {
+  DeviceScope scope(device);
+  auto plan = std::make_shared<NvPlan>();
+  plan->device = device;
+  plan->runtime.reset(nvinfer1::createInferRuntime(logger()));
+  if (!plan->runtime) {
+    return why.fail(Error::InvalidState, "tensorrt.runtime", "nvinfer1::createInferRuntime failed");
+  }
+  plan->engine.reset(plan->runtime->deserializeCudaEngine(bytes, n));
+  if (!plan->engine) {
+    return why.fail(Error::DelegateInvalidCompatibility, "tensorrt.deserialize",
+                    format("%s could not deserialize the %zu-byte engine (built for another "
+                           "version or GPU? see the error above)",
+                           sdk.c_str(), n));
+  }
+  return PlanHandle(std::move(plan));
+}
+
 class NvInferApi final : public TrtApi {
  public:
   explicit NvInferApi(int device) : device_(device) {
@@ -126,8 +164,7 @@ class NvInferApi final : public TrtApi {
     if (stream_) cudaStreamSynchronize(stream_);
     for (void* p : allocations_) cudaFree(p);
     context_.reset();
-    engine_.reset();
-    runtime_.reset();
+    plan_.reset();  // the engine, when this was its last holder
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -145,18 +182,17 @@ class NvInferApi final : public TrtApi {
     }
     if (Error e = check_rtx_device(device_, prop.major, prop.minor, why); e != Error::Ok) return e;
 #endif
-    runtime_.reset(nvinfer1::createInferRuntime(logger()));
-    if (!runtime_) {
-      return why.fail(Error::InvalidState, "tensorrt.runtime",
-                      "nvinfer1::createInferRuntime failed");
-    }
-    engine_.reset(runtime_->deserializeCudaEngine(info.engine, info.engine_size));
-    if (!engine_) {
-      return why.fail(Error::DelegateInvalidCompatibility, "tensorrt.deserialize",
-                      format("%s could not deserialize the %llu-byte engine (built for another "
-                             "version or GPU? see the error above)",
-                             sdk_.c_str(), static_cast<unsigned long long>(info.engine_size)));
-    }
+    const int device = device_;
+    const std::string sdk = sdk_;
+    auto plan = shared_plan(
+        info,
+        [device, &sdk](const void* bytes, size_t n, Reason& w) {
+          return deserialize(device, sdk, bytes, n, w);
+        },
+        why);
+    if (!plan.ok()) return plan.error();
+    plan_ = plan.get();
+    engine_ = static_cast<NvPlan*>(plan_.get())->engine.get();
     // Blocking (plain cudaStreamCreate): ordered with the legacy default stream, where other
     // producers of the caller's inputs may have written them.
     const cudaError_t ce = cudaStreamCreate(&stream_);
@@ -191,6 +227,8 @@ class NvInferApi final : public TrtApi {
   }
   int64_t streamable_weights() const override { return engine_->getStreamableWeightsSize(); }
   bool set_weight_streaming_budget(int64_t bytes) override {
+    // A plan other methods share may hold their contexts already: an equal budget stands.
+    if (engine_->getWeightStreamingBudgetV2() == bytes) return true;
     return engine_->setWeightStreamingBudgetV2(bytes);
   }
   bool create_context() override {
@@ -274,14 +312,8 @@ class NvInferApi final : public TrtApi {
   }
 
  private:
-  struct Deleter {
-    template <class T>
-    void operator()(T* p) const {
-      delete p;
-    }
-  };
   template <class T>
-  using Ptr = std::unique_ptr<T, Deleter>;
+  using Ptr = std::unique_ptr<T, Deleter<T>>;
 
   // The caller's stream when one is in force (tte::use_stream), else the engine's own.
   static cudaStream_t caller_stream() {
@@ -295,8 +327,8 @@ class NvInferApi final : public TrtApi {
 
   int device_ = 0;
   std::string sdk_;
-  Ptr<nvinfer1::IRuntime> runtime_;
-  Ptr<nvinfer1::ICudaEngine> engine_;
+  PlanHandle plan_;                        // an NvPlan, shared per key (shared_plans.h)
+  nvinfer1::ICudaEngine* engine_ = nullptr;  // plan_'s
   Ptr<nvinfer1::IExecutionContext> context_;
   cudaStream_t stream_ = nullptr;
   cudaError_t last_ = cudaSuccess;

@@ -10,6 +10,7 @@
 // so tests assert what the engine did, not only what it returned.
 #pragma once
 
+#include "shared_plans.h"
 #include "trt_api.h"
 
 #include <cstdlib>
@@ -65,6 +66,9 @@ class FakeTrt final : public tte::TrtApi {
   ~FakeTrt() override {
     for (void* p : owned_) std::free(p);
   }
+
+  // The deserialized plan this engine holds (shared_plans.h), as the SDK's adapter holds its own.
+  tte::PlanHandle plan;
 
   // Registers host memory the test allocated as "device memory".
   void adopt(void* p) { device_.insert(p); }
@@ -198,5 +202,40 @@ class FakeTrt final : public tte::TrtApi {
   std::vector<void*> owned_;
   std::set<const void*> device_;
 };
+
+}  // namespace tte_test
+
+namespace tte_test {
+
+// What the fake "deserializes" a plan to: its bytes, and a count of its destructions.
+struct FakePlan {
+  std::string bytes;
+  int* destroyed = nullptr;
+  ~FakePlan() {
+    if (destroyed) ++*destroyed;
+  }
+};
+
+// The fake SDK's open_tensorrt_sdk: the blob's plan through tte::shared_plan (counting what it
+// deserializes into `deserialized`), a FakeTrt over it holding it.
+inline tte::Result<std::unique_ptr<FakeTrt>> open_fake_sdk(const tte::BlobInfo& info,
+                                                            std::vector<FakeTensor> tensors,
+                                                            FakeTrtState& state, int& deserialized,
+                                                            int& destroyed, tte::Reason& why) {
+  auto plan = tte::shared_plan(
+      info,
+      [&](const void* bytes, size_t n, tte::Reason&) -> tte::Result<tte::PlanHandle> {
+        ++deserialized;
+        auto p = std::make_shared<FakePlan>();
+        p->bytes.assign(static_cast<const char*>(bytes), n);
+        p->destroyed = &destroyed;
+        return tte::PlanHandle(std::move(p));
+      },
+      why);
+  if (!plan.ok()) return plan.error();
+  auto api = std::make_unique<FakeTrt>(std::move(tensors), state);
+  api->plan = plan.get();
+  return api;
+}
 
 }  // namespace tte_test

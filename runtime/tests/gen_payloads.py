@@ -40,6 +40,20 @@ def _weights_blob() -> bytes:
     return pte[H.blob_in_pte(pte)]
 
 
+def _plan_blob() -> bytes:
+    """A TensorRT engine whose plan is named data (a version-5 blob with "engine_data" and an
+    empty payload), as a fuzz seed for the reader: kv_step's bindings, a plan key of 4096 bytes."""
+    import dataclasses
+    import hashlib
+    from torch_tensorrt_ext.contracts import blob as B
+
+    plan = bytes(4096)
+    meta = dataclasses.replace(H.kv_step_spec().metadata(["tok", "pos", "cache", "step"]),
+                               engine_kind="tensorrt", engine_data=B.EngineData(
+                                   B.KEY_PREFIX + hashlib.sha256(plan).hexdigest(), len(plan)))
+    return B.serialize(meta, b"")
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     kv = H.kv_step_spec()
@@ -52,6 +66,7 @@ def main(out: Path) -> None:
             H.KvStepOuter(), {k: kv.inputs[k] for k in ("tok", "pos", "cache", "step")}, kv),
     }
     files["weights_linear.blob"] = _weights_blob()
+    files["plan_named.blob"] = _plan_blob()
     for name, data in files.items():
         tmp = out / (name + ".tmp")
         tmp.write_bytes(data)

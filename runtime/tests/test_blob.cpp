@@ -71,6 +71,25 @@ void refused(const Parsed& p, Error code, const std::string& check, const std::s
 
 }  // namespace
 
+TEST(version_5_reads_a_plan_kept_as_named_data_with_an_empty_payload) {
+  const std::string key = "tte/sha256/" + std::string(64, 'c');
+  const std::string md =
+      replace_all(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":5"),
+                  "\"engine_kind\":\"reference\"",
+                  "\"engine_kind\":\"tensorrt\",\"engine_data\":{\"key\":\"" + key +
+                      "\",\"nbytes\":4096}");
+  BlobFields f;
+  f.metadata = md;
+  Parsed p = parse(build(f));  // the payload empty
+  REQUIRE(p.code == Error::Ok);
+  CHECK_EQ(p.info.engine_data.key, key);
+  CHECK_EQ(p.info.engine_data.nbytes, uint64_t{4096});
+  CHECK_EQ(p.info.engine_size, uint64_t{0});
+  REFUSED(parse_meta(md), InvalidProgram, "engine_data.payload",
+          "a blob whose plan is named data '" + key +
+              "' carries a 6-byte payload; its payload is empty");
+}
+
 TEST(reads_upstream_tr01_fixture) {
   Parsed p = parse(tte_test::read_file(kFixtures + "/upstream_tr01.blob"));
   REQUIRE(p.code == Error::Ok);
@@ -133,14 +152,15 @@ TEST(refuses_bad_magic_and_other_versions_as_incompatible) {
                                           "ELF",
                                           4)),
           DelegateInvalidCompatibility, "blob.magic", "\".ELF\" (bytes 7f 45 4c 46)");
-  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":5")),
+  REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":6")),
           DelegateInvalidCompatibility, "metadata.tte_version",
-          "TR03 blob has tte_version 5; this reader understands versions 3 and 4 only");
+          "TR03 blob has tte_version 6; this reader understands versions 3 to 5 only");
   REFUSED(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":2")),
           DelegateInvalidCompatibility, "metadata.tte_version",
-          "TR03 blob has tte_version 2; this reader understands versions 3 and 4 only");
-  CHECK(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":4")).code ==
-        Error::Ok);  // version 4 (weights) is read, version 3 still is
+          "TR03 blob has tte_version 2; this reader understands versions 3 to 5 only");
+  for (const char* v : {"\"tte_version\":4", "\"tte_version\":5"}) {
+    CHECK(parse_meta(replace_all(kKvMeta, "\"tte_version\":3", v)).code == Error::Ok);
+  }  // versions 4 (weights) and 5 (engine_data) are read, version 3 still is
 }
 
 TEST(refuses_offsets_past_the_end) {
@@ -479,7 +499,7 @@ TEST(json_defects_are_refused_with_their_check) {
   CHECK(unused.code == Error::Ok);  // an unread key is not typed
   for (std::string v : {"3.0", "3e0", "true", "\"3\"", "null"}) {
     REFUSED(kv_with(R"("tte_version":3)", R"("tte_version":)" + v), DelegateInvalidCompatibility,
-            "metadata.tte_version", "; this reader understands versions 3 and 4 only");
+            "metadata.tte_version", "; this reader understands versions 3 to 5 only");
   }
 }
 

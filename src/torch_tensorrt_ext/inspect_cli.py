@@ -65,6 +65,10 @@ def _text(info) -> str:
                              f"{sum(n for _, n, _ in d.weights)} bytes of named data, "
                              + (f"{external} in an external data file (.ptd)" if external
                                 else "in the .pte"))
+            if d.plan:
+                key, nbytes, here = d.plan
+                lines.append(f"    plan: {nbytes} bytes of named data {key}, "
+                             + ("in the .pte" if here else "in an external data file (.ptd)"))
         if m.buffers:
             width = max(len(b.fqn) for b in m.buffers)
             lines.append(f"  {'buffer':<{width}}  {'kind':<9} {'dtype':<8} {'shape':<16} "
@@ -84,6 +88,10 @@ def _text(info) -> str:
     if uses > len(keys):
         lines.append(f"weights: {len(keys)} named-data tensors serve {uses} engine weights "
                      "(stored once, shared across methods)")
+    plans = [d.plan[0] for m in info.methods for d in m.delegates if d.plan]
+    if len(plans) > len(set(plans)):
+        lines.append(f"plans: {len(set(plans))} named-data plans serve {len(plans)} engines "
+                     "(stored once, deserialized once per key)")
     for a in info.shared:
         lines.append(f"state shared by every method: {a.nbytes} bytes on {a.device}, one "
                      "allocation: " + ", ".join(f"{f}@{o}" for f, o in a.buffers)

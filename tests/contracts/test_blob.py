@@ -184,8 +184,9 @@ def test_tr03_layout_is_the_contract_header():
     # upstream's keys keep their place and meaning; the extensions follow
     assert list(md)[:6] == ["io_bindings", "aliased_io", "hardware_compatible", "device_id",
                             "serialized_metadata", "target_platform"]
-    assert md["tte_version"] == 4 and md["engine_kind"] == "reference"
+    assert md["tte_version"] == 5 and md["engine_kind"] == "reference"
     assert "weights" not in md          # written only when the engine has weights
+    assert "engine_data" not in md      # written only when the plan is named data
     assert md["delegate_inputs"] == ["tok", "pos", "cache_in", "step_in"]
     assert md["delegate_outputs"] == ["logits"]
     assert md["buffers"] == [{"input": "cache_in", "fqn": "layers.0.attn.k_cache"},
@@ -295,11 +296,11 @@ def test_refuses_internal_output_neither_aliased_nor_copy_back():
 
 
 def test_refuses_other_tte_version_and_unknown_engine_kind():
-    refused(raw(md=kv_meta(tte_version=5)),
-            "TR03 blob has tte_version 5; this reader understands versions 3 and 4 only",
+    refused(raw(md=kv_meta(tte_version=6)),
+            "TR03 blob has tte_version 6; this reader understands versions 3 to 5 only",
             "metadata.tte_version")
     refused(raw(md=kv_meta(tte_version=2)),
-            "TR03 blob has tte_version 2; this reader understands versions 3 and 4 only",
+            "TR03 blob has tte_version 2; this reader understands versions 3 to 5 only",
             "metadata.tte_version")
 
 
@@ -317,6 +318,20 @@ def test_version_4_weights_round_trip_and_version_3_still_reads():
     again = B.parse(B.serialize(meta, b"P")).metadata
     assert again.weights == meta.weights
     assert B.parse(raw(md=kv_meta(tte_version=3))).metadata.weights == ()
+
+
+def test_version_5_engine_data_round_trips_with_an_empty_payload():
+    key = "tte/sha256/" + "cd" * 32
+    meta = B.BlobMetadata(**{**B.parse(raw(md=kv_meta())).metadata.__dict__,
+                             "engine_kind": "tensorrt", "engine_data": B.EngineData(key, 4096)})
+    data = B.serialize(meta, b"")
+    again = B.parse(data).metadata
+    assert again.engine_data == B.EngineData(key, 4096) and again == meta
+    assert len(B.parse(data).engine) == 0
+    with pytest.raises(B.BlobError, match=f"a blob whose plan is named data '{key}' carries a "
+                                          "1-byte payload; its payload is empty") as e:
+        B.serialize(meta, b"P")
+    assert e.value.check == "engine_data.payload"
 
 
 _TENSOR = "is not a static tensor of a known dtype within 2**63-1 bytes"
@@ -522,10 +537,10 @@ def test_json_error_offset_counts_bytes():
 
 
 @pytest.mark.parametrize("version", ["3.0", "3e0", "true", '"3"', "null"])
-def test_tte_version_must_be_the_integer_3_or_4(version):
+def test_tte_version_must_be_the_integer_3_4_or_5(version):
     shown = {"3e0": "3.0"}.get(version, version)
     refused(raw(md=kv_text('"tte_version": 3', f'"tte_version": {version}')),
-            f"TR03 blob has tte_version {shown}; this reader understands versions 3 and 4 only",
+            f"TR03 blob has tte_version {shown}; this reader understands versions 3 to 5 only",
             "metadata.tte_version")
 
 

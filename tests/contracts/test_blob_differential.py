@@ -93,6 +93,48 @@ def weights_cases():
                                                    weights=[weight(key="")]))
 
 
+PLAN_KEY = "tte/sha256/" + "cd" * 32
+
+
+def engine_data_cases():
+    """Version 5's engine_data: valid (payload empty), then each way it can be wrong, in both
+    readers' order."""
+    def trt(**over):
+        return kv_meta(tte_version=5, engine_kind="tensorrt", **over)
+    ok = {"key": PLAN_KEY, "nbytes": 4096}
+    yield "engine_data valid", make(trt(engine_data=ok), engine=b"")
+    yield "engine_data on tensorrt_rtx", make(kv_meta(tte_version=5, engine_kind="tensorrt_rtx",
+                                                      engine_data=ok), engine=b"")
+    yield "engine_data with a payload", make(trt(engine_data=ok))
+    yield "engine_data in version 4", make(kv_meta(tte_version=4, engine_kind="tensorrt",
+                                                   engine_data=ok), engine=b"")
+    yield "engine_data version 6", make(kv_meta(tte_version=6, engine_kind="tensorrt",
+                                                engine_data=ok), engine=b"")
+    yield "engine_data not an object", make(trt(engine_data=[PLAN_KEY]), engine=b"")
+    yield "engine_data key missing", make(trt(engine_data={"nbytes": 1}), engine=b"")
+    yield "engine_data nbytes missing", make(trt(engine_data={"key": PLAN_KEY}), engine=b"")
+    yield "engine_data key not a string", make(trt(engine_data={**ok, "key": 7}), engine=b"")
+    yield "engine_data nbytes float", make(trt(engine_data={**ok, "nbytes": 1.0}), engine=b"")
+    yield "engine_data nbytes bool", make(trt(engine_data={**ok, "nbytes": True}), engine=b"")
+    yield "engine_data nbytes 2**63", make(trt(engine_data={**ok, "nbytes": 1 << 63}), engine=b"")
+    yield "engine_data key empty", make(trt(engine_data={**ok, "key": ""}), engine=b"")
+    yield "engine_data key bad prefix", make(trt(engine_data={**ok, "key": "x" + PLAN_KEY[1:]}),
+                                             engine=b"")
+    yield "engine_data key uppercase", make(trt(engine_data={**ok, "key": PLAN_KEY.upper()}),
+                                            engine=b"")
+    yield "engine_data key short", make(trt(engine_data={**ok, "key": PLAN_KEY[:-1]}), engine=b"")
+    yield "engine_data key long", make(trt(engine_data={**ok, "key": PLAN_KEY + "0"}), engine=b"")
+    yield "engine_data bad key, bad nbytes", make(trt(engine_data={"key": "k", "nbytes": 0}),
+                                                  engine=b"")
+    yield "engine_data nbytes 0", make(trt(engine_data={**ok, "nbytes": 0}), engine=b"")
+    yield "engine_data nbytes -1", make(trt(engine_data={**ok, "nbytes": -1}), engine=b"")
+    yield "engine_data on reference", make(kv_meta(tte_version=5, engine_data=ok), engine=b"")
+    yield "engine_data bad on reference", make(kv_meta(tte_version=5,
+                                                       engine_data={**ok, "nbytes": 0}),
+                                               engine=b"")
+    yield "engine_data and weights", make(trt(engine_data=ok, weights=[weight()]), engine=b"")
+
+
 def hostile_cases():
     """(name, blob): what issue 12 found the readers disagreeing on, and their neighbours."""
     big = (1 << 63) - 1
@@ -154,6 +196,7 @@ def hostile_cases():
     yield "unsealed", make(kv_meta(), seal=False)
     yield "tr02 with tte_version", make(kv_meta(), magic=b"TR02")
     yield from weights_cases()
+    yield from engine_data_cases()
     # where a defect is reported: surrogates and non-finite numbers where they occur, NUL last
     kv = json.dumps(kv_meta()).encode()
     for name, extra in [("surrogate then NaN", b'"\\ud800","y":NaN'),
@@ -222,6 +265,8 @@ def seeds():
     ring = H.ring_spec()
     yield "TR03", json.dumps(kv_meta()).encode(), b"E" * 20
     yield "TR03", json.dumps(kv_meta(tte_version=4, weights=[weight()])).encode(), b"E" * 20
+    yield "TR03", json.dumps(kv_meta(tte_version=5, engine_kind="tensorrt", engine_data={
+        "key": PLAN_KEY, "nbytes": 4096})).encode(), b""
     yield "TR03", json.dumps(ring.metadata(["x", "ring"]).to_json_dict()).encode(), b"P" * 32
     for f in ("upstream_tr01.blob", "upstream_tr02_kv.blob"):
         data = (FIXTURES / f).read_bytes()

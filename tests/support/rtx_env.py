@@ -78,3 +78,13 @@ def save_rtx_pte(model, args, path, **save_options) -> None:
     trt = compile_rtx(model, args)
     torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=list(args),
                         **save_options)
+
+
+def rtx_programs(model, args, methods) -> dict:
+    """`model` compiled once with TensorRT-RTX engines (ahead of time), exported as each of
+    `methods` — the same engines, so the same plans — for a multi-method `.pte`."""
+    torch_tensorrt = torch_tensorrt_or_skip()
+    from torch_tensorrt.dynamo._exporter import _declare_aliased_kv_mutations_on_ep
+    trt = compile_rtx(model, args)
+    return {m: _declare_aliased_kv_mutations_on_ep(
+        torch_tensorrt.dynamo.export(trt, arg_inputs=list(args))) for m in methods}

@@ -32,16 +32,17 @@ import struct
 from .blob_checks import CHECKS, BlobError  # noqa: F401  (re-exported)
 from .blob_model import (  # noqa: F401  (the data model, re-exported: one import for users)
     _RESERVED, ENGINE_ALIGNMENT, HEADER_FORMAT, HEADER_SIZE, MAGIC_TR03, MAGICS,
-    MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
-    BufferBinding, CopyBack, IOBinding,
+    KEY_PREFIX, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
+    BufferBinding, CopyBack, EngineData, IOBinding,
 )
 from .blob_validate import parse_metadata as _parse_metadata, validate
 from .dtypes import DTYPES  # noqa: F401  (re-exported)
 
 __all__ = [
-    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "BlobMetadata", "Blob",
+    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "EngineData",
+    "BlobMetadata", "Blob",
     "parse", "serialize", "validate", "CHECKS", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE",
-    "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES",
+    "TR03_HEADER_SIZE", "TTE_VERSION", "MAX_BINDING_BYTES", "KEY_PREFIX",
 ]
 
 # --------------------------------------------------------------------------------------- reading
@@ -81,6 +82,7 @@ def parse(data: bytes) -> Blob:
     engine = data[eng_off:eng_off + eng_size]
     if magic == MAGIC_TR03:
         _check_engine_digest(meta.engine_sha256, engine)
+        _check_no_payload(meta, engine)
     validate(meta, magic)
     return Blob(magic=magic, metadata=meta, engine=engine)
 
@@ -104,6 +106,13 @@ def _check_engine_digest(recorded: str | None, engine: bytes) -> None:
                         f"re-export the .pte", check="blob.engine_digest")
 
 
+def _check_no_payload(meta: BlobMetadata, engine) -> None:
+    if meta.engine_data is not None and len(engine):
+        raise BlobError(f"a blob whose plan is named data '{meta.engine_data.key}' carries a "
+                        f"{len(engine)}-byte payload; its payload is empty",
+                        check="engine_data.payload")
+
+
 # --------------------------------------------------------------------------------------- writing
 
 def serialize(metadata: BlobMetadata, engine) -> bytes:
@@ -114,6 +123,7 @@ def serialize(metadata: BlobMetadata, engine) -> bytes:
     twice on its way in."""
     validate(metadata)
     engine = memoryview(engine).cast("B")
+    _check_no_payload(metadata, engine)
     md_dict = metadata.to_json_dict()
     md_dict["engine_sha256"] = hashlib.sha256(engine).hexdigest()
     md = json.dumps(md_dict, separators=(",", ":")).encode("utf-8")

@@ -19,7 +19,7 @@ from .engine import AliasedIO  # one definition for the engine interface and the
 from ..errors import UnknownName
 
 __all__ = [
-    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "WeightRef",
+    "BlobError", "IOBinding", "AliasedIO", "BufferBinding", "CopyBack", "WeightRef", "EngineData",
     "BlobMetadata", "Blob", "DTYPES", "HEADER_FORMAT", "HEADER_SIZE", "TR03_HEADER_SIZE",
     "TTE_VERSION", "TTE_VERSIONS", "MAX_BINDING_BYTES",
 ]
@@ -34,10 +34,14 @@ MAX_BINDING_BYTES = (1 << 63) - 1
 ENGINE_ALIGNMENT = 16
 MAGIC_TR01, MAGIC_TR02, MAGIC_TR03 = b"TR01", b"TR02", b"TR03"
 MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
-# 4: "weights" (a reference engine's weights as the program's named data). Written: 4; read: 3
-# (every blob written before weights left the payload) and 4.
-TTE_VERSION = 4
-TTE_VERSIONS = (3, 4)
+# 4: "weights" (a reference engine's weights as the program's named data). 5: "engine_data" (a
+# TensorRT / TensorRT-RTX plan as named data, the payload empty): a version-4 reader ignores a key
+# it does not know and would deserialize the empty payload, so the key needs its own version.
+# Written: 5; read: 3 (every blob written before weights left the payload), 4 and 5.
+TTE_VERSION = 5
+TTE_VERSIONS = (3, 4, 5)
+# The named-data key of bytes (a weight, a plan): the SHA-256 of those bytes.
+KEY_PREFIX = "tte/sha256/"
 # Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
 _RESERVED = b"\x01" + b"\x00" * 7
 ENGINE_KINDS = ("reference", "tensorrt", "tensorrt_rtx")
@@ -108,6 +112,17 @@ class WeightRef:
 
 
 @dataclass(frozen=True)
+class EngineData:
+    """A TensorRT / TensorRT-RTX plan kept out of the payload (TR03 version 5 "engine_data"): the
+    program's named data under `key` (`tte/sha256/<hex>`, the SHA-256 of the plan, checked once
+    before it is deserialized), `nbytes` long; the blob's payload is empty. Methods whose engines
+    are the same plan name the same key: stored once, deserialized once per program."""
+
+    key: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class BlobMetadata:
     """The metadata of a blob, TR03 view. `delegate_inputs`/`delegate_outputs` left as None mean
     "every input/output binding, in binding order" (upstream's meaning)."""
@@ -128,6 +143,8 @@ class BlobMetadata:
     weight_streaming_budget: int | None = None
     # TR03 version 4 "weights": a reference engine's weights, the payload's trailing inputs
     weights: tuple[WeightRef, ...] = ()
+    # TR03 version 5 "engine_data": the plan as named data (TensorRT kinds), the payload empty
+    engine_data: EngineData | None = None
     # TR03 as read: the SHA-256 (hex) the metadata records for the engine payload. `serialize`
     # writes the digest of the payload it is given; not part of the metadata's identity.
     engine_sha256: str | None = field(default=None, compare=False, repr=False)
@@ -201,6 +218,9 @@ class BlobMetadata:
             **({} if not self.weights else
                {"weights": [{"key": w.key, "dtype": w.dtype, "shape": list(w.shape)}
                             for w in self.weights]}),
+            **({} if self.engine_data is None else
+               {"engine_data": {"key": self.engine_data.key,
+                                "nbytes": self.engine_data.nbytes}}),
         }
 
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from .blob_checks import BlobError
 from .blob_json import load_json
 from .blob_model import (
-    ENGINE_KINDS, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSIONS, AliasedIO,
-    BlobMetadata, BufferBinding, CopyBack, IOBinding, WeightRef,
+    ENGINE_KINDS, KEY_PREFIX, MAGIC_TR01, MAGIC_TR03, MAX_BINDING_BYTES, TTE_VERSIONS,
+    AliasedIO, BlobMetadata, BufferBinding, CopyBack, EngineData, IOBinding, WeightRef,
 )
 from .dtypes import DTYPES
 from .shape_text import shape_text
@@ -350,7 +350,7 @@ def _engine_kind(obj: dict[str, Any]) -> str:
     version = obj.get("tte_version")
     if not _is_int64(version) or version not in TTE_VERSIONS:  # integers: not 3.0, not True
         raise BlobError(f"TR03 blob has tte_version {json.dumps(version)}; this reader "
-                        f"understands versions 3 and 4 only", check="metadata.tte_version")
+                        f"understands versions 3 to 5 only", check="metadata.tte_version")
     kind = _expect(obj, "engine_kind", str, "metadata", required=True)
     if kind not in ENGINE_KINDS:
         raise BlobError(f"engine_kind '{kind}' is not one of {list(ENGINE_KINDS)}",
@@ -381,6 +381,7 @@ def parse_metadata(magic: bytes, raw: bytes) -> BlobMetadata:
         engine_sha256=_engine_digest(obj),
         weight_streaming_budget=_weight_streaming_budget(obj),
         weights=_weights(obj, kind),
+        engine_data=_engine_data(obj, kind),
         **common)
 
 
@@ -404,6 +405,29 @@ def _weights(obj: dict[str, Any], kind: str) -> tuple[WeightRef, ...]:
         raise BlobError(f"a {kind} engine carries its weights in its plan; 'weights' is for "
                         "reference engines only", check="weights.engine_kind")
     return tuple(out)
+
+
+_PLAN_KEY = re.compile(re.escape(KEY_PREFIX) + r"[0-9a-f]{64}")
+
+
+def _engine_data(obj: dict[str, Any], kind: str) -> EngineData | None:
+    """Version 5's "engine_data": a TensorRT plan's named-data key (the plan's SHA-256, which the
+    runtime checks before deserializing) and byte size."""
+    e = _expect(obj, "engine_data", dict, "metadata")
+    if e is None:
+        return None
+    key = _expect(e, "key", str, "engine_data", required=True)
+    nbytes = _expect(e, "nbytes", int, "engine_data", required=True)
+    if not _PLAN_KEY.fullmatch(key):
+        raise BlobError(f"engine_data: key {json.dumps(key)[:90]} is not '{KEY_PREFIX}' and the "
+                        "64 lowercase hex digits of the plan's SHA-256", check="engine_data.key")
+    if nbytes < 1:
+        raise BlobError(f"engine_data: nbytes {nbytes} is not a plan's size (at least 1 byte)",
+                        check="engine_data.nbytes")
+    if kind == "reference":
+        raise BlobError("a reference engine's program is its payload; 'engine_data' is for "
+                        "TensorRT plans only", check="engine_data.engine_kind")
+    return EngineData(key, nbytes)
 
 
 def _weight_tensor(key: str, dtype: str, shape: list, where: str) -> WeightRef:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch.fx import GraphModule
 
-from ..contracts.blob_model import WeightRef
+from ..contracts.blob_model import KEY_PREFIX, WeightRef
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 
 __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
@@ -28,7 +28,6 @@ __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inp
 # Smaller constants (a scalar, the positions of a KV write) stay inside the program.
 MIN_WEIGHT_BYTES = 256
 WEIGHT_ALIGNMENT = 64
-KEY_PREFIX = "tte/sha256/"
 
 
 def _byte_view(t: torch.Tensor) -> memoryview:

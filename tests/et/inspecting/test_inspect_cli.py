@@ -3,6 +3,7 @@ and TensorRT-RTX engines), and on files that are not programs."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from e2e_models import MODELS
@@ -46,8 +47,11 @@ def test_inspect_text_for_a_tensorrt_engine(tmp_path, capsys):
     assert cli.main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "method forward: 1 delegate(s), 1 mutable buffer(s)"
-    assert out[1].startswith(f"  delegate 0: TensorRTBackend TR03 {built_engine_kind()} engine, ")
-    assert out[3].split() == ["k", "kv_alias", "float32", "[1,", "2,", "8,", "4]", "256", "cuda:0",
+    assert out[1].startswith(f"  delegate 0: TensorRTBackend TR03 {built_engine_kind()} engine, "
+                             "0 bytes, ")           # the plan is named data (TR03 version 5)
+    assert re.fullmatch(r"    plan: \d+ bytes of named data tte/sha256/[0-9a-f]{64}, in the \.pte",
+                        out[2]), out[2]
+    assert out[4].split() == ["k", "kv_alias", "float32", "[1,", "2,", "8,", "4]", "256", "cuda:0",
                               "yes", "0", "0", "delegate", "0:b_k"]
 
 

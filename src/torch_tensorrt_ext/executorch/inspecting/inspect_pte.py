@@ -48,6 +48,8 @@ class DelegateInfo:
     max_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (binding, max_shape): dynamic ones
     # a reference engine's weights: (named-data key, bytes, held in the .pte — else a data file)
     weights: tuple[tuple[str, int, bool], ...] = ()
+    # a TensorRT plan kept as named data (version 5 engine_data): (key, bytes, held in the .pte)
+    plan: tuple[str, int, bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,9 @@ def _delegate(program: schema.Program, index: int, d: schema.BackendDelegate,
         tuple((c.output, c.input) for c in m.copy_back),
         tuple(m.delegate_inputs), tuple(m.delegate_outputs), m.weight_streaming_budget,
         tuple((b.name, tuple(b.max_shape)) for b in m.io_bindings if b.max_shape),
-        tuple((w.key, w.nbytes, w.key in in_pte) for w in m.weights))
+        tuple((w.key, w.nbytes, w.key in in_pte) for w in m.weights),
+        None if m.engine_data is None else
+        (m.engine_data.key, m.engine_data.nbytes, m.engine_data.key in in_pte))
 
 
 def _kernel_calls(plan: schema.ExecutionPlan):

@@ -4,10 +4,16 @@ Invariant: every binding gets the dtype and shape the engine's own metadata reco
 naming the engine, when it records none), aliased I/O and the outputs the delegate copies back
 (`copy_back`) are the engine's record, buffers are the partitioner's `tte_buffers` spec, the
 engine kind names the SDK that built it (`tensorrt` or `tensorrt_rtx`), the weight streaming
-budget is the save option's, and the blob is validated before it is written.
+budget is the save option's, and the blob is validated before it is written. The plan is not in
+the blob: it is the program's named data under `tte/sha256/<hex of the plan>` (TR03 version 5
+"engine_data"), a view of the bytes the compiled module holds (not a copy), so methods whose
+engines are the same plan store it once — in the `.pte`, or in its `.ptd` under
+`save_data_externally`.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 
 import torch
@@ -23,6 +29,7 @@ from ...engines.tensorrt_info import TensorRTInfoError
 from ...errors import Unsupported
 from ...export.engine_calls import engine_info, engine_record
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
+from .named_data import named_data
 
 __all__ = ["preprocess", "tensor_bytes", "BUFFERS_SPEC", "DEVICE_SPEC"]
 
@@ -94,8 +101,8 @@ def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) 
                           "output shapes), which the ExecuTorch delegate does not provide; keep "
                           "the data-dependent ops out of the engine (torch_executed_ops)")
     engine = raw[ENGINE_IDX]
-    if isinstance(engine, torch.Tensor):
-        engine = tensor_bytes(engine)
+    engine = tensor_bytes(engine) if isinstance(engine, torch.Tensor) else \
+        memoryview(engine).cast("B")
     info = engine_info(edge_program, call, raw)
     specs = {s.key: s.value for s in compile_specs}
     pairs = json.loads(specs.get(BUFFERS_SPEC, b"[]").decode())
@@ -115,4 +122,17 @@ def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) 
         target_platform=text[TARGET_PLATFORM_IDX],
         weight_streaming_budget=(int(specs[WEIGHT_STREAMING_SPEC].decode())
                                  if WEIGHT_STREAMING_SPEC in specs else None))
-    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, engine))
+    external = specs.get(EXTERNAL_DATA_SPEC)
+    return plan_as_named_data(meta, engine, external.decode() if external else None)
+
+
+def plan_as_named_data(meta: blobfmt.BlobMetadata, plan: memoryview,
+                       external: str | None) -> PreprocessResult:
+    """The blob (`engine_data`, an empty payload) and the plan as named data under its digest's
+    key (the view handed over: the one hash of the plan is the key's, no copy)."""
+    if not len(plan):
+        raise blobfmt.BlobError("the engine's serialized plan is empty; rebuild the engine")
+    key = blobfmt.KEY_PREFIX + hashlib.sha256(plan).hexdigest()
+    meta = dataclasses.replace(meta, engine_data=blobfmt.EngineData(key, len(plan)))
+    return PreprocessResult(processed_bytes=blobfmt.serialize(meta, b""),
+                            data_store_output=named_data([(key, plan)], external))

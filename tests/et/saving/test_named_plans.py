@@ -1,0 +1,86 @@
+"""TensorRT / TensorRT-RTX plans as ExecuTorch named data (issue 44): the blob names its plan by
+`tte/sha256/<hex of the plan>` (TR03 version 5 "engine_data", an empty payload), so methods whose
+engines are the same plan store it once — in the `.pte`, or in its `.ptd` under
+`save_data_externally`. The plans are real ones, built ahead of time by this machine's SDK (the
+TensorRT-RTX builder runs on the CPU); no TensorRT engine runs here — that the runtime
+deserializes a key once is unit-tested on the fake SDK (runtime/tests/test_shared_plans.cpp)."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from rtx_env import built_engine_kind, rtx_programs
+from torch_tensorrt_ext.contracts import blob as blobfmt
+from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
+from torch_tensorrt_ext.executorch.inspecting.traffic import flatbuffer_program
+from torch_tensorrt_ext.contracts.engine_call import is_engine_call
+from torch_tensorrt_ext.executorch.saving import lower
+from torch_tensorrt_ext.executorch.saving.tensorrt_blob import tensor_bytes
+from torch_tensorrt_ext.export.engine_calls import engine_record
+from torch_tensorrt_ext.inspect_cli import _text as describe
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.inspects_pte]
+
+
+class Step(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(64, 64)
+        self.register_buffer("state", torch.zeros(1, 64))
+
+    def forward(self, x):
+        new = self.state * 0.5 + self.lin(x)
+        self.state.copy_(new)
+        return new * 2
+
+
+ARGS = (torch.randn(1, 64),)
+
+
+def _plan(ep: torch.export.ExportedProgram) -> bytes:
+    """The serialized plan of `ep`'s one engine call, as the compiled module holds it."""
+    from torch_tensorrt.dynamo.runtime._serialized_engine_layout import ENGINE_IDX
+    (call,) = [n for n in ep.graph.nodes if is_engine_call(n)]
+    plan = engine_record(ep, call, metadata_only=False)[ENGINE_IDX]
+    return bytes(tensor_bytes(plan)) if isinstance(plan, torch.Tensor) else bytes(plan)
+
+
+def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path):
+    path = tmp_path / "two.pte"
+    programs = rtx_programs(Step(), ARGS, ("prefill", "decode"))
+    plan = _plan(programs["prefill"])
+    assert _plan(programs["decode"]) == plan
+    lower.save_pte(programs, str(path))
+    pte = path.read_bytes()
+    info = inspect_pte(pte)
+    delegates = [d for m in info.methods for d in m.delegates]
+    key = blobfmt.KEY_PREFIX + hashlib.sha256(plan).hexdigest()
+    assert [(d.engine_kind, d.engine_bytes, d.plan) for d in delegates] == \
+        [(built_engine_kind(), 0, (key, len(plan), True))] * 2   # the payload empty
+    named = [e.key for e in flatbuffer_program(pte).named_data or () if e.key == key]
+    assert named == [key]                          # one entry, both methods' engines name it
+    assert pte.count(plan) == 1                     # the plan's bytes are in the file once
+    assert len(pte) < len(plan) + 64 * 1024         # not twice: the rest is two small programs
+    assert "plans: 1 named-data plans serve 2 engines (stored once, deserialized once per key)" \
+        in describe(info)
+
+
+
+def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_pte(tmp_path):
+    import torch_tensorrt_ext as tte
+    path = tmp_path / "two.pte"
+    programs = rtx_programs(Step(), ARGS, ("prefill", "decode"))
+    plan = _plan(programs["prefill"])
+    with tte.executorch.save_data_externally("model"):
+        lower.save_pte(programs, str(path))
+    pte, ptd = path.read_bytes(), (tmp_path / "model.ptd").read_bytes()
+    assert (pte.count(plan), ptd.count(plan)) == (0, 1)
+    assert len(pte) < 64 * 1024
+    key = blobfmt.KEY_PREFIX + hashlib.sha256(plan).hexdigest()
+    info = inspect_pte(pte)
+    assert [d.plan for m in info.methods for d in m.delegates] == [(key, len(plan), False)] * 2
+    assert f"plan: {len(plan)} bytes of named data {key}, in an external data file (.ptd)" \
+        in describe(info)
