@@ -6,8 +6,8 @@
 #include <tte/backend.h>
 #include <tte/c_api.h>
 
-#include "blob.h"
 #include "binding_plan.h"
+#include "blob.h"
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/extension/tensor/tensor_ptr.h>

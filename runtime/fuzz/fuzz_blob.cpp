@@ -8,8 +8,8 @@
 #include "../tests/blob_builder.h"
 #include "fuzz_common.h"
 
-#include "blob.h"
 #include "binding_plan.h"
+#include "blob.h"
 
 #include <cstdint>
 #include <cstdlib>

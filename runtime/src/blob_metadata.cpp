@@ -314,8 +314,8 @@ bool read_engine_data(Reader& r, const Json& md, BlobInfo& info) {
   const auto it = md.find("engine_data");
   if (!r.ok || it == md.end()) return r.ok;
   if (!it->is_object()) {
-    return r.fail("metadata.type", "metadata: 'engine_data' must be an object, got " +
-                                       json_excerpt(*it));
+    return r.fail("metadata.type",
+                  "metadata: 'engine_data' must be an object, got " + json_excerpt(*it));
   }
   const std::string key = r.str(*it, "key", "engine_data", true);
   const Json* nbytes = r.get(*it, "nbytes", Kind::Int64, "engine_data", true);
@@ -328,9 +328,8 @@ bool read_engine_data(Reader& r, const Json& md, BlobInfo& info) {
                                          "of the plan's SHA-256");
   }
   if (nbytes->get<int64_t>() < 1) {
-    return r.fail("engine_data.nbytes",
-                  "engine_data: nbytes " + json_excerpt(*nbytes) +
-                      " is not a plan's size (at least 1 byte)");
+    return r.fail("engine_data.nbytes", "engine_data: nbytes " + json_excerpt(*nbytes) +
+                                            " is not a plan's size (at least 1 byte)");
   }
   if (info.engine_kind == EngineKind::Reference) {
     return r.fail("engine_data.engine_kind",

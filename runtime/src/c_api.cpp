@@ -2,9 +2,9 @@
 #include <tte/c_api.h>
 #include <tte/device.h>
 
+#include "binding_plan.h"
 #include "blob.h"
 #include "counters.h"
-#include "binding_plan.h"
 #include "refusal.h"
 
 #include <executorch/runtime/platform/platform.h>

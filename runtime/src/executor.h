@@ -11,10 +11,10 @@
 // check id, and a sentence naming the binding and what is wrong).
 #pragma once
 
+#include "binding_plan.h"
 #include "blob.h"
 #include "counters.h"
 #include "engine.h"
-#include "binding_plan.h"
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/span.h>

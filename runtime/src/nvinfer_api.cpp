@@ -6,8 +6,8 @@
 
 #include "blob.h"
 #include "device.h"
-#include "shared_plans.h"
 #include "dtype.h"
+#include "shared_plans.h"
 
 #include <NvInferRuntime.h>
 #include <NvInferVersion.h>
@@ -327,7 +327,7 @@ class NvInferApi final : public TrtApi {
 
   int device_ = 0;
   std::string sdk_;
-  PlanHandle plan_;                        // an NvPlan, shared per key (shared_plans.h)
+  PlanHandle plan_;                          // an NvPlan, shared per key (shared_plans.h)
   nvinfer1::ICudaEngine* engine_ = nullptr;  // plan_'s
   Ptr<nvinfer1::IExecutionContext> context_;
   cudaStream_t stream_ = nullptr;

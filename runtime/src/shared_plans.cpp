@@ -39,11 +39,11 @@ Result<executorch::runtime::FreeableBuffer> checked_bytes(const BlobInfo& info, 
                         "saved with this .pte");
   }
   if (data->size() != ref.nbytes) {
-    return why.fail(Error::InvalidExternalData, "engine_data.size",
-                    format("named data key '%s' holds %zu bytes; the engine's plan is %llu: the "
-                           "data file is truncated or from another program",
-                           ref.key.c_str(), data->size(),
-                           static_cast<unsigned long long>(ref.nbytes)));
+    return why.fail(
+        Error::InvalidExternalData, "engine_data.size",
+        format("named data key '%s' holds %zu bytes; the engine's plan is %llu: the "
+               "data file is truncated or from another program",
+               ref.key.c_str(), data->size(), static_cast<unsigned long long>(ref.nbytes)));
   }
   const auto digest = sha256(data->data(), data->size());
   const size_t at = std::char_traits<char>::length(kNamedDataKeyPrefix);

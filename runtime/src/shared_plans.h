@@ -21,8 +21,7 @@ namespace tte {
 
 // A deserialized plan, type-erased: an nvinfer1 engine in the product, the tests' fake.
 using PlanHandle = std::shared_ptr<void>;
-using Deserialize = std::function<Result<PlanHandle>(const void* plan, size_t nbytes,
-                                                     Reason& why)>;
+using Deserialize = std::function<Result<PlanHandle>(const void* plan, size_t nbytes, Reason& why)>;
 
 Result<PlanHandle> shared_plan(const BlobInfo& info, const Deserialize& deserialize, Reason& why);
 

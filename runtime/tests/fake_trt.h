@@ -219,9 +219,9 @@ struct FakePlan {
 // The fake SDK's open_tensorrt_sdk: the blob's plan through tte::shared_plan (counting what it
 // deserializes into `deserialized`), a FakeTrt over it holding it.
 inline tte::Result<std::unique_ptr<FakeTrt>> open_fake_sdk(const tte::BlobInfo& info,
-                                                            std::vector<FakeTensor> tensors,
-                                                            FakeTrtState& state, int& deserialized,
-                                                            int& destroyed, tte::Reason& why) {
+                                                           std::vector<FakeTensor> tensors,
+                                                           FakeTrtState& state, int& deserialized,
+                                                           int& destroyed, tte::Reason& why) {
   auto plan = tte::shared_plan(
       info,
       [&](const void* bytes, size_t n, tte::Reason&) -> tte::Result<tte::PlanHandle> {

@@ -73,11 +73,10 @@ void refused(const Parsed& p, Error code, const std::string& check, const std::s
 
 TEST(version_5_reads_a_plan_kept_as_named_data_with_an_empty_payload) {
   const std::string key = "tte/sha256/" + std::string(64, 'c');
-  const std::string md =
-      replace_all(replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":5"),
-                  "\"engine_kind\":\"reference\"",
-                  "\"engine_kind\":\"tensorrt\",\"engine_data\":{\"key\":\"" + key +
-                      "\",\"nbytes\":4096}");
+  const std::string md = replace_all(
+      replace_all(kKvMeta, "\"tte_version\":3", "\"tte_version\":5"),
+      "\"engine_kind\":\"reference\"",
+      "\"engine_kind\":\"tensorrt\",\"engine_data\":{\"key\":\"" + key + "\",\"nbytes\":4096}");
   BlobFields f;
   f.metadata = md;
   Parsed p = parse(build(f));  // the payload empty

@@ -61,8 +61,8 @@ struct Program {
   Program() { data.data[key_of(kPlan)] = kPlan; }
   // An engine over the fake SDK for `info`, or nullptr with `why` set.
   std::unique_ptr<tte::Engine> engine(const BlobInfo& info, tte::Reason& why) {
-    auto api = tte_test::open_fake_sdk(info, tensors(info.inputs[0].shape[0]), state,
-                                       deserialized, destroyed, why);
+    auto api = tte_test::open_fake_sdk(info, tensors(info.inputs[0].shape[0]), state, deserialized,
+                                       destroyed, why);
     if (!api.ok()) return nullptr;
     auto e = tte::create_tensorrt_engine_over(std::move(api.get()), info, why);
     return e.ok() ? std::move(e.get()) : nullptr;
@@ -132,10 +132,9 @@ TEST(a_plan_the_sdk_refuses_is_not_kept_and_refused_again) {
   int calls = 0;
   const tte::Deserialize refuse = [&](const void*, size_t n, tte::Reason& w) {
     ++calls;
-    return tte::Result<tte::PlanHandle>(w.fail(Error::DelegateInvalidCompatibility,
-                                               "tensorrt.deserialize",
-                                               "could not deserialize the " + std::to_string(n) +
-                                                   "-byte engine"));
+    return tte::Result<tte::PlanHandle>(
+        w.fail(Error::DelegateInvalidCompatibility, "tensorrt.deserialize",
+               "could not deserialize the " + std::to_string(n) + "-byte engine"));
   };
   for (int i = 0; i < 2; ++i) {
     tte::Reason why;
