@@ -7,7 +7,7 @@ import pytest
 
 from helpers import FIXTURES, kv_meta
 from torch_tensorrt_ext.contracts import blob as B
-from torch_tensorrt_ext.contracts import blob_validate
+from torch_tensorrt_ext.contracts import blob_metadata
 
 ENGINE = b"NOT-A-TENSORRT-ENGINE:" + bytes(range(256)) * 4
 
@@ -563,7 +563,7 @@ def test_tensorrt_rtx_kind_and_weight_streaming_budget_round_trip():
         ("tensorrt_rtx", 1 << 20)
     raw = dict(meta.to_json_dict(), weight_streaming_budget=-1)
     with pytest.raises(B.BlobError) as e:
-        blob_validate.parse_metadata(B.MAGIC_TR03, json.dumps(raw).encode())
+        blob_metadata.parse_metadata(B.MAGIC_TR03, json.dumps(raw).encode())
     assert (e.value.check, str(e.value)) == (
         "metadata.weight_streaming_budget",
         "metadata: 'weight_streaming_budget' must be a non-negative integer (bytes of engine "

@@ -4,9 +4,10 @@
 - `engine`: the engine interface as data (`EngineInfo`, `AliasedIO`);
 - `engine_call`: how an engine call appears in a graph (`tte::execute_engine`, torch-tensorrt's
   ops) and its `Signature`;
-- `blob_checks`, `blob_model`, `blob_json`, `blob_validate`, `blob`: the delegate blob's check ids
-  and `BlobError` (the same ids as the C++ reader's), its data model, its strict JSON reader, its
-  validation, and reading/writing it (docs/CONTRACTS.md §1);
+- `blob_checks`, `blob_model`, `blob_json`, `blob_metadata`, `blob_validate`, `blob`: the delegate
+  blob's check ids and `BlobError` (the same ids as the C++ reader's), its data model, its strict
+  JSON reader, reading its metadata, validating it (the twins of runtime/src/blob_json.cpp,
+  blob_metadata.cpp, blob_validate.cpp), and reading/writing it whole (docs/CONTRACTS.md §1);
 - `dtypes`: the one binding dtype table;
 - `target_device`: the one reader of a device string (a `target_device` compile spec);
 - `shape_text`: the one shape printer;

@@ -35,7 +35,8 @@ from .blob_model import (  # noqa: F401  (the data model, re-exported: one impor
     KEY_PREFIX, MAX_BINDING_BYTES, TR03_HEADER_SIZE, TTE_VERSION, AliasedIO, Blob, BlobMetadata,
     BufferBinding, CopyBack, EngineData, IOBinding,
 )
-from .blob_validate import parse_metadata as _parse_metadata, validate
+from .blob_metadata import parse_metadata as _parse_metadata
+from .blob_validate import validate
 from .dtypes import DTYPES  # noqa: F401  (re-exported)
 
 __all__ = [

@@ -12,7 +12,7 @@ first in document order; this reader names the first `json.loads` meets, then de
 and NUL on the parsed value — the only difference between the two readers (issue 46: measured
 by scripts/blob_json_order_probe.py over the differential corpus, 17 of 3,416 refused blobs,
 0 accept/refuse differences; emulating the C++ order cost ~150 lines). Integers are python's:
-the typed reads (blob_validate) hold them to int64.
+the typed reads (blob_metadata) hold them to int64.
 """
 from __future__ import annotations
 

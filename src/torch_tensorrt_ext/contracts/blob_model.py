@@ -4,8 +4,8 @@ dtype sizes, bindings, aliased I/O, buffers, copy-back and the metadata that hol
 Invariant: the classes here are plain immutable data with derived views (inputs, outputs, byte
 sizes); they hold no reading or validation logic and import nothing of this package but
 `contracts.engine`, `contracts.dtypes` (the one dtype table) and `contracts.blob_checks` (the
-error), so the readers (`blob_json`, `blob_validate`, `blob`) build on them without import
-circles.
+error), so the readers (`blob_json`, `blob_metadata`, `blob_validate`, `blob`) build on them
+without import circles.
 """
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ KEY_PREFIX = "tte/sha256/"
 _RESERVED = b"\x01" + b"\x00" * 7
 ENGINE_KINDS = ("reference", "tensorrt", "tensorrt_rtx")
 
+
+# why a TR03 binding must carry its dtype and shape (both readers' messages)
+UNKNOWN_IN_TR03 = ("only upstream TR01/TR02 blobs may leave a binding's dtype and shape to the "
+                    "delegate's tensors (dtype '' and shape []); a TR03 blob must give both")
 
 @dataclass(frozen=True)
 class IOBinding:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from torch.fx import Node
 
-from . import blob, blob_validate
+from . import blob, blob_metadata, blob_validate
 from ..errors import UsageError
 
 __all__ = ["SCHEMA", "TTE_OP", "TRT_OPS", "Signature", "schema_name", "is_engine_call",
@@ -82,7 +82,7 @@ class Signature:
     def parse(text: str) -> Signature:
         obj = json.loads(text)
         raw = json.dumps(obj["metadata"]).encode()
-        meta = blob_validate.parse_metadata(blob.MAGIC_TR03, raw)
+        meta = blob_metadata.parse_metadata(blob.MAGIC_TR03, raw)
         blob_validate.validate(meta)
         dims = tuple((n, tuple(tuple(int(x) for x in d) for d in lst))
                      for n, lst in obj.get("output_dims", {}).items())
