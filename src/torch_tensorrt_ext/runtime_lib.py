@@ -34,8 +34,8 @@ __all__ = ["library_path", "search_path", "runner_path", "load", "copy_bytes",
            "copy_bytes_by_path", "execute_count",
            "reset_counters",
            "version", "last_refusal", "last_check", "clear_last_refusal", "refusal_error",
-           "check_blob", "use_device", "device_name", "TteValue", "loaded", "log_info",
-           "RuntimeLibraryError", "RuntimeLibraryImportError", "DelegateRefusedError",
+           "blob_writes", "check_blob", "use_device", "device_name", "TteValue", "loaded",
+           "log_info", "RuntimeLibraryError", "RuntimeLibraryImportError", "DelegateRefusedError",
            "register_delegate"]
 
 ENV_VAR = "TTE_RUNTIME_LIB"
@@ -177,6 +177,9 @@ def load() -> ctypes.CDLL:
         lib.tte_runtime_check_blob.restype = ctypes.c_int
         lib.tte_runtime_check_blob.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                                                ctypes.c_size_t]
+        lib.tte_runtime_blob_writes.restype = ctypes.c_int
+        lib.tte_runtime_blob_writes.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                                ctypes.c_char_p, ctypes.c_size_t]
         _declare_programs(lib)
         _lib = lib
         return lib
@@ -329,6 +332,15 @@ def check_blob(data: bytes) -> tuple[int, str]:
     why = ctypes.create_string_buffer(4096)
     code = load().tte_runtime_check_blob(bytes(data), len(data), why, len(why))
     return int(code), why.value.decode("utf-8", "replace")
+
+
+def blob_writes(data: bytes) -> tuple[int, str]:
+    """The writes the runtime's own binding plan of a delegate blob makes per call: (0, one line
+    per write "<input binding>\t<buffer fqn>\t<in_place|copy>\t<output binding>") when the
+    runtime accepts the blob, else (ExecuTorch error code, reason)."""
+    out = ctypes.create_string_buffer(1 << 16)
+    code = load().tte_runtime_blob_writes(bytes(data), len(data), out, len(out))
+    return int(code), out.value.decode("utf-8", "replace")
 
 
 def refusal_error(what: str) -> TteError:

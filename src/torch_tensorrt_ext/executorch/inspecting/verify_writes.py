@@ -19,7 +19,6 @@ buffer and each writer found (delegate and binding, or kernel), and what to chan
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 
@@ -53,13 +52,7 @@ def _blob_writes(blob: bytes) -> list[tuple[str, str, str]]:
     """(input binding, in_place|copy, output binding) for every write the runtime's plan of
     `blob` makes per call; a blob the runtime refuses raises naming the reason."""
     from ... import runtime_lib
-    lib = runtime_lib.load()
-    fn = lib.tte_runtime_blob_writes
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    out = ctypes.create_string_buffer(1 << 16)
-    code = fn(blob, len(blob), out, len(out))
-    text = out.value.decode("utf-8", "replace")
+    code, text = runtime_lib.blob_writes(blob)
     if code != 0:
         raise WriteVerifyError(f"the runtime refuses the blob: {text}")
     rows = []
