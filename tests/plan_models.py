@@ -55,3 +55,29 @@ class StateReadOnTheHost(torch.nn.Module):
         new = self.state * 0.5 + x
         self.state.copy_(new)
         return seen + new * 2
+
+
+class RingWrittenInABranch(torch.nn.Module):
+    """A ring buffer written from the result of a `torch.cond` (issue 45 class 5): a step whose
+    input sums above zero pushes a row, any other keeps the ring as it was."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("ring", torch.zeros(4, 8))
+
+    def forward(self, x):
+        def push(h, ring):
+            return torch.cat([ring[1:], h], 0)
+
+        def keep(h, ring):
+            return ring.clone()
+        new = torch.cond(x.sum() > 0, push, keep, (self.lin(x), self.ring))
+        self.ring.copy_(new)
+        return self.lin(new.sum(0, keepdim=True)) + x
+
+    @staticmethod
+    def args(step: int) -> tuple[torch.Tensor]:
+        """Steps 0, 1, 3 push (a positive sum), step 2 keeps: both branches run."""
+        x = torch.rand(1, 8, generator=torch.Generator().manual_seed(step)) + 0.1
+        return (-x if step == 2 else x,)

@@ -15,7 +15,8 @@ import torch
 from e2e_models import MODELS
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
-from plan_models import StateReadOnTheHost
+from plan_models import RingWrittenInABranch, StateReadOnTheHost
+from stateful_check import ModuleProgram, check_program
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
@@ -149,3 +150,44 @@ def test_inspect_verify_checks_a_pte_against_its_source(tmp_path, capsys):
         program=program, mutable_data=pte.mutable_data, named_data=pte.named_data))))
     assert main(["inspect", str(bad), "--verify", "--source", str(tmp_path / "r.pt2")]) == 1
     assert "buffer 'n' is mutated by the source, but no instruction" in capsys.readouterr().err
+
+
+def _ring_in_a_branch():
+    """RingWrittenInABranch through the public flow, 4 steps against eager (both branches
+    taken); its saved bytes."""
+    seen = {}
+    program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
+    result = check_program(program, steps=4, observe=seen.setdefault)
+    assert result.ok, result.report(program)
+    return seen["pte"]
+
+
+def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
+    """The moves of a `cond`'s branches' results into its output, in branch order."""
+    return [ins.instr_args for chain in plan.chains for ins in chain.instructions
+            if isinstance(ins.instr_args, schema.MoveCall)]
+
+
+def test_a_buffer_written_from_a_branch_result_saves_and_runs_like_eager():
+    """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
+    cond's output); the verifier follows the jumps and accepts the write-back from it."""
+    program = _program(_ring_in_a_branch())
+    moves = _branch_moves(program.execution_plan[0])
+    assert len(moves) == 2 and moves[0].move_to == moves[1].move_to
+    (writer,) = vw.method_writers(program)["forward"]["ring"]
+    assert (writer.what, writer.value) == ("aten::copy_", moves[0].move_to)
+    vw.verify_writes(program, {"forward": {"ring"}})
+
+
+@pytest.mark.parametrize("branch", [0, 1])
+def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
+    """A branch that moves the ring's own old value into the cond's output (the write-back
+    would then keep the old state on that path) is refused, whichever branch it is."""
+    program = _program(_ring_in_a_branch())
+    plan = program.execution_plan[0]
+    _branch_moves(plan)[branch].move_from = vw.mutable_buffers(plan)["ring"][0]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, {"forward": {"ring"}})
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'ring' is written by kernel aten::copy_ from a value nothing "
+        "computes in this call")
