@@ -81,3 +81,23 @@ class RingWrittenInABranch(torch.nn.Module):
         """Steps 0, 1, 3 push (a positive sum), step 2 keeps: both branches run."""
         x = torch.rand(1, 8, generator=torch.Generator().manual_seed(step)) + 0.1
         return (-x if step == 2 else x,)
+
+
+class AdaptingBatchNorm(torch.nn.Module):
+    """BatchNorm whose running statistics adapt at inference (test-time adaptation, issue 45
+    class 1): `running_mean`, `running_var`, `num_batches_tracked` written every step."""
+
+    written = ("bn.num_batches_tracked", "bn.running_mean", "bn.running_var")
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        self.bn.train()
+        return self.bn(self.lin(x))
+
+    @staticmethod
+    def args(step: int) -> tuple[torch.Tensor]:
+        return (torch.randn(3, 4, generator=torch.Generator().manual_seed(step)),)

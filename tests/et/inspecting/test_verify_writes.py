@@ -168,6 +168,7 @@ def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
             if isinstance(ins.instr_args, schema.MoveCall)]
 
 
+@pytest.mark.emulated_device
 def test_a_buffer_written_from_a_branch_result_saves_and_runs_like_eager():
     """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
     cond's output); the verifier follows the jumps and accepts the write-back from it."""
