@@ -192,3 +192,23 @@ def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
     assert str(e.value).startswith(
         "method 'forward': buffer 'ring' is written by kernel aten::copy_ from a value nothing "
         "computes in this call")
+
+
+def test_a_write_back_inside_one_branch_only_is_refused():
+    """The ring's write-back copied into the true branch (after its result is moved): that path
+    writes the ring twice, the other once — refused as a write on some paths only."""
+    program = _program(_ring_in_a_branch())
+    plan = program.execution_plan[0]
+    chain, k = _write_back(plan, "ring")
+    ins = chain.instructions
+    at = next(i for i, x in enumerate(ins) if isinstance(x.instr_args, schema.MoveCall)) + 1
+    for x in ins:
+        if isinstance(x.instr_args, schema.JumpFalseCall) and \
+                x.instr_args.destination_instruction >= at:
+            x.instr_args.destination_instruction += 1
+    ins.insert(at, copy.deepcopy(ins[k]))
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, {"forward": {"ring"}})
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'ring' is written on some paths of a call only (by kernel "
+        "aten::copy_, kernel aten::copy_, inside a branch of a control-flow op)")

@@ -267,15 +267,15 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
         if missing:
             raise WriteVerifyError(f"method {plan.name!r}: buffer {missing[0]!r} is mutated by the "
                                    "source but is no mutable buffer of the saved program")
-        for fqn, writers in sorted(m.writers.items()):
-            t = m.buffers[fqn][1]
-            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes))
         for fqn, writers in m.uneven:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written on some paths of a call only "
                 f"(by {_text(writers)}, inside a branch of a control-flow op): on the others its "
                 "write would be lost or differ from eager. Write the buffer after the branch, from "
                 "the value the branches return, and report this with the program")
+        for fqn, writers in sorted(m.writers.items()):
+            t = m.buffers[fqn][1]
+            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes))
         for fqn, w in m.stale:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from a "
