@@ -101,3 +101,21 @@ class AdaptingBatchNorm(torch.nn.Module):
     @staticmethod
     def args(step: int) -> tuple[torch.Tensor]:
         return (torch.randn(3, 4, generator=torch.Generator().manual_seed(step)),)
+
+
+class AccumulatedByMap(torch.nn.Module):
+    """A buffer written from the result of a `map` over the input's rows (its body an emitted
+    loop; torch_tensorrt.compile refuses `map` upstream, so it is saved by ExecuTorch alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3, 4))
+
+    def forward(self, x):
+        from torch._higher_order_ops.map import map as hop_map
+
+        def body(row, acc):
+            return row * 2 + acc.sum(0)
+        new = hop_map(body, x, self.acc)
+        self.acc.copy_(new)
+        return new + 1

@@ -15,7 +15,7 @@ import torch
 from e2e_models import MODELS
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
-from plan_models import RingWrittenInABranch, StateReadOnTheHost
+from plan_models import AccumulatedByMap, RingWrittenInABranch, StateReadOnTheHost
 from stateful_check import ModuleProgram, check_program
 
 import torch_tensorrt_ext as tte
@@ -212,3 +212,32 @@ def test_a_write_back_inside_one_branch_only_is_refused():
     assert str(e.value).startswith(
         "method 'forward': buffer 'ring' is written on some paths of a call only (by kernel "
         "aten::copy_, kernel aten::copy_, inside a branch of a control-flow op)")
+
+
+def _map_program():
+    """AccumulatedByMap exported and emitted by ExecuTorch (buffer names kept); its source."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    ep = torch.export.export(AccumulatedByMap(), (torch.randn(3, 4),))
+    config = ExecutorchBackendConfig(emit_mutable_buffer_names=True)
+    return ep, to_edge(ep).to_executorch(config).executorch_program
+
+
+def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused():
+    """A `map`'s result is stacked into its output by `et_copy_index` inside the emitted loop:
+    a write-back from it is computed in the call; with that copy gone, refused."""
+    ep, program = _map_program()
+    vw.verify_writes(program, vw.mutated_by(ep))
+    ins = program.execution_plan[0].chains[0].instructions
+    (k,) = [i for i, x in enumerate(ins) if isinstance(x.instr_args, schema.KernelCall) and
+            program.execution_plan[0].operators[x.instr_args.op_index].name ==
+            "executorch_prim::et_copy_index"]
+    for x in ins:
+        if isinstance(x.instr_args, schema.JumpFalseCall) and \
+                x.instr_args.destination_instruction > k:
+            x.instr_args.destination_instruction -= 1
+    del ins[k]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'acc' is written by kernel aten::copy_ from a value nothing "
+        "computes in this call")
