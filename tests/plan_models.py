@@ -119,3 +119,70 @@ class AccumulatedByMap(torch.nn.Module):
         new = hop_map(body, x, self.acc)
         self.acc.copy_(new)
         return new + 1
+
+
+class TransposedColumnWrite(nn.Module):
+    """A write through a transposed view of a buffer beside other writes (issue 45 class 2)."""
+
+    written = ("acc", "buf")
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("buf", torch.zeros(4, 3))
+        self.register_buffer("acc", torch.zeros(3, 4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.buf[0].add_(1)
+        self.buf.t()[1].copy_(h[0])
+        self.acc.t().add_(self.buf)
+        return self.buf.t() + 0, self.acc
+
+
+class _StatefulBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cnt", torch.zeros(1, dtype=torch.int32), persistent=False)
+        self.register_buffer("kv", torch.zeros(2, 4))
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        self.bn.train()
+        c = self.cnt.add_(1)
+        k = self.kv[0].copy_(x[0])
+        return self.bn(x), k, c, self.kv.t()
+
+
+class NestedMixedStateOutputs(nn.Module):
+    """Nested blocks returning state of mixed dtypes: views of buffers, a non-persistent int32
+    counter, train-mode BatchNorm statistics (issue 45 class 3)."""
+
+    written = tuple(f"{m}.{b}" for m in "ab" for b in (
+        "bn.num_batches_tracked", "bn.running_mean", "bn.running_var", "cnt", "kv"))
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = _StatefulBlock(), _StatefulBlock()
+
+    def forward(self, x):
+        y, k, c, t = self.a(x)
+        z, k2, c2, _ = self.b(torch.sin(y) + 1)
+        return z + k2, k, c + c2, k2, t, c2
+
+
+class KvWriteAfterAHostOp(nn.Module):
+    """An engine whose only effect is an in-place KV write: a host op (`sin`, left to PyTorch)
+    splits the graph just before the cache write, nothing after reads it (issue 45 class 4)."""
+
+    written = ("s0",)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("s0", torch.zeros(1, 2, 6, 4))
+
+    def forward(self, x, pos):
+        v = torch.sin(self.lin(x).view(1, 2, 1, 4))
+        self.s0.index_copy_(2, pos, v)
+        return v
