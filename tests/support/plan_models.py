@@ -61,3 +61,134 @@ def decomposed_gm(module: nn.Module, *args) -> torch.fx.GraphModule:
     """`module` (in eval mode) exported, decomposed and unlifted: the functional GraphModule
     torch-tensorrt's compile receives."""
     return torch.export.export(module.eval(), args).run_decompositions({}).module()
+
+
+class RingWrittenInABranch(torch.nn.Module):
+    """A ring buffer written from the result of a `torch.cond` (issue 45 class 5): a step whose
+    input sums above zero pushes a row, any other keeps the ring as it was."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("ring", torch.zeros(4, 8))
+
+    def forward(self, x):
+        def push(h, ring):
+            return torch.cat([ring[1:], h], 0)
+
+        def keep(h, ring):
+            return ring.clone()
+        new = torch.cond(x.sum() > 0, push, keep, (self.lin(x), self.ring))
+        self.ring.copy_(new)
+        return self.lin(new.sum(0, keepdim=True)) + x
+
+    @staticmethod
+    def args(step: int) -> tuple[torch.Tensor]:
+        """Steps 0, 1, 3 push (a positive sum), step 2 keeps: both branches run."""
+        x = torch.rand(1, 8, generator=torch.Generator().manual_seed(step)) + 0.1
+        return (-x if step == 2 else x,)
+
+
+class AdaptingBatchNorm(torch.nn.Module):
+    """BatchNorm whose running statistics adapt at inference (test-time adaptation, issue 45
+    class 1): `running_mean`, `running_var`, `num_batches_tracked` written every step."""
+
+    written = ("bn.num_batches_tracked", "bn.running_mean", "bn.running_var")
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        self.bn.train()
+        return self.bn(self.lin(x))
+
+    @staticmethod
+    def args(step: int) -> tuple[torch.Tensor]:
+        return (torch.randn(3, 4, generator=torch.Generator().manual_seed(step)),)
+
+
+class AccumulatedByMap(torch.nn.Module):
+    """A buffer written from the result of a `map` over the input's rows (its body an emitted
+    loop; torch_tensorrt.compile refuses `map` upstream, so it is saved by ExecuTorch alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3, 4))
+
+    def forward(self, x):
+        from torch._higher_order_ops.map import map as hop_map
+
+        def body(row, acc):
+            return row * 2 + acc.sum(0)
+        new = hop_map(body, x, self.acc)
+        self.acc.copy_(new)
+        return new + 1
+
+
+class TransposedColumnWrite(nn.Module):
+    """A write through a transposed view of a buffer beside other writes (issue 45 class 2)."""
+
+    written = ("acc", "buf")
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("buf", torch.zeros(4, 3))
+        self.register_buffer("acc", torch.zeros(3, 4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.buf[0].add_(1)
+        self.buf.t()[1].copy_(h[0])
+        self.acc.t().add_(self.buf)
+        return self.buf.t() + 0, self.acc
+
+
+class _StatefulBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cnt", torch.zeros(1, dtype=torch.int32), persistent=False)
+        self.register_buffer("kv", torch.zeros(2, 4))
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        self.bn.train()
+        c = self.cnt.add_(1)
+        k = self.kv[0].copy_(x[0])
+        return self.bn(x), k, c, self.kv.t()
+
+
+class NestedMixedStateOutputs(nn.Module):
+    """Nested blocks returning state of mixed dtypes: views of buffers, a non-persistent int32
+    counter, train-mode BatchNorm statistics (issue 45 class 3)."""
+
+    written = tuple(f"{m}.{b}" for m in "ab" for b in (
+        "bn.num_batches_tracked", "bn.running_mean", "bn.running_var", "cnt", "kv"))
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = _StatefulBlock(), _StatefulBlock()
+
+    def forward(self, x):
+        y, k, c, t = self.a(x)
+        z, k2, c2, _ = self.b(torch.sin(y) + 1)
+        return z + k2, k, c + c2, k2, t, c2
+
+
+class KvWriteAfterAHostOp(nn.Module):
+    """An engine whose only effect is an in-place KV write: a host op (`sin`, left to PyTorch)
+    splits the graph just before the cache write, nothing after reads it (issue 45 class 4)."""
+
+    written = ("s0",)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("s0", torch.zeros(1, 2, 6, 4))
+
+    def forward(self, x, pos):
+        v = torch.sin(self.lin(x).view(1, 2, 1, 4))
+        self.s0.index_copy_(2, pos, v)
+        return v

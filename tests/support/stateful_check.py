@@ -253,3 +253,34 @@ def _save(torch_tensorrt, trt, path, args, device) -> None:
     from torch_tensorrt_ext.executorch.saving.partition import reference_device
     with reference_device(device):
         torch_tensorrt.save(trt, str(path), output_format="executorch", arg_inputs=args)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleProgram:
+    """A hand-written model as a `check_program` program: `factory()` builds it (seed 0),
+    `args_of(step)` gives each step's inputs, `written` the buffers it writes."""
+
+    factory: Callable[[], torch.nn.Module]
+    args_of: Callable[[int], tuple]
+    written: tuple[str, ...]
+    host_ops: frozenset = frozenset()
+    bufs = ()                        # no bf16 state: floats compare to fp32's tolerance
+
+    def build(self) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return self.factory()
+
+    def args(self, step: int) -> tuple:
+        return self.args_of(step)
+
+    def fqns(self) -> tuple[str, ...]:
+        return self.written
+
+    def kind_of(self, fqn: str) -> str:
+        return "state"
+
+    def torch_executed_ops(self) -> set:
+        return set(self.host_ops)
+
+    def source(self) -> str:
+        return f"ModuleProgram({getattr(self.factory, '__name__', self.factory)!r})"

@@ -23,6 +23,7 @@ from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .edge_replay import replayed_edge
 from .lifted_program import lifted_program
+from .prims_to_aten import prims_to_aten
 from ..errors import Unsupported, UsageError
 
 _log = logging.getLogger("torch_tensorrt_ext")
@@ -296,6 +297,7 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     symbols, so ExecuTorch plans every intermediate for the largest shape) and lowered through
     ExecuTorch's whole `to_edge`."""
 
+    prims_to_aten(gm)
     dense_inputs(gm)
     dense_constants(gm)
     config = edge_config()

@@ -15,7 +15,8 @@ import torch
 from e2e_models import MODELS
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
-from plan_models import StateReadOnTheHost
+from plan_models import AccumulatedByMap, RingWrittenInABranch, StateReadOnTheHost
+from stateful_check import ModuleProgram, check_program
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext import reference
@@ -149,3 +150,94 @@ def test_inspect_verify_checks_a_pte_against_its_source(tmp_path, capsys):
         program=program, mutable_data=pte.mutable_data, named_data=pte.named_data))))
     assert main(["inspect", str(bad), "--verify", "--source", str(tmp_path / "r.pt2")]) == 1
     assert "buffer 'n' is mutated by the source, but no instruction" in capsys.readouterr().err
+
+
+def _ring_in_a_branch():
+    """RingWrittenInABranch through the public flow, 4 steps against eager (both branches
+    taken); its saved bytes."""
+    seen = {}
+    program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
+    result = check_program(program, steps=4, observe=seen.setdefault)
+    assert result.ok, result.report(program)
+    return seen["pte"]
+
+
+def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
+    """The moves of a `cond`'s branches' results into its output, in branch order."""
+    return [ins.instr_args for chain in plan.chains for ins in chain.instructions
+            if isinstance(ins.instr_args, schema.MoveCall)]
+
+
+@pytest.mark.emulated_device
+def test_a_buffer_written_from_a_branch_result_saves_and_runs_like_eager():
+    """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
+    cond's output); the verifier follows the jumps and accepts the write-back from it."""
+    program = _program(_ring_in_a_branch())
+    moves = _branch_moves(program.execution_plan[0])
+    assert len(moves) == 2 and moves[0].move_to == moves[1].move_to
+    (writer,) = vw.method_writers(program)["forward"]["ring"]
+    assert (writer.what, writer.value) == ("aten::copy_", moves[0].move_to)
+    vw.verify_writes(program, {"forward": {"ring"}})
+
+
+@pytest.mark.parametrize("branch", [0, 1])
+def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
+    """A branch that moves the ring's own old value into the cond's output (the write-back
+    would then keep the old state on that path) is refused, whichever branch it is."""
+    program = _program(_ring_in_a_branch())
+    plan = program.execution_plan[0]
+    _branch_moves(plan)[branch].move_from = vw.mutable_buffers(plan)["ring"][0]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, {"forward": {"ring"}})
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'ring' is written by kernel aten::copy_ from a value nothing "
+        "computes in this call")
+
+
+def test_a_write_back_inside_one_branch_only_is_refused():
+    """The ring's write-back copied into the true branch (after its result is moved): that path
+    writes the ring twice, the other once — refused as a write on some paths only."""
+    program = _program(_ring_in_a_branch())
+    plan = program.execution_plan[0]
+    chain, k = _write_back(plan, "ring")
+    ins = chain.instructions
+    at = next(i for i, x in enumerate(ins) if isinstance(x.instr_args, schema.MoveCall)) + 1
+    for x in ins:
+        if isinstance(x.instr_args, schema.JumpFalseCall) and \
+                x.instr_args.destination_instruction >= at:
+            x.instr_args.destination_instruction += 1
+    ins.insert(at, copy.deepcopy(ins[k]))
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, {"forward": {"ring"}})
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'ring' is written on some paths of a call only (by kernel "
+        "aten::copy_, kernel aten::copy_, inside a branch of a control-flow op)")
+
+
+def _map_program():
+    """AccumulatedByMap exported and emitted by ExecuTorch (buffer names kept); its source."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    ep = torch.export.export(AccumulatedByMap(), (torch.randn(3, 4),))
+    config = ExecutorchBackendConfig(emit_mutable_buffer_names=True)
+    return ep, to_edge(ep).to_executorch(config).executorch_program
+
+
+def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused():
+    """A `map`'s result is stacked into its output by `et_copy_index` inside the emitted loop:
+    a write-back from it is computed in the call; with that copy gone, refused."""
+    ep, program = _map_program()
+    vw.verify_writes(program, vw.mutated_by(ep))
+    ins = program.execution_plan[0].chains[0].instructions
+    (k,) = [i for i, x in enumerate(ins) if isinstance(x.instr_args, schema.KernelCall) and
+            program.execution_plan[0].operators[x.instr_args.op_index].name ==
+            "executorch_prim::et_copy_index"]
+    for x in ins:
+        if isinstance(x.instr_args, schema.JumpFalseCall) and \
+                x.instr_args.destination_instruction > k:
+            x.instr_args.destination_instruction -= 1
+    del ins[k]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'acc' is written by kernel aten::copy_ from a value nothing "
+        "computes in this call")

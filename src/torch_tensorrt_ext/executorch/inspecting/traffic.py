@@ -47,10 +47,18 @@ def _register_namespace(ns: str) -> None:
         pass
 
 
+# ops ExecuTorch's emitter inserts without a torch schema -> the argument positions their
+# kernels write (prim_ops: `et_copy_index(copy_to, element, index)` writes row `index` of
+# `copy_to` — a `map`/`scan` body's result stacked into the op's output, one row per iteration)
+_EMITTED = {"executorch_prim::et_copy_index": [0]}
+
+
 def written_args(op: schema.Operator, n_args: int) -> list[int]:
     """Argument positions a kernel writes, from its schema's alias annotations (`Tensor(a!)`);
     an op torch does not know: the out variant's last argument, or an in-place op's first."""
     import torch
+    if op.name in _EMITTED:
+        return list(_EMITTED[op.name])
     ns, _, name = op.name.partition("::")
     _register_namespace(ns)
     try:

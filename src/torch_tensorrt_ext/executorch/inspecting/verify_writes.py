@@ -14,7 +14,11 @@ out is the buffer) or by a delegate that writes the buffer's own input in place 
 output into it — with a value that call has (an instruction's result, a method input or a
 constant; never memory nothing wrote in the call, nor the buffer's own old value) of the
 buffer's byte size; and a buffer the source does not
-mutate is written by nothing. Otherwise it raises `WriteVerifyError` naming the method, the
+mutate is written by nothing. Control flow is followed: the walk takes each forward jump
+(`cond`'s branches, inlined by the emitter, their results moved into the op's output by a
+`MoveCall`), so a value counts as computed where every path to it computed it, and a buffer
+must be written as often on every path (a back edge, the end of a `map`/`scan` body that runs
+at least once, adds nothing). Otherwise it raises `WriteVerifyError` naming the method, the
 buffer and each writer found (delegate and binding, or kernel), and what to change.
 """
 from __future__ import annotations
@@ -84,6 +88,9 @@ def _delegate_writes(meta, data: bytes, args: list[int]) -> list[tuple[int, str,
     return found
 
 
+_State = tuple[set[int], dict[str, list[Writer]]]   # (values computed, writers) on one path
+
+
 class _Method:
     """One execution plan, walked once in instruction order."""
 
@@ -97,6 +104,7 @@ class _Method:
             and v.val.allocation_info is None and v.val.data_buffer_idx > 0}
         self.writers: dict[str, list[Writer]] = {f: [] for f in self.buffers}
         self.stale: list[tuple[str, Writer]] = []
+        self.uneven: list[tuple[str, list[Writer]]] = []   # written on some paths of a call only
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -160,13 +168,65 @@ class _Method:
             self._record(target, Writer("delegate", f"delegate {call.delegate_index} ({how})",
                                         src, size))
 
+    def _move(self, call: schema.MoveCall) -> None:
+        """A branch's result moved into the value its control-flow op returns (an EValue
+        handed on, no memory written): the target holds what the source holds on this path."""
+        if call.move_from in self.produced:
+            self.produced.add(call.move_to)
+        else:
+            self.produced.discard(call.move_to)
+
+    def _state(self) -> _State:
+        return self.produced.copy(), {f: list(w) for f, w in self.writers.items()}
+
+    def _join(self, states: list[_State]) -> None:
+        """The state where paths meet: a value computed on every path; a buffer written as
+        often on each path (else `uneven` names it)."""
+        self.produced = set.intersection(*(p for p, _ in states))
+        self.writers = states[0][1]
+        for fqn in self.writers:
+            counts = {len(w[fqn]) for _, w in states}
+            if len(counts) > 1:
+                self.uneven.append((fqn, max((w[fqn] for _, w in states), key=len)))
+                self.writers[fqn] = max((w[fqn] for _, w in states), key=len)
+
+    def _always_false(self, index: int) -> bool:
+        """A jump's condition no instruction writes, emitted `False`: the jump is taken always
+        (the end of a `cond`'s true branch skipping the false one)."""
+        v = self.plan.values[index].val
+        return isinstance(v, schema.Bool) and not v.bool_val and index not in self.produced
+
+    def _chain(self, instructions: list[schema.Instruction]) -> None:
+        """Walk one chain following its forward jumps (a `cond`'s branches: each path sees what
+        it computed, paths meet by `_join`); a backward jump (the end of a `map`/`scan` body,
+        run at least once) adds nothing a later iteration did not already see."""
+        incoming: dict[int, list[_State]] = {}
+        live = True
+        for i, ins in enumerate(instructions):
+            if not self._arrive(incoming.pop(i, []), live):
+                continue   # no path reaches it
+            live, args = True, ins.instr_args
+            if isinstance(args, schema.KernelCall):
+                self._kernel(args)
+            elif isinstance(args, schema.DelegateCall):
+                self._delegate(args)
+            elif isinstance(args, schema.MoveCall):
+                self._move(args)
+            elif isinstance(args, schema.JumpFalseCall) and args.destination_instruction > i:
+                incoming.setdefault(args.destination_instruction, []).append(self._state())
+                live = not self._always_false(args.cond_value_index)
+        self._arrive(incoming.pop(len(instructions), []), live)
+
+    def _arrive(self, jumps: list[_State], live: bool) -> bool:
+        """Enter an instruction from the jumps to it and, when `live`, the one before; False
+        when no path reaches it."""
+        if jumps:
+            self._join(jumps + ([self._state()] if live else []))
+        return bool(jumps) or live
+
     def walk(self) -> _Method:
         for chain in self.plan.chains:
-            for ins in chain.instructions:
-                if isinstance(ins.instr_args, schema.KernelCall):
-                    self._kernel(ins.instr_args)
-                elif isinstance(ins.instr_args, schema.DelegateCall):
-                    self._delegate(ins.instr_args)
+            self._chain(list(chain.instructions))
         return self
 
 
@@ -200,6 +260,12 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
         if missing:
             raise WriteVerifyError(f"method {plan.name!r}: buffer {missing[0]!r} is mutated by the "
                                    "source but is no mutable buffer of the saved program")
+        for fqn, writers in m.uneven:
+            raise WriteVerifyError(
+                f"method {plan.name!r}: buffer {fqn!r} is written on some paths of a call only "
+                f"(by {_text(writers)}, inside a branch of a control-flow op): on the others its "
+                "write would be lost or differ from eager. Write the buffer after the branch, from "
+                "the value the branches return, and report this with the program")
         for fqn, writers in sorted(m.writers.items()):
             t = m.buffers[fqn][1]
             _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes))

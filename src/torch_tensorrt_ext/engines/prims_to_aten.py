@@ -1,0 +1,87 @@
+"""A partition's `prims` calls rewritten as the ATen calls ExecuTorch lowers.
+
+Torch-TensorRT's decompositions leave some `torch.ops.prims` calls in a partition (train-mode
+BatchNorm decomposes through `torch._refs` into `prims.broadcast_in_dim` and `prims.div`); the
+TensorRT converters take them, but ExecuTorch's `to_edge` refuses a non-ATen operator whose
+output aliases its input (`prims::broadcast_in_dim(Tensor(a) a, ...) -> Tensor(a)`) and has no
+kernel for the others.
+
+Invariant: `prims_to_aten(gm)` replaces, in place, each call of a prim in `_REWRITES` by ATen
+calls computing the same values (same dtype, shape and elements, `meta["val"]` kept), and
+touches nothing else; a prim not in the table is left for ExecuTorch to accept or refuse.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.fx import GraphModule, Node
+
+__all__ = ["prims_to_aten"]
+
+aten, prims = torch.ops.aten, torch.ops.prims
+
+
+def _is_float(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, Node) else node
+    return val.dtype.is_floating_point or val.dtype.is_complex if isinstance(
+        val, torch.Tensor) else isinstance(val, (float, complex))
+
+
+def _broadcast_in_dim(call, a, shape, dims):
+    """`a`'s dims placed at `dims` of `shape`: the others unsqueezed, then expanded."""
+    for d in range(len(shape)):
+        if d not in dims:
+            a = call(aten.unsqueeze.default, a, d)
+    return call(aten.expand.default, a, list(shape))
+
+
+def _div(call, a, b):
+    """prims.div: true division of floats, division rounded toward zero of integers."""
+    if _is_float(a) or _is_float(b):
+        return call(aten.div.Tensor, a, b)
+    return call(aten.div.Tensor_mode, a, b, rounding_mode="trunc")
+
+
+_REWRITES = {
+    prims.broadcast_in_dim.default: _broadcast_in_dim,
+    prims.div.default: _div,
+    prims.squeeze.default: lambda call, a, dims: call(aten.squeeze.dims, a, list(dims)),
+    prims.convert_element_type.default:
+        lambda call, a, dtype: call(aten._to_copy.default, a, dtype=dtype),
+    prims.sum.default: lambda call, a, dims, output_dtype=None:
+        call(aten.sum.dim_IntList, a, list(dims), dtype=output_dtype),
+    prims.var.default: lambda call, a, dims, correction, output_dtype=None:
+        call(aten.var.correction, a, list(dims), correction=correction),
+}
+
+
+def _caller(gm: GraphModule, fake_mode):
+    """`call(target, *args, **kwargs)`: a node of the graph, its `meta["val"]` computed on the
+    arguments' fake values."""
+    def call(target, *args, **kwargs):
+        node = gm.graph.call_function(target, args, kwargs)
+        real = torch.fx.map_arg((args, kwargs), lambda n: n.meta["val"])
+        with fake_mode:
+            node.meta["val"] = target(*real[0], **real[1])
+        return node
+    return call
+
+
+def prims_to_aten(gm: GraphModule) -> None:
+    """Rewrite `gm`'s prims calls in `_REWRITES` as ATen calls (module docstring)."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        rewrite = _REWRITES.get(node.target) if node.op == "call_function" else None
+        if rewrite is None:
+            continue
+        val = node.meta["val"]
+        with gm.graph.inserting_before(node):
+            mode = getattr(val, "fake_mode", None) or contextlib.nullcontext()
+            new = rewrite(_caller(gm, mode), *node.args, **node.kwargs)
+        new.meta = {**node.meta, "val": new.meta["val"]}
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        changed = True
+    if changed:
+        gm.recompile()
