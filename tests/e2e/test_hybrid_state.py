@@ -31,6 +31,7 @@ from hybrid_models import (
 from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
 
 import torch_tensorrt_ext as tte
+from torch_tensorrt_ext.executorch.inspecting.verify_writes import WriteVerifyError
 from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.lowering import graph_writes
@@ -176,13 +177,12 @@ def test_save_refuses_a_pte_that_lost_a_write(monkeypatch, tmp_path):
     torch_tensorrt = torch_tensorrt_or_skip()
     _, ep = export("qwen35")
     trt = _compile_reference(ep)
-    with pytest.raises(PlanError) as e, tte.reference.engines():
+    with pytest.raises(WriteVerifyError) as e, tte.reference.engines():
         torch_tensorrt.save(trt, str(tmp_path / "lost.pte"), output_format="executorch",
                             arg_inputs=list(step_args(0)))
     assert str(e.value) == (
-        "method 'forward': buffer 'm.layers.0.attention.recurrent_state' is declared mutated, "
-        "but the ExecuTorch program has no write-back copy_ (or other in-place write) into it "
-        "(buffer input "
-        "'b_m_layers_0_attention_recurrent_state'); the .pte would run with stale state. "
-        "Please report this with the program")
+        "method 'forward': buffer 'm.layers.0.attention.recurrent_state' is mutated by the "
+        "source, but no instruction of the saved program writes it (no write-back copy, no "
+        "delegate writing or copying into its binding): the write would be lost. Compile the "
+        "model again with the patched torch_tensorrt.compile, and report this with the program")
     assert not (tmp_path / "lost.pte").exists()

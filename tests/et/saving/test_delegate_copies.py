@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from rtx_env import compile_rtx, torch_tensorrt_or_skip
-from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -102,16 +101,21 @@ def test_a_state_host_code_touches_keeps_its_write_back_and_says_why(tmp_path, c
 
 
 def test_save_refuses_a_delegate_whose_blob_does_not_record_the_write(tmp_path, monkeypatch):
-    """The save check reads the lowered blobs: a delegate declared to write a buffer whose blob
-    does not say it writes that buffer (here the blob loses its buffer names — a stand-in for any
-    step that loses the record) fails the save naming the buffer, and no `.pte` is written."""
+    """A delegate declared to copy a buffer whose blob does not record the copy (the engine's
+    record loses it on its way into the blob — a stand-in for any step that loses it) fails the
+    save naming the engine output whose value would be dropped, and no `.pte` is written. (A blob
+    that only loses the buffers' names still writes them, by binding: the save's one checker,
+    `verify_writes`, reads what the runtime's plan of the blob writes, not the names.)"""
+    import dataclasses
+
+    from torch_tensorrt_ext.contracts.blob_checks import BlobError
     from torch_tensorrt_ext.executorch.saving import tensorrt_blob
-    monkeypatch.setattr(tensorrt_blob, "BUFFERS_SPEC", "not_the_buffers_spec")
-    with pytest.raises(PlanError) as e:
+    real = tensorrt_blob.engine_info
+    monkeypatch.setattr(tensorrt_blob, "engine_info",
+                        lambda *a, **k: dataclasses.replace(real(*a, **k), copy_back=()))
+    with pytest.raises(BlobError) as e:
         _save(StateHandedOver(), tmp_path / "lost.pte")
-    assert str(e.value) == (
-        "method 'forward': buffer 'state' is declared mutated, but the ExecuTorch program has no "
-        "delegate whose blob records writing it (no aliased or copy_back output for its binding) "
-        "(buffer input 'b_state'); the .pte would run with stale state. Please report this with "
-        "the program")
+    assert (str(e.value), e.value.check) == (
+        "output binding 'output1' is neither a delegate output, aliased (aliased_io) nor "
+        "copy-back (copy_back): its value would be dropped", "output.dropped")
     assert not (tmp_path / "lost.pte").exists()

@@ -105,6 +105,7 @@ class _Method:
         self.writers: dict[str, list[Writer]] = {f: [] for f in self.buffers}
         self.stale: list[tuple[str, Writer]] = []
         self.uneven: list[tuple[str, list[Writer]]] = []   # written on some paths of a call only
+        self.staged: set[str] = set()   # buffers a host-to-device copy stages for a delegate
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -145,6 +146,8 @@ class _Method:
         sources = [a for k, a in enumerate(args) if k not in written and a not in targets
                    and isinstance(self.plan.values[a].val, schema.Tensor)]
         name = f"{op.name}.{op.overload}" if op.overload else op.name
+        if op.name.endswith("_h2d_copy"):   # a delegate gets a staged copy, not the buffer
+            self.staged |= {f for f in map(self._buffer_at, sources) if f is not None}
         src = sources[0] if len(sources) == 1 else None   # a copy; else the kernel computes it
         for k in written:
             at = src if src is not None else args[k]
@@ -268,7 +271,8 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                 "the value the branches return, and report this with the program")
         for fqn, writers in sorted(m.writers.items()):
             t = m.buffers[fqn][1]
-            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes))
+            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes),
+                          fqn in m.staged)
         for fqn, w in m.stale:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from a "
@@ -284,12 +288,14 @@ def _broadcasts(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
 
 
 def _check_buffer(method: str, fqn: str, writers: list[Writer], mutated: bool,
-                  nbytes: int, shape: tuple[int, ...]) -> None:
+                  nbytes: int, shape: tuple[int, ...], staged: bool = False) -> None:
     if mutated and not writers:
+        why = ("the delegate is handed a host-to-device staged copy of it (et_copy._h2d_copy), "
+               "so the engine's write lands in the copy" if staged else "the write would be lost")
         raise WriteVerifyError(
             f"method {method!r}: buffer {fqn!r} is mutated by the source, but no instruction of "
             "the saved program writes it (no write-back copy, no delegate writing or copying into "
-            "its binding): the write would be lost. Compile the model again with the patched "
+            f"its binding): {why}. Compile the model again with the patched "
             "torch_tensorrt.compile, and report this with the program")
     if len(writers) > 1:
         raise WriteVerifyError(

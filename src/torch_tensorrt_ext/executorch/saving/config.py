@@ -16,12 +16,12 @@ from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
 from . import device_state, shared_arenas
-from .kept_mutations import check_writes, expected_writes, written_in_place
+from .declared_writes import Writes, expected_writes
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
 
 __all__ = ["backend_config", "stateful_edge", "InitialiseMutableBuffers",
-           "mutable_buffer_placeholders", "written_in_place"]
+           "mutable_buffer_placeholders"]
 
 
 class InitialiseMutableBuffers(ExportPass):
@@ -46,12 +46,13 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> set[str]:
     return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
 
 
-def backend_config(edge_manager, config=None, share_across_methods=None):
+def backend_config(edge_manager, config=None, share_across_methods=None,
+                   writes: dict[str, Writes] | None = None):
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
     values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
-    an engine writes itself, and
-    (several methods) one allocation per buffer shared by every method, as in eager
-    (`_share_state_across_methods`).
+    an engine writes itself (`writes`: each method's declared writes, `expected_writes` — read
+    here when not handed in), and (several methods) one allocation per buffer shared by every
+    method, as in eager (`_share_state_across_methods`).
     Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
@@ -66,12 +67,16 @@ def backend_config(edge_manager, config=None, share_across_methods=None):
     planner = config.memory_planning_pass = copy.copy(config.memory_planning_pass)
     if hasattr(planner, "state"):
         planner.state = type(planner.state)()
+    writes = expected_writes(edge_manager) if writes is None else writes
     names: set[str] = set()
     on_device: set[str] = set()
     for method in edge_manager.methods:
-        names |= mutable_buffer_placeholders(edge_manager.exported_program(method))
-        on_device |= written_in_place(edge_manager.exported_program(method))
-    resident = _share_state_across_methods(edge_manager, config, share_across_methods)
+        ep = edge_manager.exported_program(method)
+        names |= mutable_buffer_placeholders(ep)
+        on_device |= {name for name, fqn in ep.graph_signature.inputs_to_buffers.items()
+                      if fqn in writes[method].in_place}
+    in_place = set().union(*(w.in_place for w in writes.values()))
+    resident = _share_state_across_methods(edge_manager, config, share_across_methods, in_place)
     config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
     # state an engine writes itself stays in the engine's memory; state ExecuTorch's write-back
@@ -94,7 +99,8 @@ def _delegate_devices(edge_manager) -> set[str]:
     return devices
 
 
-def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[int, int]]:
+def _share_state_across_methods(edge_manager, config, share,
+                                in_place: set[str]) -> dict[str, tuple[int, int]]:
     """A buffer one method writes and others use shares one allocation, like eager's one module
     (`share`: None when some buffer is used by several methods and written by one, True
     always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
@@ -122,10 +128,6 @@ def _share_state_across_methods(edge_manager, config, share) -> dict[str, tuple[
     if len(devices) != 1:
         return {}   # which device a host-written buffer would live on is not one answer
     device = shared_arenas.parse_device(next(iter(devices)))
-    in_place = set()
-    for m in methods:
-        ep = edge_manager.exported_program(m)
-        in_place |= {ep.graph_signature.inputs_to_buffers[n] for n in written_in_place(ep)}
     resident = {}
     for m in methods:
         for name, fqn in edge_manager.exported_program(m).graph_signature.inputs_to_buffers \
@@ -153,10 +155,10 @@ def _buffer_uses(edge_manager) -> dict[str, list[str]]:
 def stateful_edge(edge_manager):
     """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
     `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
-    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and a
-    declared buffer write lost in ExecuTorch's lowering fails it (`kept_mutations`), as does an
-    emitted program that does not write each declared buffer exactly once (`verify_writes`).
-    Constant methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
+    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and an
+    emitted program that does not write each declared buffer exactly once fails it — one
+    checker, `verify_writes`, on the declared writes read once (`declared_writes`). Constant
+    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
     from executorch.exir import EdgeProgramManager
 
     from ...contracts.llm_metadata import check_runner_metadata
@@ -164,11 +166,10 @@ def stateful_edge(edge_manager):
 
     class StatefulEdgeProgramManager(type(edge_manager)):
         def to_executorch(self, config=None):
-            expected = expected_writes(self)
-            lowered = super().to_executorch(backend_config(self, config))
-            check_writes(lowered, expected)
+            writes = expected_writes(self)      # once per save; every stage reads it
+            lowered = super().to_executorch(backend_config(self, config, writes=writes))
             verify_writes(lowered.executorch_program,
-                          {m: w.in_place | w.written_back for m, w in expected.items()})
+                          {m: w.mutated for m, w in writes.items()})
             return lowered
 
     assert isinstance(edge_manager, EdgeProgramManager)
