@@ -28,6 +28,7 @@ Usage: .venv/bin/python scripts/upstream_peer.py [--keep DIR]
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -194,23 +195,27 @@ def main() -> int:
                                        strict=tests == TESTS)
         changed = {t.removesuffix(".py").replace("/", ".")
                    for s in series.values() for t in s.test_files}
-        ok = _compare(
-            "torch-tensorrt's tests", "stock 2.14.0 + 0001",
-            _run("baseline", work / "baseline.xml", [tests / "tests"], tests,
-                 TESTS / "pytest.ini", str(overlay)),
-            _run("patched", work / "patched.xml", [patched_tests / "tests"], patched_tests,
-                 TESTS / "pytest.ini"), changed)
         # ExecuTorch's: each run imports its test files from the tree under test (pytest puts
         # the folder above the packages first on sys.path), pristine or patched
         ini = work / "empty.ini"
         ini.write_text("[pytest]\n")
         files = [f for rp, fs in ET_TESTS.items() for f in fs]
-        ok = _compare(
-            "ExecuTorch's tests of the files its patches touch", "stock 1.5.1",
-            _run("executorch baseline", work / "et-baseline.xml",
-                 [overlay / "executorch" / f for f in files], overlay, ini, str(overlay)),
-            _run("executorch patched", work / "et-patched.xml",
-                 [site / "executorch" / f for f in files], site, ini)) and ok
+        runs = {   # four independent pytest processes, two at a time (CI has two cores)
+            "baseline": ("baseline", work / "baseline.xml", [tests / "tests"], tests,
+                         TESTS / "pytest.ini", str(overlay)),
+            "patched": ("patched", work / "patched.xml", [patched_tests / "tests"],
+                        patched_tests, TESTS / "pytest.ini"),
+            "et baseline": ("executorch baseline", work / "et-baseline.xml",
+                            [overlay / "executorch" / f for f in files], overlay, ini,
+                            str(overlay)),
+            "et patched": ("executorch patched", work / "et-patched.xml",
+                           [site / "executorch" / f for f in files], site, ini)}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            done = dict(zip(runs, pool.map(lambda a: _run(*a), runs.values()), strict=True))
+        ok = _compare("torch-tensorrt's tests", "stock 2.14.0 + 0001", done["baseline"],
+                      done["patched"], changed)
+        ok = _compare("ExecuTorch's tests of the files its patches touch", "stock 1.5.1",
+                      done["et baseline"], done["et patched"]) and ok
     if not ok:
         print("upstream_peer: a behaviour changed on purpose changes upstream's test in the patch "
               "that changes it (patch import / edit tests/ / patch export)")
