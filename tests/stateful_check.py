@@ -116,6 +116,8 @@ def _torch_tensorrt():
 
 def _flat(out) -> list[torch.Tensor]:
     """Outputs as a list of fresh tensors (a returned buffer is snapshotted, not aliased)."""
+    if isinstance(out, dict):
+        out = list(out.values())
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     return [o.detach().clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
 

@@ -61,7 +61,15 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     # writes through views: a transposed column, a flattened run of elements
     "col_t": ("ct", ("float32", "bfloat16"), lambda b: (F, WIDTH), "aten.copy.default"),
     "flat": ("fl", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    # train-mode batch norm: running mean and variance are rows 0 and 1, updated in place
+    "batch_norm": ("bn", ("float32",), lambda b: (2, F), "aten._native_batch_norm_legit.default"),
+    # the new value is one of two branches' results, chosen by the data
+    "cond": ("cd", ("float32", "bfloat16"), lambda b: (b, F), "aten.copy.default"),
 }
+# kinds every program of which compile or save refuses today (issue 45 classes 1 and 5, fixed in
+# a parallel branch): scripts/generate_stateful.py draws them and counts the refusals; the CI
+# smoke (test_generated_programs) leaves them out until the fixes land, then drops this set
+PENDING_KINDS = frozenset({"batch_norm", "cond"})
 # what a buffer's code hands the caller (each item one more output)
 RETURNS = ("value", "value_view", "value_sum", "after", "before")
 MIXES = ("none", "before", "after")          # a read of the buffer feeding the rest of the model
@@ -91,6 +99,7 @@ class Program:
     split: str = "none"           # an op left to PyTorch: SPLITS
     split_at: int = 0             # ... placed after this many buffers' code
     seed: int = 0
+    as_dict: bool = False         # the outputs as a dict {"o0": ..., ...}, not a tuple
 
     def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
@@ -259,7 +268,20 @@ def _from_input(b, i, B, second):
     return [f"cp{i} = {B}.copy_({src}{' * 2' if second else ''})"], f"cp{i}"
 
 
+def _batch_norm(b, i, B, second):
+    x = "h.unsqueeze(-1) * torch.arange(1.0, 4.0)" + (" * 0.5" if second else "")
+    return [f"bn{i} = torch.nn.functional.batch_norm({x}, {B}[0], {B}[1], training=True, "
+            "momentum=0.1)", f"h = h + bn{i}.mean(-1)"], f"bn{i}"
+
+
+def _cond(b, i, B, second):
+    c = _cast(b.dtype)
+    return [f"cd{i} = torch.cond(h.sum() > {0.5 if second else 0}, lambda s, v: s + v, "
+            f"lambda s, v: s * 0.5 - v, ({B}, h{c}))", f"{B}.copy_(cd{i})"], f"cd{i}"
+
+
 _MORE = {
+    "batch_norm": _batch_norm, "cond": _cond,
     "scatter_add": _scatter_add, "index_add": _index_add, "masked_fill": _masked_fill,
     "from_input": _from_input,
     "lerp": lambda b, i, B, second: (
@@ -346,6 +368,8 @@ def _source(program: Program) -> str:
     init += _containers(program)
     inputs = ["x"] + [p for i, b in enumerate(program.bufs) if (p := _extra_input(b, i))]
     ret = ", ".join(["self.out(h)"] + outs)
+    if program.as_dict:
+        ret = "{" + ", ".join(f"'o{j}': {o}" for j, o in enumerate(["self.out(h)"] + outs)) + "}"
     return "\n".join([
         f"# {program!r}", "import torch", "from torch import nn", "", "", *classes,
         "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
@@ -394,8 +418,8 @@ def _mostly(first, *others):
 
 
 @st.composite
-def buffers(draw) -> Buf:
-    kind = draw(st.sampled_from(sorted(KINDS, key=_simplest_first)))
+def buffers(draw, kinds=None) -> Buf:
+    kind = draw(st.sampled_from(sorted(kinds or KINDS, key=_simplest_first)))
     dtypes = KINDS[kind][1]
     return Buf(kind=kind, dtype=draw(_mostly(*dtypes)), place=draw(st.sampled_from(PLACES)),
                twice=draw(st.booleans()), pos=draw(st.integers(0, S_MAX - 1)),
@@ -409,11 +433,12 @@ def _simplest_first(kind: str) -> int:
 
 
 @st.composite
-def programs(draw, max_buffers: int = 3) -> Program:
+def programs(draw, max_buffers: int = 3, kinds=None) -> Program:
+    """Programs of up to `max_buffers` buffers, each of one of `kinds` (None: every kind)."""
     n = draw(st.integers(1, max_buffers))
     batch = draw(_mostly(1, 1, 1, 2))
-    bufs = tuple(draw(buffers()) for _ in range(n))
+    bufs = tuple(draw(buffers(kinds)) for _ in range(n))
     split = draw(_mostly("none", "mul", "sigmoid", "write"))
     split_at = draw(st.integers(0, n)) if split != "none" else 0
     return Program(bufs=bufs, batch=batch, split=split, split_at=split_at,
-                   seed=draw(st.integers(0, 2 ** 16)))
+                   seed=draw(st.integers(0, 2 ** 16)), as_dict=draw(_mostly(False, True)))
