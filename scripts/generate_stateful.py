@@ -193,11 +193,27 @@ def _chunks(args):
 
 
 def _summary(programs, results):
+    """Counts by outcome (stateful_check.outcome), and each failing outcome by class."""
+    from stateful_check import outcome, refusal_class
     counts = collections.Counter()
     for p in programs:
         r = results[p]
-        counts["invalid" if r.invalid else ("passed" if r.ok else f"failed: {r.stage}")] += 1
+        kind = outcome(r)
+        counts[kind] += 1
+        if kind == "refused":
+            counts[f"refused: {refusal_class(r)}"] += 1
+        elif kind in ("mismatch", "error"):
+            counts[f"{kind}: {r.stage}"] += 1
     return counts
+
+
+def _print_summary(order, counts, seed) -> None:
+    print(f"tried {len(order)} distinct programs (seed {seed}): passed {counts['passed']}, "
+          f"mismatches {counts['mismatch']}, refusals of valid programs {counts['refused']}, "
+          f"errors {counts['error']}, invalid (refused by PyTorch) {counts['invalid']}")
+    for head in ("mismatch", "refused", "error"):
+        for key in sorted(k for k in counts if k.startswith(head + ": ")):
+            print(f"  {key}: {counts[key]}")
 
 
 def main(argv=None) -> int:
@@ -243,11 +259,7 @@ def _main(args, tmp: Path) -> int:
         order += [p for p, c in first_chunk.items() if c[0] == index]
     results = runner.results
     counts = _summary(order, results)
-    print(f"tried {len(order)} distinct programs (seed {args.seed}): "
-          f"passed {counts['passed']}, rejected-invalid {counts['invalid']}, "
-          f"failed {sum(v for k, v in counts.items() if k.startswith('failed'))}")
-    for key in sorted(k for k in counts if k.startswith("failed")):
-        print(f"  {key}: {counts[key]}")
+    _print_summary(order, counts, args.seed)
     classes = collections.OrderedDict()
     for p in order:
         r = results[p]
@@ -259,6 +271,8 @@ def _main(args, tmp: Path) -> int:
 
 
 def _shrink_and_print(args, runner, classes, first_chunk):
+    from stateful_check import outcome, refusal_class
+
     def shrink(item):
         signature, progs = item
         if args.no_shrink or signature.startswith("crash"):
@@ -273,7 +287,8 @@ def _shrink_and_print(args, runner, classes, first_chunk):
         out.mkdir(parents=True, exist_ok=True)
     for k, ((signature, progs), small) in enumerate(zip(classes.items(), shrunk, strict=False)):
         r = runner.results[small]
-        print(f"\n=== failure class {k + 1}: {signature} ({len(progs)} program(s))")
+        label = refusal_class(r) if outcome(r) == "refused" else outcome(r)
+        print(f"\n=== failure class {k + 1} [{label}]: {signature} ({len(progs)} program(s))")
         print(r.report(small))
         if out:
             header = "".join(f"# {line}\n" for line in r.report().splitlines())

@@ -64,6 +64,36 @@ class Result:
         return text + (f"\n--- program ---\n{program.source()}" if program else "")
 
 
+# the refusals of valid programs issue 45 names (fixed elsewhere): class -> a text of its message
+KNOWN_REFUSALS = {
+    "1 train-mode BatchNorm (broadcast_in_dim alias)": "broadcast_in_dim",
+    "2 write through a transposed view (dim_order)": "Failed to map a given dim_order",
+    "3 mixed-dtype nested state outputs (output order)": "not in the correct order",
+    "4 engine whose only effect is an in-place write": "hands the program nothing it reads",
+    "5 buffer written from torch.cond results": "from a value nothing computes in this call",
+}
+REFUSAL_STAGES = ("compile", "save", "rtx_compile", "rtx_save")
+
+
+def outcome(result: Result) -> str:
+    """What a program's result counts as: "passed", "invalid" (PyTorch refused it), "refused"
+    (compile or save raised on a program eager and torch.export accept: a failure),
+    "mismatch" (ran, differed from eager) or "error" (raised when loaded or run)."""
+    if result.ok or result.invalid:
+        return "passed" if result.ok else "invalid"
+    if result.stage in REFUSAL_STAGES:
+        return "refused"
+    return "mismatch" if result.stage.endswith("mismatch") else "error"
+
+
+def refusal_class(result: Result) -> str:
+    """A refusal's class: one of KNOWN_REFUSALS by its message, else "new: <signature>"."""
+    for name, text in KNOWN_REFUSALS.items():
+        if text in result.message:
+            return f"known {name}"
+    return f"new: {result.signature()}"
+
+
 class _Failed(Exception):
     def __init__(self, result: Result):
         super().__init__(result.message)
@@ -86,6 +116,8 @@ def _torch_tensorrt():
 
 def _flat(out) -> list[torch.Tensor]:
     """Outputs as a list of fresh tensors (a returned buffer is snapshotted, not aliased)."""
+    if isinstance(out, dict):
+        out = list(out.values())
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     return [o.detach().clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
 
@@ -107,7 +139,8 @@ def _differs(got: torch.Tensor, want: torch.Tensor, loose: bool) -> str:
 def _compare(stage: str, step: int, program: Program, got: Sequence[torch.Tensor],
              want: Sequence[torch.Tensor], state: dict[str, torch.Tensor],
              want_state: dict[str, torch.Tensor]) -> None:
-    loose = any(b.dtype == "bfloat16" for b in program.bufs)   # bf16 state feeds fp32 values
+    # bf16 / fp16 state feeds fp32 values
+    loose = any(b.dtype in ("bfloat16", "float16") for b in program.bufs)
     if len(got) != len(want):
         raise _Failed(Result(stage, f"{len(got)} outputs where eager has {len(want)}", step,
                              "output count"))

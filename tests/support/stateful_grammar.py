@@ -41,14 +41,35 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     "ring_roll": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH), "aten.roll.default"),
     "ring_roll_inplace": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH),
                           "aten.roll.default"),
-    "counter": ("n", ("float32", "int64", "bfloat16"), lambda b: (1,), "aten.add.Tensor"),
+    "counter": ("n", ("float32", "int64", "bfloat16", "int32", "float16"), lambda b: (1,),
+                "aten.add.Tensor"),
     "ema": ("avg", ("float32", "bfloat16"), lambda b: (b, F), "aten.mul.Tensor"),
-    "fill": ("f", ("float32", "int64", "bool", "bfloat16"), lambda b: (b, F), "aten.fill.Scalar"),
-    "zero_add": ("acc", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    "fill": ("f", ("float32", "int64", "bool", "bfloat16", "int32", "float16"), lambda b: (b, F),
+             "aten.fill.Scalar"),
+    "zero_add": ("acc", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.add.Tensor"),
     "row_add": ("rows", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
     "cols_copy": ("cols", ("float32", "bfloat16"), lambda b: (b, F), "aten.slice_scatter.default"),
     "flag": ("flag", ("bool",), lambda b: (b, F), "aten.gt.Scalar"),
+    "scatter_add": ("sa", ("float32", "bfloat16", "float16"), lambda b: (b, F),
+                    "aten.scatter_add.default"),
+    "index_add": ("ia", ("float32", "bfloat16"), lambda b: (ROWS, F), "aten.index_add.default"),
+    "lerp": ("lp", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.lerp.Scalar"),
+    "masked_fill": ("mf", ("float32", "int32", "bool", "bfloat16", "float16"), lambda b: (b, F),
+                    "aten.masked_fill.Scalar"),
+    "chain": ("ch", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.clamp.default"),
+    "from_input": ("cp", ("float32", "bfloat16", "int32"), lambda b: (b, F), "aten.copy.default"),
+    # writes through views: a transposed column, a flattened run of elements
+    "col_t": ("ct", ("float32", "bfloat16"), lambda b: (F, WIDTH), "aten.copy.default"),
+    "flat": ("fl", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    # train-mode batch norm: running mean and variance are rows 0 and 1, updated in place
+    "batch_norm": ("bn", ("float32",), lambda b: (2, F), "aten._native_batch_norm_legit.default"),
+    # the new value is one of two branches' results, chosen by the data
+    "cond": ("cd", ("float32", "bfloat16"), lambda b: (b, F), "aten.copy.default"),
 }
+# kinds every program of which compile or save refuses today (issue 45 classes 1 and 5, fixed in
+# a parallel branch): scripts/generate_stateful.py draws them and counts the refusals; the CI
+# smoke (test_generated_programs) leaves them out until the fixes land, then drops this set
+PENDING_KINDS = frozenset({"batch_norm", "cond"})
 # what a buffer's code hands the caller (each item one more output)
 RETURNS = ("value", "value_view", "value_sum", "after", "before")
 MIXES = ("none", "before", "after")          # a read of the buffer feeding the rest of the model
@@ -68,6 +89,7 @@ class Buf:
     ret: tuple[str, ...] = ()
     mix: str = "none"
     init: str = "zeros"
+    persistent: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +99,7 @@ class Program:
     split: str = "none"           # an op left to PyTorch: SPLITS
     split_at: int = 0             # ... placed after this many buffers' code
     seed: int = 0
+    as_dict: bool = False         # the outputs as a dict {"o0": ..., ...}, not a tuple
 
     def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
@@ -128,14 +151,19 @@ def _cast(dtype: str) -> str:
     return "" if dtype == "float32" else f".to(torch.{dtype})"
 
 
+def _register(name: str, b: Buf, batch: int) -> str:
+    extra = "" if b.persistent else ", persistent=False"
+    return f"register_buffer({name!r}, {_init(b, batch)}{extra})"
+
+
 def _init(b: Buf, batch: int) -> str:
     shape = ", ".join(map(str, KINDS[b.kind][2](batch)))
     if b.init == "zeros":
         return f"torch.zeros({shape}, dtype=torch.{b.dtype})"
     if b.dtype == "bool":
         return f"torch.rand({shape}) > 0.5"
-    if b.dtype == "int64":
-        return f"torch.randint(0, 5, ({shape},))"
+    if b.dtype in ("int64", "int32"):
+        return f"torch.randint(0, 5, ({shape},), dtype=torch.{b.dtype})"
     return f"torch.randn({shape}){_cast(b.dtype)}"
 
 
@@ -196,8 +224,10 @@ def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> tuple[list[str],
         if b.dtype in ("float32", "bfloat16") and b.pos % 2:
             value = "(h.mean() * 0.5)" if second else "h.mean()"
             return [f"f{i} = {B}.fill_({value}{c})"], f"f{i}"
-        value = {"float32": "1.5", "bfloat16": "1.5", "int64": "3", "bool": "True"}[b.dtype]
-        other = {"float32": "-0.5", "bfloat16": "-0.5", "int64": "7", "bool": "False"}[b.dtype]
+        value = {"float32": "1.5", "bfloat16": "1.5", "float16": "1.5", "int64": "3",
+                 "int32": "3", "bool": "True"}[b.dtype]
+        other = {"float32": "-0.5", "bfloat16": "-0.5", "float16": "-0.5", "int64": "7",
+                 "int32": "7", "bool": "False"}[b.dtype]
         return [f"f{i} = {B}.fill_({other if second else value})"], f"f{i}"
     if b.kind == "zero_add":
         return ([] if second else [f"{B}.zero_()"]) + [f"z{i} = {B}.add_(h{c})"], f"z{i}"
@@ -208,10 +238,63 @@ def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> tuple[list[str],
         cols = "1:3" if second else ":2"
         return [f"s{i} = {B}[:, {cols}].copy_(h[:, {cols}]{c}{' * 0.5' if second else ''})"], \
             f"s{i}"
+    if b.kind in _MORE:
+        return _MORE[b.kind](b, i, B, second)
     assert b.kind == "flag", b.kind
     if second:
         return [f"g{i} = {B}.logical_not_()"], f"g{i}"
     return [f"g{i} = h > 0", f"{B}.copy_(g{i})"], f"g{i}"
+
+
+def _scatter_add(b, i, B, second):
+    h = "h * 0.5" if second else "h"
+    return [f"sa{i} = {B}.scatter_add_(1, (torch.arange({F}) % 3).expand({B}.shape[0], -1), "
+            f"({h}){_cast(b.dtype)})"], f"sa{i}"
+
+
+def _index_add(b, i, B, second):
+    pos = f"(p{i} + 1) % {ROWS}" if second else f"p{i}"
+    return [f"ia{i} = {B}.index_add_(0, {pos}, h{_cast(b.dtype)})"], f"ia{i}"
+
+
+def _masked_fill(b, i, B, second):
+    value = {"bool": "True", "int32": "2"}.get(b.dtype, "0.5" if second else "-1.25")
+    mask = "h < 0" if second else "h > 0"
+    return [f"mf{i} = {B}.masked_fill_({mask}, {value})"], f"mf{i}"
+
+
+def _from_input(b, i, B, second):
+    src = "(x * 100).to(torch.int32)" if b.dtype == "int32" else f"x{_cast(b.dtype)}"
+    return [f"cp{i} = {B}.copy_({src}{' * 2' if second else ''})"], f"cp{i}"
+
+
+def _batch_norm(b, i, B, second):
+    x = "h.unsqueeze(-1) * torch.arange(1.0, 4.0)" + (" * 0.5" if second else "")
+    return [f"bn{i} = torch.nn.functional.batch_norm({x}, {B}[0], {B}[1], training=True, "
+            "momentum=0.1)", f"h = h + bn{i}.mean(-1)"], f"bn{i}"
+
+
+def _cond(b, i, B, second):
+    c = _cast(b.dtype)
+    return [f"cd{i} = torch.cond(h.sum() > {0.5 if second else 0}, lambda s, v: s + v, "
+            f"lambda s, v: s * 0.5 - v, ({B}, h{c}))", f"{B}.copy_(cd{i})"], f"cd{i}"
+
+
+_MORE = {
+    "batch_norm": _batch_norm, "cond": _cond,
+    "scatter_add": _scatter_add, "index_add": _index_add, "masked_fill": _masked_fill,
+    "from_input": _from_input,
+    "lerp": lambda b, i, B, second: (
+        [f"lp{i} = {B}.lerp_(h{_cast(b.dtype)}, {0.5 if second else 0.25})"], f"lp{i}"),
+    "chain": lambda b, i, B, second: (
+        [f"ch{i} = {B}.mul_({0.5 if second else 0.75}).add_(h{_cast(b.dtype)}).clamp_(-1, 1)"],
+        f"ch{i}"),
+    "col_t": lambda b, i, B, second: (
+        [f"ct{i} = {B}.t()[{2 if second else 1}].copy_(h[0]{_cast(b.dtype)})"], f"ct{i}"),
+    "flat": lambda b, i, B, second: (
+        [f"fl{i} = {B}.view(-1)[{b.pos % 4}:{b.pos % 4 + 3}].add_(h[0, :3]{_cast(b.dtype)}"
+         f"{' * 0.5' if second else ''})"], f"fl{i}"),
+}
 
 
 def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
@@ -244,7 +327,7 @@ def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
 
 
 def _extra_input(b: Buf, i: int) -> str | None:
-    return f"p{i}" if b.kind in ("kv_index_copy", "kv_run", "index_put") else None
+    return f"p{i}" if b.kind in ("kv_index_copy", "kv_run", "index_put", "index_add") else None
 
 
 def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
@@ -252,12 +335,13 @@ def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
     the outputs it hands back."""
     name, p = KINDS[b.kind][0], _extra_input(b, i)
     lines, outs = _body(b, i, f"self.{name}", batch)
-    params = ", ".join(["self", "h"] + ([p] if p else []))
+    more = ([p] if p else []) + (["x"] if b.kind == "from_input" else [])
+    params = ", ".join(["self", "h"] + more)
     src = [f"class Cell{i}(nn.Module):", "    def __init__(self):", "        super().__init__()",
-           f"        self.register_buffer({name!r}, {_init(b, batch)})", "",
+           f"        self.{_register(name, b, batch)}", "",
            f"    def forward({params}):"] + [f"        {line}" for line in lines] + \
         [f"        return {', '.join(['h'] + outs)}", "", ""]
-    call = f"{', '.join(['h'] + outs)} = {_owner(b, i)}({', '.join(['h'] + ([p] if p else []))})"
+    call = f"{', '.join(['h'] + outs)} = {_owner(b, i)}({', '.join(['h'] + more)})"
     return src, call, outs
 
 
@@ -271,7 +355,7 @@ def _source(program: Program) -> str:
         if program.split != "none" and program.split_at == i and _split_line(program):
             fwd.append(_split_line(program))
         if b.place == "top":
-            init.append(f"self.register_buffer({_fqn(b, i)!r}, {_init(b, program.batch)})")
+            init.append(f"self.{_register(_fqn(b, i), b, program.batch)}")
             lines, o = _body(b, i, f"self.{_fqn(b, i)}", program.batch)
             fwd += lines
         else:
@@ -284,6 +368,8 @@ def _source(program: Program) -> str:
     init += _containers(program)
     inputs = ["x"] + [p for i, b in enumerate(program.bufs) if (p := _extra_input(b, i))]
     ret = ", ".join(["self.out(h)"] + outs)
+    if program.as_dict:
+        ret = "{" + ", ".join(f"'o{j}': {o}" for j, o in enumerate(["self.out(h)"] + outs)) + "}"
     return "\n".join([
         f"# {program!r}", "import torch", "from torch import nn", "", "", *classes,
         "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
@@ -317,7 +403,7 @@ def _args_source(program: Program) -> list[str]:
             lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX}]))")
         elif b.kind == "kv_run":
             lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX - RUN + 1}]))")
-        elif b.kind == "index_put":
+        elif b.kind in ("index_put", "index_add"):
             lines.append(f"    args.append(torch.tensor([(2 * step + {i} + j) % {ROWS} "
                          f"for j in range({program.batch})]))")
     return lines + ["    return tuple(args)", "", ""]
@@ -332,13 +418,14 @@ def _mostly(first, *others):
 
 
 @st.composite
-def buffers(draw) -> Buf:
-    kind = draw(st.sampled_from(sorted(KINDS, key=_simplest_first)))
+def buffers(draw, kinds=None) -> Buf:
+    kind = draw(st.sampled_from(sorted(kinds or KINDS, key=_simplest_first)))
     dtypes = KINDS[kind][1]
     return Buf(kind=kind, dtype=draw(_mostly(*dtypes)), place=draw(st.sampled_from(PLACES)),
                twice=draw(st.booleans()), pos=draw(st.integers(0, S_MAX - 1)),
                ret=tuple(draw(st.lists(st.sampled_from(RETURNS), max_size=3, unique=True))),
-               mix=draw(st.sampled_from(MIXES)), init=draw(st.sampled_from(("zeros", "randn"))))
+               mix=draw(st.sampled_from(MIXES)), init=draw(st.sampled_from(("zeros", "randn"))),
+               persistent=draw(_mostly(True, False)))
 
 
 def _simplest_first(kind: str) -> int:
@@ -346,11 +433,12 @@ def _simplest_first(kind: str) -> int:
 
 
 @st.composite
-def programs(draw, max_buffers: int = 3) -> Program:
+def programs(draw, max_buffers: int = 3, kinds=None) -> Program:
+    """Programs of up to `max_buffers` buffers, each of one of `kinds` (None: every kind)."""
     n = draw(st.integers(1, max_buffers))
     batch = draw(_mostly(1, 1, 1, 2))
-    bufs = tuple(draw(buffers()) for _ in range(n))
+    bufs = tuple(draw(buffers(kinds)) for _ in range(n))
     split = draw(_mostly("none", "mul", "sigmoid", "write"))
     split_at = draw(st.integers(0, n)) if split != "none" else 0
     return Program(bufs=bufs, batch=batch, split=split, split_at=split_at,
-                   seed=draw(st.integers(0, 2 ** 16)))
+                   seed=draw(st.integers(0, 2 ** 16)), as_dict=draw(_mostly(False, True)))

@@ -269,6 +269,59 @@ def dense_constants(gm: GraphModule) -> None:
                                                device=val.device)
 
 
+_ATEN = torch.ops.aten
+# calls whose index ExecuTorch's kernels take as int64 only (ATen takes int32 too): position
+_INT64_INDEX = {_ATEN.gather.default: 2, _ATEN.scatter.src: 2, _ATEN.scatter.value: 2,
+                _ATEN.scatter_add.default: 2, _ATEN.scatter_reduce.two: 2}
+
+
+def _like(val, dtype=None):
+    with val.fake_mode:
+        return torch.empty(tuple(val.shape), dtype=dtype or val.dtype, device=val.device)
+
+
+def kernel_forms(gm: GraphModule) -> None:
+    """Rewrite the calls ExecuTorch's kernels take otherwise than ATen into forms of the same
+    values they take: an int32 index of gather/scatter widened to int64 (the
+    kernels refuse int32, error 0x12); an integer `remainder` as `a - floor_divide(a, b) * b`
+    (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1)."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        val = n.meta.get("val")
+        pos = _INT64_INDEX.get(n.target) if n.op == "call_function" else None
+        if pos is not None and _dtype_of(n.args[pos]) == torch.int32:
+            with gm.graph.inserting_before(n):
+                wide = gm.graph.call_function(_ATEN._to_copy.default, (n.args[pos],),
+                                              {"dtype": torch.int64})
+            wide.meta["val"] = _like(n.args[pos].meta["val"], torch.int64)
+            n.update_arg(pos, wide)
+            changed = True
+        elif (n.target is _ATEN.remainder.Tensor and isinstance(val, torch.Tensor)
+              and not val.dtype.is_floating_point and val.dtype != torch.bool):
+            _integer_remainder(gm.graph, n)
+            changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+
+
+def _dtype_of(arg):
+    val = arg.meta.get("val") if isinstance(arg, Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else None
+
+
+def _integer_remainder(graph, n: Node) -> None:
+    a, b = n.args
+    with graph.inserting_before(n):
+        q = graph.call_function(_ATEN.floor_divide.default, (a, b))
+        m = graph.call_function(_ATEN.mul.Tensor, (q, b))
+        r = graph.call_function(_ATEN.sub.Tensor, (a, m))
+    for made in (q, m, r):
+        made.meta["val"] = _like(n.meta["val"])
+    n.replace_all_uses_with(r)
+    graph.erase_node(n)
+
+
 def _exported_edge(gm: GraphModule, dynamic_shapes, config):
     """The partition exported (its dynamic dims as `dynamic_shapes` says) and taken to edge."""
     from executorch.exir import to_edge
@@ -297,7 +350,8 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     symbols, so ExecuTorch plans every intermediate for the largest shape) and lowered through
     ExecuTorch's whole `to_edge`."""
 
-    prims_to_aten(gm)
+    prims_to_aten(gm)     # ATen for the prims torch-tensorrt's decompositions leave
+    kernel_forms(gm)      # forms ExecuTorch's kernels compute like eager
     dense_inputs(gm)
     dense_constants(gm)
     config = edge_config()
@@ -311,4 +365,28 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
                   "it is not a static functional program (lifted_program)" if lifted is None
                   else "its calls do not lower one by one (edge_replay)")
         edge = _exported_edge(gm, dynamic_shapes, config)
+    computed_outputs(edge.exported_program())
     return program_bytes(edge)
+
+
+def computed_outputs(ep) -> None:
+    """Make every output of the edge program `ep` a value one of its calls computes, and each
+    a different one: an output that is an input (a partition of a call ExecuTorch removes as a
+    no-op — `_to_copy` to the same dtype, a whole-tensor `slice`) or that repeats an earlier
+    output becomes a `clone` of it. With graph inputs and outputs unplanned, ExecuTorch hands
+    such an output back without its data (zeros where eager has the input's values)."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from torch.export.graph_signature import TensorArgument
+    graph = ep.graph_module.graph
+    out = graph.output_node()
+    seen, outs = set(), list(out.args[0])
+    for i, (a, spec) in enumerate(zip(outs, ep.graph_signature.output_specs, strict=True)):
+        if isinstance(a, Node) and (a.op == "placeholder" or a in seen):
+            with graph.inserting_before(out):
+                outs[i] = graph.call_function(exir_ops.edge.aten.clone.default, (a,))
+            outs[i].meta["val"] = a.meta["val"]
+            spec.arg = TensorArgument(outs[i].name)
+        seen.add(outs[i])
+    if outs != list(out.args[0]):
+        out.args = (tuple(outs),)
+        ep.graph_module.recompile()
