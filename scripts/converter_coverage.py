@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Measure which ATen ops torch-tensorrt 2.14.0's converter registry accepts that the reference
-engine also lowers and runs (tests/converter_ops.py: a one-op partition per sample, built by
+engine also lowers and runs (tests/support/converter_ops.py: a one-op partition per sample, built by
 seams.engine_kind.build_reference_engine, checked against eager), for fp32/bf16/fp16/int32
 samples; write docs/CONVERTER_COVERAGE.md (ops accepted / refused, refusals grouped by reason)
 and tests/fixtures/converter_accepted.txt (the (op, dtype) pairs every sample of which ran like
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 DOC = ROOT / "docs" / "CONVERTER_COVERAGE.md"
 ACCEPTED = ROOT / "tests" / "fixtures" / "converter_accepted.txt"
