@@ -152,9 +152,27 @@ def test_inspect_verify_checks_a_pte_against_its_source(tmp_path, capsys):
     assert "buffer 'n' is mutated by the source, but no instruction" in capsys.readouterr().err
 
 
+def test_a_buffer_written_from_a_branch_result_is_refused_at_save(tmp_path):
+    """Issue 45 class 5 stays refused, loudly: the generator found cond programs whose saved
+    state differs from eager, so a buffer written from a branch's value is refused naming it."""
+    program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
+    result = check_program(program, steps=1)
+    assert not result.ok and "buffer 'ring' is written by kernel aten::copy_ from the result " \
+        "of a control-flow op" in result.report(program)
+
+
 def _ring_in_a_branch():
     """RingWrittenInABranch through the public flow, 4 steps against eager (both branches
-    taken); its saved bytes."""
+    taken); its saved bytes — saved with the refusal of branch results off, to check the walk
+    itself."""
+    kept, vw.REFUSE_BRANCH_RESULTS = vw.REFUSE_BRANCH_RESULTS, False
+    try:
+        return _ring_saved()
+    finally:
+        vw.REFUSE_BRANCH_RESULTS = kept
+
+
+def _ring_saved():
     seen = {}
     program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
     result = check_program(program, steps=4, observe=seen.setdefault)
@@ -169,7 +187,7 @@ def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
 
 
 @pytest.mark.emulated_device
-def test_a_buffer_written_from_a_branch_result_saves_and_runs_like_eager():
+def test_the_walk_follows_a_branch_result_into_the_write():
     """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
     cond's output); the verifier follows the jumps and accepts the write-back from it."""
     program = _program(_ring_in_a_branch())
@@ -177,13 +195,20 @@ def test_a_buffer_written_from_a_branch_result_saves_and_runs_like_eager():
     assert len(moves) == 2 and moves[0].move_to == moves[1].move_to
     (writer,) = vw.method_writers(program)["forward"]["ring"]
     assert (writer.what, writer.value) == ("aten::copy_", moves[0].move_to)
-    vw.verify_writes(program, {"forward": {"ring"}})
+    with pytest.raises(vw.WriteVerifyError, match="from the result of a control-flow op"):
+        vw.verify_writes(program, {"forward": {"ring"}})
+    vw.REFUSE_BRANCH_RESULTS = False
+    try:
+        vw.verify_writes(program, {"forward": {"ring"}})    # the walk itself accepts it
+    finally:
+        vw.REFUSE_BRANCH_RESULTS = True
 
 
 @pytest.mark.parametrize("branch", [0, 1])
-def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
+def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch, monkeypatch):
     """A branch that moves the ring's own old value into the cond's output (the write-back
     would then keep the old state on that path) is refused, whichever branch it is."""
+    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     program = _program(_ring_in_a_branch())
     plan = program.execution_plan[0]
     _branch_moves(plan)[branch].move_from = vw.mutable_buffers(plan)["ring"][0]
@@ -194,9 +219,10 @@ def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
         "computes in this call")
 
 
-def test_a_write_back_inside_one_branch_only_is_refused():
+def test_a_write_back_inside_one_branch_only_is_refused(monkeypatch):
     """The ring's write-back copied into the true branch (after its result is moved): that path
     writes the ring twice, the other once — refused as a write on some paths only."""
+    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     program = _program(_ring_in_a_branch())
     plan = program.execution_plan[0]
     chain, k = _write_back(plan, "ring")
@@ -222,9 +248,10 @@ def _map_program():
     return ep, to_edge(ep).to_executorch(config).executorch_program
 
 
-def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused():
+def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused(monkeypatch):
     """A `map`'s result is stacked into its output by `et_copy_index` inside the emitted loop:
     a write-back from it is computed in the call; with that copy gone, refused."""
+    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     ep, program = _map_program()
     vw.verify_writes(program, vw.mutated_by(ep))
     ins = program.execution_plan[0].chains[0].instructions

@@ -35,6 +35,12 @@ from .traffic import _nbytes, mutable_buffers, written_args
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
 
 
+# A buffer written from a value a torch.cond branch computed is refused: the walk follows the
+# branches (the tests switch this off to check it), but ExecuTorch 1.5.1's programs of such writes
+# were seen computing wrong state — a refusal, not a silent difference.
+REFUSE_BRANCH_RESULTS = True
+
+
 class WriteVerifyError(TteError, ValueError):
     """A saved program loses, duplicates or invents a state write (names method and buffer)."""
 
@@ -106,6 +112,8 @@ class _Method:
         self.stale: list[tuple[str, Writer]] = []
         self.uneven: list[tuple[str, list[Writer]]] = []   # written on some paths of a call only
         self.staged: set[str] = set()   # buffers a host-to-device copy stages for a delegate
+        self.moved: set[int] = set()    # values a control-flow op's branch result was moved into
+        self.from_branch: list[tuple[str, Writer]] = []
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -126,6 +134,8 @@ class _Method:
         if fqn is None:
             return
         self.writers[fqn].append(writer)
+        if writer.value is not None and writer.value in self.moved:
+            self.from_branch.append((fqn, writer))
         if writer.value is not None and (writer.value not in self.produced
                                          or self._buffer_at(writer.value) == fqn):
             self.stale.append((fqn, writer))
@@ -174,6 +184,7 @@ class _Method:
     def _move(self, call: schema.MoveCall) -> None:
         """A branch's result moved into the value its control-flow op returns (an EValue
         handed on, no memory written): the target holds what the source holds on this path."""
+        self.moved.add(call.move_to)
         if call.move_from in self.produced:
             self.produced.add(call.move_to)
         else:
@@ -269,6 +280,13 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                 f"(by {_text(writers)}, inside a branch of a control-flow op): on the others its "
                 "write would be lost or differ from eager. Write the buffer after the branch, from "
                 "the value the branches return, and report this with the program")
+        for fqn, w in m.from_branch[:1] if REFUSE_BRANCH_RESULTS else ():
+            raise WriteVerifyError(
+                f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from the "
+                "result of a control-flow op (a torch.cond branch's value): ExecuTorch 1.5.1's "
+                "programs of such writes were found computing wrong state (issue 45, generated "
+                "cond programs), so they are refused. Compute the new value without torch.cond "
+                "(torch.where over both branches' values) and write the buffer from it")
         for fqn, writers in sorted(m.writers.items()):
             t = m.buffers[fqn][1]
             _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes),
