@@ -74,8 +74,9 @@ def check_pte(data: bytes, plan, nbytes: dict[str, int], method: str = "forward"
         assert b.initial_value, f"{w.fqn} carries no initial value"
     trt = [d for d in info.delegates if d.backend == "TensorRTBackend"]
     kind = built_engine_kind()
-    assert trt and all(d.magic == "TR03" and d.engine_kind == kind and d.engine_bytes > 0
-                       for d in trt), trt
+    # each engine's plan is the program's named data (blob version 5), none inline
+    assert trt and all(d.magic == "TR03" and d.engine_kind == kind and d.engine_bytes == 0
+                       and d.plan is not None and d.plan[1] > 0 for d in trt), trt
     aliased = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.aliased_io}}
     assert aliased == {w.fqn for w in plan.kv()}
     copied = {f for d in trt for i, f in d.buffers if i in {inp for _, inp in d.copy_back}}
