@@ -84,3 +84,26 @@ def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_p
     assert [d.plan for m in info.methods for d in m.delegates] == [(key, len(plan), False)] * 2
     assert f"plan: {len(plan)} bytes of named data {key}, in an external data file (.ptd)" \
         in describe(info)
+
+
+def test_a_tiny_plan_stays_in_its_blob_a_real_one_is_named_data():
+    """Under MIN_NAMED_PLAN_BYTES a plan stays inline (a named-data entry would cost more than
+    it shares); from it on the blob names it and the plan is the program's named data."""
+    from torch_tensorrt_ext.contracts import blob as blobfmt
+    from torch_tensorrt_ext.executorch.saving.tensorrt_blob import (MIN_NAMED_PLAN_BYTES,
+                                                                    engine_result)
+    meta = blobfmt.BlobMetadata(io_bindings=(blobfmt.IOBinding("x", "float32", (2,), True),
+                                             blobfmt.IOBinding("y", "float32", (2,), False)),
+                                engine_kind="tensorrt_rtx", delegate_inputs=("x",),
+                                delegate_outputs=("y",))
+    tiny = memoryview(b"engine-bytes")
+    inline = engine_result(meta, tiny, None)
+    parsed = blobfmt.parse(inline.processed_bytes)
+    assert bytes(parsed.engine) == b"engine-bytes" and parsed.metadata.engine_data is None
+    assert inline.data_store_output is None
+    big = memoryview(bytes(range(256)) * (MIN_NAMED_PLAN_BYTES // 256))
+    named = engine_result(meta, big, None)
+    parsed = blobfmt.parse(named.processed_bytes)
+    store = named.data_store_output
+    entry = store.pte_data[parsed.metadata.engine_data.key]
+    assert bytes(parsed.engine) == b"" and store.buffers[entry.buffer_index].to_bytes() == big

@@ -123,7 +123,22 @@ def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) 
         weight_streaming_budget=(int(specs[WEIGHT_STREAMING_SPEC].decode())
                                  if WEIGHT_STREAMING_SPEC in specs else None))
     external = specs.get(EXTERNAL_DATA_SPEC)
-    return plan_as_named_data(meta, engine, external.decode() if external else None)
+    return engine_result(meta, engine, external.decode() if external else None)
+
+
+# A plan smaller than this stays inside its blob (as a weight under MIN_WEIGHT_BYTES stays in its
+# program): a named-data entry and its digest cost more than they could share. Real TensorRT
+# plans are 100 KB and more.
+MIN_NAMED_PLAN_BYTES = 4096
+
+
+def engine_result(meta: blobfmt.BlobMetadata, plan: memoryview,
+                  external: str | None) -> PreprocessResult:
+    """The blob with its plan inline when it is under `MIN_NAMED_PLAN_BYTES`, else the plan as
+    named data (`plan_as_named_data`)."""
+    if 0 < len(plan) < MIN_NAMED_PLAN_BYTES:
+        return PreprocessResult(processed_bytes=blobfmt.serialize(meta, bytes(plan)))
+    return plan_as_named_data(meta, plan, external)
 
 
 def plan_as_named_data(meta: blobfmt.BlobMetadata, plan: memoryview,
