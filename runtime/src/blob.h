@@ -24,6 +24,7 @@
 
 #include "common.h"
 #include "dtype.h"
+#include "sha256.h"
 
 #include <executorch/runtime/core/named_data_map.h>
 
@@ -41,6 +42,13 @@ constexpr int kTteVersion = 5;
 constexpr int kTteOldestVersion = 3;
 // The named-data key of bytes (a weight, a plan): this prefix and the hex of their SHA-256.
 constexpr const char* kNamedDataKeyPrefix = "tte/sha256/";
+
+// The SHA-256 a `tte/sha256/<64 lowercase hex>` named-data key names; false for any other key.
+inline bool named_key_digest(const std::string& key, Digest& out) {
+  const std::string prefix = kNamedDataKeyPrefix;
+  return key.compare(0, prefix.size(), prefix) == 0 &&
+         digest_from_hex(key.substr(prefix.size()), out);
+}
 // A TR03 header is the 32-byte upstream header followed by the SHA-256 of the metadata.
 constexpr size_t kTr03HeaderSize = 64;
 // The largest binding either reader accepts: 2^63-1 bytes (its static dims times the element
@@ -136,6 +144,13 @@ struct BlobInfo {
   // The FQN of the buffer bound to input binding `input`, or nullptr.
   const std::string* buffer_fqn(const std::string& input) const;
 };
+
+// The bytes under `key` in the program's named data (NotFound without a named data map).
+inline executorch::runtime::Result<executorch::runtime::FreeableBuffer> named_bytes(
+    const BlobInfo& info, const std::string& key) {
+  if (info.named_data == nullptr) return executorch::runtime::Error::NotFound;
+  return info.named_data->get_data(key.c_str());
+}
 
 // Never throws (an allocation failure is refused with Error::MemoryAllocationFailed).
 Result<BlobInfo> parse_blob(const void* data, size_t size, Reason& why);

@@ -3,28 +3,8 @@
 #include "refusal.h"
 #include "sha256.h"
 
-#include <cstring>
-
 namespace tte {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// The SHA-256 a `tte/sha256/<64 lowercase hex>` key names; false for any other key.
-bool key_digest(const std::string& key, std::array<uint8_t, 32>& out) {
-  const size_t n = std::strlen(kNamedDataKeyPrefix);
-  if (key.size() != n + 64 || key.compare(0, n, kNamedDataKeyPrefix) != 0) return false;
-  for (size_t i = 0; i < 32; ++i) {
-    const int hi = hex_value(key[n + 2 * i]), lo = hex_value(key[n + 2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<uint8_t>(hi * 16 + lo);
-  }
-  return true;
-}
 
 Binding weight_binding(const WeightRef& w, size_t index) {
   Binding b;
@@ -41,9 +21,7 @@ Binding weight_binding(const WeightRef& w, size_t index) {
 Error EngineWeights::open(const BlobInfo& info, Reason& why) {
   for (size_t k = 0; k < info.weights.size(); ++k) {
     const WeightRef& w = info.weights[k];
-    auto data = info.named_data != nullptr
-                    ? info.named_data->get_data(w.key.c_str())
-                    : Result<executorch::runtime::FreeableBuffer>(Error::NotFound);
+    auto data = named_bytes(info, w.key);
     if (!data.ok()) {
       return why.fail(Error::NotFound, "weights.missing",
                       "named data key '" + w.key +
@@ -62,7 +40,7 @@ Error EngineWeights::open(const BlobInfo& info, Reason& why) {
     keys_.push_back(w.key);
     bindings_.push_back(weight_binding(w, info.inputs.size() + k));
     digests_.emplace_back();
-    has_digest_.push_back(key_digest(w.key, digests_.back()));
+    has_digest_.push_back(named_key_digest(w.key, digests_.back()));
   }
   return Error::Ok;
 }

@@ -21,4 +21,7 @@ Digest sha256(const void* data, size_t size) noexcept;
 // 64 lowercase hex digits (python's hashlib.sha256(...).hexdigest()); allocates.
 std::string hex_digest(const Digest& d);
 
+// The digest `hex_digest` writes as `hex` (64 lowercase hex digits); false for any other text.
+bool digest_from_hex(const std::string& hex, Digest& out) noexcept;
+
 }  // namespace tte

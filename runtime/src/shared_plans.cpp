@@ -23,14 +23,10 @@ Cache& cache() {
   return *c;
 }
 
-int hex_value(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
-
 // The plan's bytes under the blob's key, checked against its size and the digest the key names.
 Result<executorch::runtime::FreeableBuffer> checked_bytes(const BlobInfo& info, Reason& why) {
   const EngineDataRef& ref = info.engine_data;
-  auto data = info.named_data != nullptr
-                  ? info.named_data->get_data(ref.key.c_str())
-                  : Result<executorch::runtime::FreeableBuffer>(Error::NotFound);
+  auto data = named_bytes(info, ref.key);
   if (!data.ok()) {
     return why.fail(Error::NotFound, "engine_data.missing",
                     "named data key '" + ref.key +
@@ -45,17 +41,13 @@ Result<executorch::runtime::FreeableBuffer> checked_bytes(const BlobInfo& info, 
                "data file is truncated or from another program",
                ref.key.c_str(), data->size(), static_cast<unsigned long long>(ref.nbytes)));
   }
-  const auto digest = sha256(data->data(), data->size());
-  const size_t at = std::char_traits<char>::length(kNamedDataKeyPrefix);
-  for (size_t i = 0; i < digest.size(); ++i) {  // the reader checked the key's form
-    const int want = hex_value(ref.key[at + 2 * i]) * 16 + hex_value(ref.key[at + 2 * i + 1]);
-    if (digest[i] != want) {
-      return why.fail(Error::InvalidExternalData, "engine_data.digest",
-                      format("named data '%s' (%zu bytes, the engine's plan) does not hash to the "
-                             "SHA-256 its key names: the data file was altered or damaged; "
-                             "re-export the .pte and its .ptd",
-                             ref.key.c_str(), data->size()));
-    }
+  Digest want{};
+  if (!named_key_digest(ref.key, want) || sha256(data->data(), data->size()) != want) {
+    return why.fail(Error::InvalidExternalData, "engine_data.digest",
+                    format("named data '%s' (%zu bytes, the engine's plan) does not hash to the "
+                           "SHA-256 its key names: the data file was altered or damaged; "
+                           "re-export the .pte and its .ptd",
+                           ref.key.c_str(), data->size()));
   }
   return std::move(data.get());
 }
