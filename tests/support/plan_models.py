@@ -192,3 +192,20 @@ class KvWriteAfterAHostOp(nn.Module):
         v = torch.sin(self.lin(x).view(1, 2, 1, 4))
         self.s0.index_copy_(2, pos, v)
         return v
+
+
+class DecayingState(nn.Module):
+    """One Linear and a copy-back state that decays by half each call (a TensorRT engine's
+    copy-back write): `width` features; `seed` fixes the weights when given."""
+
+    def __init__(self, width: int, seed: int | None = None):
+        super().__init__()
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.lin = nn.Linear(width, width)
+        self.register_buffer("state", torch.zeros(1, width))
+
+    def forward(self, x):
+        new = self.state * 0.5 + self.lin(x)
+        self.state.copy_(new)
+        return new * 2

@@ -16,16 +16,12 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule, Node
 
-from .weights import drop_attr
+from .fake_calls import add_call
+from .weights import attr_of, drop_attr
 
 __all__ = ["linear_weights_transposed"]
 
 _LINEAR = torch.ops.aten.linear.default
-
-
-def _attr(gm: GraphModule, target: str):
-    owner, _, name = target.rpartition(".")
-    return getattr(gm.get_submodule(owner) if owner else gm, name, None)
 
 
 def _only_linear_weight(node: Node) -> bool:
@@ -34,27 +30,16 @@ def _only_linear_weight(node: Node) -> bool:
         and u.args[1] is node and node not in (u.args[0], *u.args[2:]) for u in node.users)
 
 
-def _call(graph, target, args: tuple, like: Node) -> Node:
-    """A call of `target` whose value is computed from its arguments' fake values, in their fake
-    mode (every value of a partition keeps a fake tensor: `lifted_program` relies on it)."""
-    from torch._guards import detect_fake_mode
-    node = graph.call_function(target, args)
-    node.meta = {k: v for k, v in like.meta.items() if k != "val"}
-    vals = [a.meta.get("val") if isinstance(a, Node) else a for a in args]
-    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
-    if mode is not None and all(isinstance(v, torch.Tensor) for v in vals):
-        with mode:
-            node.meta["val"] = target(*vals)
-    return node
-
-
 def _rewrite(gm: GraphModule, linear: Node, weight_t: Node) -> None:
     graph = gm.graph
     x, bias = linear.args[0], (linear.args[2] if len(linear.args) > 2 else None)
     with graph.inserting_before(linear):
-        out = _call(graph, torch.ops.aten.matmul.default, (x, weight_t), linear)
+        made = [add_call(graph, torch.ops.aten.matmul.default, x, weight_t)]
         if bias is not None:
-            out = _call(graph, torch.ops.aten.add.Tensor, (out, bias), linear)
+            made.append(add_call(graph, torch.ops.aten.add.Tensor, made[0], bias))
+    for node in made:       # the Linear's own meta (its stack, module path), its own value
+        node.meta = {**linear.meta, "val": node.meta.get("val")}
+    out = made[-1]
     linear.replace_all_uses_with(out)
     graph.erase_node(linear)
 
@@ -63,7 +48,7 @@ def linear_weights_transposed(gm: GraphModule) -> int:
     """Store each Linear-only weight of `gm` transposed (module docstring); how many were."""
     graph, n = gm.graph, 0
     for node in [n for n in graph.nodes if n.op == "get_attr"]:
-        w = _attr(gm, node.target)
+        w = attr_of(gm, node.target)
         if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_floating_point() \
                 or not _only_linear_weight(node):
             continue

@@ -22,6 +22,7 @@ from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .edge_replay import replayed_edge
+from .fake_calls import add_call
 from .lifted_program import lifted_program
 from .prims_to_aten import prims_to_aten
 from ..errors import Unsupported, UsageError
@@ -275,11 +276,6 @@ _INT64_INDEX = {_ATEN.gather.default: 2, _ATEN.scatter.src: 2, _ATEN.scatter.val
                 _ATEN.scatter_add.default: 2, _ATEN.scatter_reduce.two: 2}
 
 
-def _like(val, dtype=None):
-    with val.fake_mode:
-        return torch.empty(tuple(val.shape), dtype=dtype or val.dtype, device=val.device)
-
-
 def kernel_forms(gm: GraphModule) -> None:
     """Rewrite the calls ExecuTorch's kernels take otherwise than ATen into forms of the same
     values they take: an int32 index of gather/scatter widened to int64 (the
@@ -291,9 +287,7 @@ def kernel_forms(gm: GraphModule) -> None:
         pos = _INT64_INDEX.get(n.target) if n.op == "call_function" else None
         if pos is not None and _dtype_of(n.args[pos]) == torch.int32:
             with gm.graph.inserting_before(n):
-                wide = gm.graph.call_function(_ATEN._to_copy.default, (n.args[pos],),
-                                              {"dtype": torch.int64})
-            wide.meta["val"] = _like(n.args[pos].meta["val"], torch.int64)
+                wide = add_call(gm.graph, _ATEN._to_copy.default, n.args[pos], dtype=torch.int64)
             n.update_arg(pos, wide)
             changed = True
         elif (n.target is _ATEN.remainder.Tensor and isinstance(val, torch.Tensor)
@@ -313,11 +307,8 @@ def _dtype_of(arg):
 def _integer_remainder(graph, n: Node) -> None:
     a, b = n.args
     with graph.inserting_before(n):
-        q = graph.call_function(_ATEN.floor_divide.default, (a, b))
-        m = graph.call_function(_ATEN.mul.Tensor, (q, b))
-        r = graph.call_function(_ATEN.sub.Tensor, (a, m))
-    for made in (q, m, r):
-        made.meta["val"] = _like(n.meta["val"])
+        q = add_call(graph, _ATEN.floor_divide.default, a, b)
+        r = add_call(graph, _ATEN.sub.Tensor, a, add_call(graph, _ATEN.mul.Tensor, q, b))
     n.replace_all_uses_with(r)
     graph.erase_node(n)
 

@@ -12,10 +12,12 @@ touches nothing else; a prim not in the table is left for ExecuTorch to accept o
 """
 from __future__ import annotations
 
-import contextlib
+import functools
 
 import torch
 from torch.fx import GraphModule, Node
+
+from .fake_calls import add_call
 
 __all__ = ["prims_to_aten"]
 
@@ -56,18 +58,6 @@ _REWRITES = {
 }
 
 
-def _caller(gm: GraphModule, fake_mode):
-    """`call(target, *args, **kwargs)`: a node of the graph, its `meta["val"]` computed on the
-    arguments' fake values."""
-    def call(target, *args, **kwargs):
-        node = gm.graph.call_function(target, args, kwargs)
-        real = torch.fx.map_arg((args, kwargs), lambda n: n.meta["val"])
-        with fake_mode:
-            node.meta["val"] = target(*real[0], **real[1])
-        return node
-    return call
-
-
 def prims_to_aten(gm: GraphModule) -> None:
     """Rewrite `gm`'s prims calls in `_REWRITES` as ATen calls (module docstring)."""
     changed = False
@@ -75,10 +65,8 @@ def prims_to_aten(gm: GraphModule) -> None:
         rewrite = _REWRITES.get(node.target) if node.op == "call_function" else None
         if rewrite is None:
             continue
-        val = node.meta["val"]
         with gm.graph.inserting_before(node):
-            mode = getattr(val, "fake_mode", None) or contextlib.nullcontext()
-            new = rewrite(_caller(gm, mode), *node.args, **node.kwargs)
+            new = rewrite(functools.partial(add_call, gm.graph), *node.args, **node.kwargs)
         new.meta = {**node.meta, "val": new.meta["val"]}
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)

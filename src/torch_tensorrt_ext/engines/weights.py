@@ -23,7 +23,7 @@ from ..contracts.blob_model import KEY_PREFIX, WeightRef
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 
 __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
-           "unpack", "weight_key", "drop_attr"]
+           "unpack", "weight_key", "drop_attr", "attr_of"]
 
 # Smaller constants (a scalar, the positions of a KV write) stay inside the program.
 MIN_WEIGHT_BYTES = 256
@@ -39,7 +39,8 @@ def weight_key(t: torch.Tensor) -> str:
     return KEY_PREFIX + hashlib.sha256(_byte_view(t)).hexdigest()
 
 
-def _attr(gm: GraphModule, target: str):
+def attr_of(gm: GraphModule, target: str):
+    """The attribute a get_attr of `target` reads (None when there is none)."""
     owner, _, name = target.rpartition(".")
     return getattr(gm.get_submodule(owner) if owner else gm, name, None)
 
@@ -88,7 +89,7 @@ def weights_as_inputs(gm: GraphModule) -> list[tuple[WeightRef, torch.Tensor]]:
     replaced: set[str] = set()
     out: list[tuple[WeightRef, torch.Tensor]] = []
     for node in [n for n in graph.nodes if n.op == "get_attr"]:
-        t = _attr(gm, node.target)
+        t = attr_of(gm, node.target)
         if not isinstance(t, torch.Tensor) or t.nbytes < MIN_WEIGHT_BYTES or t.is_sparse \
                 or t.dtype not in DTYPE_NAMES:   # a dtype no binding takes stays inside
             continue

@@ -20,21 +20,9 @@ from torch_tensorrt_ext.executorch.saving import lower
 from torch_tensorrt_ext.executorch.saving.tensorrt_blob import tensor_bytes
 from torch_tensorrt_ext.export.engine_calls import engine_record
 from torch_tensorrt_ext.inspect_cli import _text as describe
+from plan_models import DecayingState
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.inspects_pte]
-
-
-class Step(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = torch.nn.Linear(64, 64)
-        self.register_buffer("state", torch.zeros(1, 64))
-
-    def forward(self, x):
-        new = self.state * 0.5 + self.lin(x)
-        self.state.copy_(new)
-        return new * 2
 
 
 ARGS = (torch.randn(1, 64),)
@@ -50,7 +38,7 @@ def _plan(ep: torch.export.ExportedProgram) -> bytes:
 
 def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path):
     path = tmp_path / "two.pte"
-    programs = rtx_programs(Step(), ARGS, ("prefill", "decode"))
+    programs = rtx_programs(DecayingState(64, seed=0), ARGS, ("prefill", "decode"))
     plan = _plan(programs["prefill"])
     assert _plan(programs["decode"]) == plan
     lower.save_pte(programs, str(path))
@@ -72,7 +60,7 @@ def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path):
 def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_pte(tmp_path):
     import torch_tensorrt_ext as tte
     path = tmp_path / "two.pte"
-    programs = rtx_programs(Step(), ARGS, ("prefill", "decode"))
+    programs = rtx_programs(DecayingState(64, seed=0), ARGS, ("prefill", "decode"))
     plan = _plan(programs["prefill"])
     with tte.executorch.save_data_externally("model"):
         lower.save_pte(programs, str(path))

@@ -13,30 +13,20 @@ import sys
 import pytest
 import torch
 
+from plan_models import DecayingState
 from rtx_env import built_engine_kind, save_rtx_pte
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-class Step(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-        self.register_buffer("state", torch.zeros(1, 8))
-
-    def forward(self, x):
-        new = self.state * 0.5 + self.lin(x)
-        self.state.copy_(new)
-        return new * 2
-
-
 ARGS = (torch.randn(1, 8),)
 
 
 def test_the_blob_names_the_sdk_and_carries_the_weight_streaming_budget(tmp_path):
-    save_rtx_pte(Step(), ARGS, tmp_path / "budget.pte", weight_streaming_budget_per_engine=1 << 20)
-    save_rtx_pte(Step(), ARGS, tmp_path / "auto.pte")
+    save_rtx_pte(DecayingState(8), ARGS, tmp_path / "budget.pte",
+                 weight_streaming_budget_per_engine=1 << 20)
+    save_rtx_pte(DecayingState(8), ARGS, tmp_path / "auto.pte")
     (with_budget,) = inspect_pte((tmp_path / "budget.pte").read_bytes()).method("forward").delegates
     (auto,) = inspect_pte((tmp_path / "auto.pte").read_bytes()).method("forward").delegates
     assert (with_budget.engine_kind, with_budget.weight_streaming_budget) == \
@@ -61,7 +51,7 @@ def test_a_runtime_without_the_sdk_refuses_the_blob_naming_its_kind(tmp_path):
     kind = built_engine_kind()
     if kind in runtime_lib.compiled_engines().split(","):
         pytest.skip(f"this runtime was built with {kind}: it would run the engine")
-    save_rtx_pte(Step(), ARGS, tmp_path / "m.pte")
+    save_rtx_pte(DecayingState(8), ARGS, tmp_path / "m.pte")
     done = subprocess.run([sys.executable, "-c", _LOAD, str(tmp_path / "m.pte")],
                           capture_output=True, text=True, timeout=300)
     sdk = {"tensorrt_rtx": "TensorRT-RTX", "tensorrt": "TensorRT"}[kind]

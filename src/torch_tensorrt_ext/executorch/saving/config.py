@@ -84,6 +84,7 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
     config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass,
                                                             resident)
     config._tte_state = True
+    config._tte_writes = writes     # read once: the save's verifier reads them from here
     return config
 
 
@@ -166,7 +167,9 @@ def stateful_edge(edge_manager):
 
     class StatefulEdgeProgramManager(type(edge_manager)):
         def to_executorch(self, config=None):
-            writes = expected_writes(self)      # once per save; every stage reads it
+            writes = getattr(config, "_tte_writes", None)   # a config backend_config made
+            if writes is None:
+                writes = expected_writes(self)       # once per save; every stage reads it
             lowered = super().to_executorch(backend_config(self, config, writes=writes))
             verify_writes(lowered.executorch_program,
                           {m: w.mutated for m, w in writes.items()})
