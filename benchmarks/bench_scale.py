@@ -116,6 +116,15 @@ STAGES = [
 ]
 
 
+# the compile's stages (TensorRT kinds: the converters build the network, then the builder)
+COMPILE_STAGES = [
+    ("torch_tensorrt.dynamo.conversion._TRTInterpreter", "TRTInterpreter.run",
+     "interpret (network + build)"),
+    ("torch_tensorrt.dynamo.conversion._TRTInterpreter",
+     "TRTInterpreter._construct_trt_network_def", "  network (converters)"),
+]
+
+
 class StageTrace:
     """RSS sampled every 2 ms by a thread; each wrapped stage records RSS at entry, its peak and
     RSS at exit (summed over calls: entry/exit of the first/last call, the peak of all)."""
@@ -187,6 +196,9 @@ def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
            "params": sum(p.numel() for p in model.parameters())}
     def ctx():
         return tte.reference.engines() if kind == "reference" else contextlib.nullcontext()
+    compile_trace = StageTrace(base) if stages and kind != "reference" else None
+    for module, path, label in (COMPILE_STAGES if compile_trace else []):
+        compile_trace.wrap(module, path, label)
     t = time.perf_counter()
     try:
         with ctx():
@@ -200,6 +212,9 @@ def child(size: str, dtype: str, kind: str, stages: bool = False) -> dict:
         return out
     out["compile_s"] = time.perf_counter() - t
     out["compile_peak_x"] = (_peak() - base) / weights
+    if compile_trace:
+        compile_trace.stop = True
+        out["compile_stages"] = compile_trace.report(weights)
     trace = StageTrace(base) if stages else None   # the save's stages only (compile lowers too)
     for module, path, label in (STAGES if stages else []):
         trace.wrap(module, path, label)
@@ -264,7 +279,7 @@ def main() -> None:
               f"{r['compile_s']:.1f} s (peak {r['compile_peak_x']:.2f}x) | save {r['save_s']:.1f} s"
               f" | peak RSS above the model {r['peak_x']:.2f}x the weights | .pte "
               f"{r['pte_bytes'] / 2**20:.0f} MiB | {load}")
-        for label, calls, enter, peak, leave in r.get("stages", []):
+        for label, calls, enter, peak, leave in r.get("compile_stages", []) + r.get("stages", []):
             print(f"    {label:<36} x{calls:<2} RSS above the model, x the weights: start "
                   f"{enter:5.2f}  peak {peak:5.2f}  end {leave:5.2f}")
 
