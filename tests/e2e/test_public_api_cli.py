@@ -85,6 +85,8 @@ def test_demo_with_tensorrt_rtx_builds_saves_and_says_it_did_not_run():
                      "layers.0.attn.v_cache": ("KV_ALIAS", 0),
                      "layers.0.conv.state": ("COPY_BACK", 256)}
     (engine,) = d["engines"]
+    # the plan (100 KB+) is the program's named data, counted under its key — not "0 bytes"
+    assert engine["engine_bytes"] > 4096 and engine["plan_key"].startswith("tte/sha256/")
     assert sorted(i for _, i in engine["copy_back"]) == ["b_layers_0_conv_state", "b_step"]
     assert "[demo] TensorRT-RTX engines were built ahead of time; no machine here can run " \
         "them" in out.stderr

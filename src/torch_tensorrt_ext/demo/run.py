@@ -107,7 +107,10 @@ def _built_only(path: str, plan, size: dict[str, int], say) -> dict:
     say("TensorRT-RTX engines were built ahead of time; no machine here can run them "
         "(no CUDA device, or compute capability 9.0): nothing was run")
     copies = {b.fqn: b.program_copy_bytes + b.delegate_copy_bytes for b in info.buffers}
-    engines = [{"delegate": d.index, "magic": d.magic, "engine_bytes": d.engine_bytes,
+    # a plan kept as named data (TR03 version 5) is counted where it is, under its key
+    engines = [{"delegate": d.index, "magic": d.magic,
+                "engine_bytes": d.plan[1] if d.plan else d.engine_bytes,
+                "plan_key": d.plan[0] if d.plan else None,
                 "aliased_io": [list(a) for a in d.aliased_io],
                 "copy_back": [list(c) for c in d.copy_back]} for d in info.delegates]
     buffers = [{"fqn": w.fqn, "kind": w.kind.name, "nbytes": size[w.fqn],
