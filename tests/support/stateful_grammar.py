@@ -25,42 +25,43 @@ from hypothesis import strategies as st
 F, HEADS, S_MAX, HEAD_DIM, ROWS, WIDTH = 8, 2, 8, 4, 6, 4   # HEADS * HEAD_DIM == F
 RUN = 2                                                      # positions a kv_run writes
 
+FLOATS = ("float32", "bfloat16", "float16")   # the floating dtypes a buffer of most kinds takes
 # kind -> (buffer name, dtypes it takes, its shape given the batch, the op it writes with)
 KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
-    "kv_index_copy": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+    "kv_index_copy": ("k", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                       "aten.index_copy.default"),
-    "kv_slice": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+    "kv_slice": ("k", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                  "aten.slice_scatter.default"),
     # ExecuTorch llama's dynamic KVCache.update: RUN positions at arange(RUN) + p[0].item()
-    "kv_run": ("k", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+    "kv_run": ("k", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                "aten.index_copy.default"),
-    "kv_slice_scatter": ("v", ("float32", "bfloat16"), lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+    "kv_slice_scatter": ("v", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                          "aten.slice_scatter.default"),
-    "index_put": ("table", ("float32", "bfloat16"), lambda b: (ROWS, F), "aten.index_put.default"),
-    "ring_cat": ("ring", ("float32", "bfloat16"), lambda b: (b, F, WIDTH), "aten.cat.default"),
-    "ring_roll": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH), "aten.roll.default"),
-    "ring_roll_inplace": ("conv", ("float32", "bfloat16"), lambda b: (b, F, WIDTH),
+    "index_put": ("table", FLOATS, lambda b: (ROWS, F), "aten.index_put.default"),
+    "ring_cat": ("ring", FLOATS, lambda b: (b, F, WIDTH), "aten.cat.default"),
+    "ring_roll": ("conv", FLOATS, lambda b: (b, F, WIDTH), "aten.roll.default"),
+    "ring_roll_inplace": ("conv", FLOATS, lambda b: (b, F, WIDTH),
                           "aten.roll.default"),
     "counter": ("n", ("float32", "int64", "bfloat16", "int32", "float16"), lambda b: (1,),
                 "aten.add.Tensor"),
-    "ema": ("avg", ("float32", "bfloat16"), lambda b: (b, F), "aten.mul.Tensor"),
+    "ema": ("avg", FLOATS, lambda b: (b, F), "aten.mul.Tensor"),
     "fill": ("f", ("float32", "int64", "bool", "bfloat16", "int32", "float16"), lambda b: (b, F),
              "aten.fill.Scalar"),
-    "zero_add": ("acc", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.add.Tensor"),
-    "row_add": ("rows", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
-    "cols_copy": ("cols", ("float32", "bfloat16"), lambda b: (b, F), "aten.slice_scatter.default"),
+    "zero_add": ("acc", FLOATS, lambda b: (b, F), "aten.add.Tensor"),
+    "row_add": ("rows", FLOATS, lambda b: (b, F), "aten.add.Tensor"),
+    "cols_copy": ("cols", FLOATS, lambda b: (b, F), "aten.slice_scatter.default"),
     "flag": ("flag", ("bool",), lambda b: (b, F), "aten.gt.Scalar"),
-    "scatter_add": ("sa", ("float32", "bfloat16", "float16"), lambda b: (b, F),
+    "scatter_add": ("sa", FLOATS, lambda b: (b, F),
                     "aten.scatter_add.default"),
-    "index_add": ("ia", ("float32", "bfloat16"), lambda b: (ROWS, F), "aten.index_add.default"),
-    "lerp": ("lp", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.lerp.Scalar"),
+    "index_add": ("ia", FLOATS, lambda b: (ROWS, F), "aten.index_add.default"),
+    "lerp": ("lp", FLOATS, lambda b: (b, F), "aten.lerp.Scalar"),
     "masked_fill": ("mf", ("float32", "int32", "bool", "bfloat16", "float16"), lambda b: (b, F),
                     "aten.masked_fill.Scalar"),
-    "chain": ("ch", ("float32", "bfloat16", "float16"), lambda b: (b, F), "aten.clamp.default"),
+    "chain": ("ch", FLOATS, lambda b: (b, F), "aten.clamp.default"),
     "from_input": ("cp", ("float32", "bfloat16", "int32"), lambda b: (b, F), "aten.copy.default"),
     # writes through views: a transposed column, a flattened run of elements
-    "col_t": ("ct", ("float32", "bfloat16"), lambda b: (F, WIDTH), "aten.copy.default"),
-    "flat": ("fl", ("float32", "bfloat16"), lambda b: (b, F), "aten.add.Tensor"),
+    "col_t": ("ct", FLOATS, lambda b: (F, WIDTH), "aten.copy.default"),
+    "flat": ("fl", FLOATS, lambda b: (b, F), "aten.add.Tensor"),
     # train-mode batch norm: running mean and variance are rows 0 and 1, updated in place
     "batch_norm": ("bn", ("float32",), lambda b: (2, F), "aten._native_batch_norm_legit.default"),
     # the new value is one of two branches' results, chosen by the data
@@ -215,10 +216,10 @@ def _write_elementwise(b: Buf, i: int, B: str, second: bool) -> tuple[list[str],
     if b.kind == "counter":
         return [f"c{i} = {B}.add_(1)"], f"c{i}"
     if b.kind == "ema":
-        # a bf16 EMA decays by a factor bf16 holds exactly: torch-tensorrt's lowering rounds the
-        # scalar to the buffer's dtype where eager keeps it fp32 (a known upstream difference,
-        # kept as test_generated_programs' bf16_ema_scalar_kept_at_fp32)
-        a = EMA_ALPHAS[b.pos % len(EMA_ALPHAS)] if b.dtype != "bfloat16" else 0.75
+        # a bf16 / fp16 EMA decays by a factor the dtype holds exactly: torch-tensorrt's lowering
+        # rounds the scalar to the buffer's dtype where eager keeps it fp32 (a known upstream
+        # difference, kept as test_generated_programs' bf16_ema_scalar_kept_at_fp32)
+        a = EMA_ALPHAS[b.pos % len(EMA_ALPHAS)] if b.dtype == "float32" else 0.75
         return [f"e{i} = {B}.mul_({a}).add_((h * {round(1 - a, 2)}){c})"], f"e{i}"
     if b.kind == "fill":
         if b.dtype in ("float32", "bfloat16") and b.pos % 2:
