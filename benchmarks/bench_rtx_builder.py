@@ -8,7 +8,9 @@ returned in memory, as torch-tensorrt 2.14.0 asks for it) and `build_serialized_
 into a file (the plan never held in memory by the caller). Prints, as multiples of the weights'
 bytes, the peak RSS during the build above the RSS with the weights and the network made, and the
 RSS left when the build returns: the floor any caller of this builder pays, whatever it does
-around it. `benchmarks/bench_scale.py --stages` gives the same split inside torch_tensorrt.compile.
+around it. A third build asks for a weight-stripped plan (the only kind whose export would not
+hold the weights twice); where the builder refuses it, that is printed.
+`benchmarks/bench_scale.py --stages` gives the same split inside torch_tensorrt.compile.
 
 Usage: python benchmarks/bench_rtx_builder.py [--width 4096] [--layers 8] [--dtype bfloat16]
 """
@@ -51,6 +53,9 @@ def child(width: int, layers: int, dtype: str, how: str) -> dict:
                                     const.get_output(0), trt.MatrixOperation.NONE)
     net.mark_output(x.get_output(0))
     config = builder.create_builder_config()
+    if how == "stripped":          # a weight-stripped plan, to be refitted with the same weights
+        config.set_flag(trt.BuilderFlag.REFIT_IDENTICAL)
+        config.set_flag(trt.BuilderFlag.STRIP_PLAN)
     weights = sum(w.numel() * w.element_size() for w in held)
     base, peak, stop = _rss(), [0], [False]
 
@@ -61,8 +66,11 @@ def child(width: int, layers: int, dtype: str, how: str) -> dict:
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     start = time.perf_counter()
-    if how == "memory":
+    if how in ("memory", "stripped"):
         plan = builder.build_serialized_network(net, config)
+        if plan is None:
+            stop[0] = True
+            return {"how": how, "refused": "build_serialized_network returned None"}
         nbytes = plan.nbytes
     else:
         class ToFile(trt.IStreamWriter):
@@ -99,13 +107,17 @@ def main() -> None:
         return
     print(f"TensorRT-RTX builder on this CPU: {args.layers} x [{args.width}, {args.width}] "
           f"{args.dtype} weights (the SDK's Python API alone)")
-    for how in ("memory", "stream"):
+    for how in ("memory", "stream", "stripped"):
         out = subprocess.run([sys.executable, __file__, "--width", str(args.width), "--layers",
                               str(args.layers), "--dtype", args.dtype, "--child", how],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         label = {"memory": "build_serialized_network (plan in memory)",
-                 "stream": "build_serialized_network_to_stream (plan to a file)"}[how]
+                 "stream": "build_serialized_network_to_stream (plan to a file)",
+                 "stripped": "weight-stripped (STRIP_PLAN + REFIT_IDENTICAL)"}[how]
+        if "refused" in r:
+            print(f"  {label:<52} refused by the builder: {r['refused']}")
+            continue
         print(f"  {label:<52} weights {r['weights'] / 2**20:.0f} MiB, plan "
               f"{r['plan_bytes'] / 2**20:.0f} MiB, {r['seconds']:.1f} s | RSS above the network, "
               f"x the weights: peak {r['peak_x']:.2f}, after {r['after_x']:.2f}")
