@@ -3,7 +3,7 @@ only, never a test gate.
 
 A network of `--layers` matrix multiplications by constant weights (`--width` square, bf16 or
 fp32), made with the SDK's Python API alone — no torch-tensorrt, no converter, nothing of this
-project — built twice, each in a child process of its own: `build_serialized_network` (the plan
+project — built in a child process of its own each time: `build_serialized_network` (the plan
 returned in memory, as torch-tensorrt 2.14.0 asks for it) and `build_serialized_network_to_stream`
 into a file (the plan never held in memory by the caller). Prints, as multiples of the weights'
 bytes, the peak RSS during the build above the RSS with the weights and the network made, and the
