@@ -13,14 +13,35 @@ namespace {
 
 using Key = std::tuple<const void*, std::string, int64_t>;  // named data map, key, device
 
-struct Cache {
+// One key's engine, and the lock its first asker holds while it deserializes: a second method of
+// the program waits for that engine instead of deserializing the same plan beside it, and a plan
+// under another key deserializes meanwhile.
+struct Slot {
   std::mutex mutex;
-  std::map<Key, std::weak_ptr<void>> plans;
+  std::weak_ptr<void> plan;
+};
+
+struct Cache {
+  std::mutex mutex;  // guards `slots` only, never held across a deserialize
+  std::map<Key, std::shared_ptr<Slot>> slots;
 };
 
 Cache& cache() {
   static Cache* c = new Cache();  // never destroyed: engines may outlive static destruction
   return *c;
+}
+
+// The slot of `key`, made if absent; slots no engine holds and no asker waits on are forgotten.
+std::shared_ptr<Slot> slot_of(const Key& key) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto it = c.slots.begin(); it != c.slots.end();) {
+    const bool idle = it->second.use_count() == 1 && it->second->plan.expired();
+    it = idle && it->first != key ? c.slots.erase(it) : std::next(it);
+  }
+  std::shared_ptr<Slot>& slot = c.slots[key];
+  if (!slot) slot = std::make_shared<Slot>();
+  return slot;
 }
 
 // The plan's bytes under the blob's key, checked against its size and the digest the key names.
@@ -56,24 +77,16 @@ Result<executorch::runtime::FreeableBuffer> checked_bytes(const BlobInfo& info, 
 
 Result<PlanHandle> shared_plan(const BlobInfo& info, const Deserialize& deserialize, Reason& why) {
   if (info.engine_data.key.empty()) return deserialize(info.engine, info.engine_size, why);
-  Cache& c = cache();
-  // Held across the deserialize: a second method of the program waits for the first's engine
-  // instead of deserializing the same plan beside it.
-  std::lock_guard<std::mutex> lock(c.mutex);
-  const Key key{info.named_data, info.engine_data.key, info.device_id};
-  if (auto it = c.plans.find(key); it != c.plans.end()) {
-    if (PlanHandle held = it->second.lock()) return held;
-    c.plans.erase(it);
-  }
+  const std::shared_ptr<Slot> slot =
+      slot_of({info.named_data, info.engine_data.key, info.device_id});
+  std::lock_guard<std::mutex> lock(slot->mutex);
+  if (PlanHandle held = slot->plan.lock()) return held;
   auto bytes = checked_bytes(info, why);
   if (!bytes.ok()) return bytes.error();
   auto plan = deserialize(bytes->data(), bytes->size(), why);
   bytes->Free();  // the SDK holds its own copy of the engine
   if (!plan.ok()) return plan.error();
-  for (auto it = c.plans.begin(); it != c.plans.end();) {  // forget plans no engine holds
-    it = it->second.expired() ? c.plans.erase(it) : std::next(it);
-  }
-  c.plans[key] = plan.get();
+  slot->plan = plan.get();
   return plan;
 }
 

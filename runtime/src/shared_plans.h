@@ -9,7 +9,8 @@
 // the key names before anything deserializes them (`engine_data.digest`; a truncated, altered or
 // foreign .ptd never reaches the SDK), deserializes them and frees its view of the bytes; every
 // later asker of the same program, device and key shares that engine (each engine still makes its
-// own execution context). The last holder's release destroys it. Thread-safe.
+// own execution context). The last holder's release destroys it. Thread-safe: a key's first asker
+// deserializes under that key's lock alone, so plans under other keys deserialize meanwhile.
 #pragma once
 
 #include "blob.h"

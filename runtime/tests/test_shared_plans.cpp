@@ -9,9 +9,14 @@
 #include "sha256.h"
 #include "tensorrt_engine.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 using tte::BlobInfo;
@@ -200,6 +205,61 @@ TEST(an_altered_plan_is_refused_before_it_is_deserialized) {
   p.data.data[key] = kPlan;
   CHECK(p.engine(keyed_blob(p.data, 4, key), why) != nullptr);
   CHECK_EQ(p.deserialized, 1);
+}
+
+// The first asker of key A is inside its deserialize (holding A) when B is asked for: B's
+// deserialize runs meanwhile — A's waits up to 10 s to see it start, which one lock over every key
+// would never let happen — and a second asker of A waits for A's engine rather than making its own.
+TEST(plans_under_two_keys_deserialize_at_once_and_one_key_waits_for_its_first_asker) {
+  const std::string plan_b = kPlan + ", another one";
+  tte_test::BytesDataMap data;
+  data.data[key_of(kPlan)] = kPlan;
+  data.data[key_of(plan_b)] = plan_b;
+  BlobInfo a = keyed_blob(data, 4, key_of(kPlan));
+  BlobInfo b = keyed_blob(data, 4, key_of(plan_b));
+  b.engine_data.nbytes = plan_b.size();
+  std::mutex m;
+  std::condition_variable cv;
+  bool a_inside = false, b_started = false, a_saw_b = false;
+  std::atomic<int> deserialized{0};
+  tte::Deserialize deserialize = [&](const void*, size_t n, tte::Reason&) {
+    ++deserialized;
+    std::unique_lock<std::mutex> lock(m);
+    if (n == kPlan.size()) {
+      a_inside = true;
+      cv.notify_all();
+      a_saw_b = cv.wait_for(lock, std::chrono::seconds(10), [&] { return b_started; });
+    } else {
+      b_started = true;
+      cv.notify_all();
+    }
+    return tte::Result<tte::PlanHandle>(tte::PlanHandle(std::make_shared<int>(0)));
+  };
+  tte::PlanHandle first_a, second_a, got_b;
+  std::thread asker_a([&] {
+    tte::Reason why;
+    auto r = tte::shared_plan(a, deserialize, why);
+    if (r.ok()) first_a = r.get();
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return a_inside; });
+  }
+  std::thread again_a([&] {
+    tte::Reason why;
+    auto r = tte::shared_plan(a, deserialize, why);
+    if (r.ok()) second_a = r.get();
+  });
+  tte::Reason why;
+  auto r = tte::shared_plan(b, deserialize, why);
+  if (r.ok()) got_b = r.get();
+  asker_a.join();
+  again_a.join();
+  CHECK(a_saw_b);
+  REQUIRE(first_a != nullptr && second_a != nullptr && got_b != nullptr);
+  CHECK(first_a == second_a);  // one engine for key A
+  CHECK(first_a != got_b);
+  CHECK_EQ(deserialized.load(), 2);
 }
 
 TEST_MAIN()
