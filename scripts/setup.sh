@@ -47,7 +47,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$vpy" -m pip uninstall -y -q torch-tensorrt
   fi
   "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 torch-tensorrt-rtx==2.14.0 \
-    "transformers>=5.23,<6" pytest hypothesis "cmake>=3.28" ninja ruff
+    "transformers>=5.23,<6" pytest pytest-xdist hypothesis "cmake>=3.28" ninja ruff
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
