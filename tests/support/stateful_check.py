@@ -71,6 +71,8 @@ KNOWN_REFUSALS = {
     "3 mixed-dtype nested state outputs (output order)": "not in the correct order",
     "4 engine whose only effect is an in-place write": "hands the program nothing it reads",
     "5 buffer written from torch.cond results": "from a value nothing computes in this call",
+    "5 buffer written from a torch.cond result a later op overwrote": "handed on by a move) "
+    "whose memory",
 }
 REFUSAL_STAGES = ("compile", "save", "rtx_compile", "rtx_save")
 
