@@ -24,10 +24,20 @@ class TwoConds(torch.nn.Module):
         return a, b
 
 
-def _run(tmp_path, *passes) -> list[torch.Tensor]:
-    """TwoConds emitted by ExecuTorch alone (edge passes `passes` first), run on ones(1, 4)."""
+class TwoCondsInABranch(torch.nn.Module):
+    """TwoConds inside a cond's true branch, a third cond after the outer one."""
+
+    def forward(self, x):
+        r = torch.cond(x.sum() > 0, lambda v: torch.cat(TwoConds()(v)),
+                       lambda v: torch.cat([v, v]), (x,))
+        c = torch.cond(x.sum() > 0, lambda v: v * 7, lambda v: v * 9, (x,))
+        return r, c
+
+
+def _run(tmp_path, *passes, model=TwoConds) -> list[torch.Tensor]:
+    """`model` emitted by ExecuTorch alone (edge passes `passes` first), run on ones(1, 4)."""
     x = torch.ones(1, 4)
-    et = to_edge(torch.export.export(TwoConds(), (x,))).to_executorch(
+    et = to_edge(torch.export.export(model(), (x,))).to_executorch(
         ExecutorchBackendConfig(passes=list(passes)))
     (tmp_path / "c.pte").write_bytes(et.buffer)
     return [o.clone() for o in tte.executorch.load(tmp_path / "c.pte").run(x)]
@@ -41,6 +51,15 @@ def test_a_cond_result_read_after_another_cond_keeps_its_value(tmp_path):
     # failing, ExecuTorch fixed its plan of cond results and the pass can go)
     alone = _run(tmp_path)
     assert torch.equal(alone[0], want[1]) and torch.equal(alone[1], want[1])
+
+
+def test_results_inside_a_branch_are_copied_too(tmp_path):
+    """A branch's own graph is treated like the method's: the inner first result, read after the
+    inner second cond, keeps its value (ExecuTorch alone: it holds the second's)."""
+    copy = CopyBranchResults(exir_ops.edge.dim_order_ops._clone_dim_order.default)
+    r, c = _run(tmp_path, copy, model=TwoCondsInABranch)
+    assert r.flatten().tolist() == [2.0] * 4 + [3.0] * 4 and c.flatten().tolist() == [7.0] * 4
+    assert _run(tmp_path, model=TwoCondsInABranch)[0].flatten().tolist() == [3.0] * 8
 
 
 def _copies(model, args, host_ops=frozenset()) -> int:

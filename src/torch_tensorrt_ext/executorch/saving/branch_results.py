@@ -54,9 +54,10 @@ class CopyBranchResults(PassBase):
         changed = False
         for k, node in enumerate(nodes):
             if node.op == "call_function" and node.target in CONTROL_FLOW:
-                changed |= any(self._graph(getattr(gm, a.target)) for a in node.args
-                               if isinstance(a, Node) and a.op == "get_attr"
-                               and isinstance(getattr(gm, a.target), GraphModule))
+                for sub in node.args:   # each branch or body, every one of them
+                    if isinstance(sub, Node) and sub.op == "get_attr" and \
+                            isinstance(getattr(gm, sub.target), GraphModule):
+                        changed |= self._graph(getattr(gm, sub.target))
             if node.op != "call_function" or node.target is not _hop.cond:
                 continue
             later = next((order[n] for n in nodes[k + 1:] if n.op == "call_function"
