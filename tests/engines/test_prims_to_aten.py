@@ -61,6 +61,19 @@ def test_train_mode_batchnorm_with_a_prim_left_to_pytorch_runs_like_eager(prim):
     assert result.ok, result.report(program)
 
 
+@pytest.mark.emulated_device
+def test_train_mode_batchnorm_left_wholly_to_pytorch_saves_outside_no_grad():
+    """min_block_size above the model's size: Linear and BatchNorm run in PyTorch, the
+    statistics written by host kernels from trainable values. Saved in grad mode (refused
+    before: `to_executorch` raised "a leaf Variable that requires grad is being used in an
+    in-place operation", as ExecuTorch alone does), and like eager for 3 steps."""
+    assert torch.is_grad_enabled()
+    program = ModuleProgram(AdaptingBatchNorm, AdaptingBatchNorm.args, AdaptingBatchNorm.written,
+                            min_block_size=100)
+    result = check_program(program, steps=3)
+    assert result.ok, result.report(program)
+
+
 def test_the_host_part_is_rewritten_on_a_copy_and_a_renamed_output_follows():
     """`prepare._host_aten`: the caller's program keeps its prims; in the returned one no prim
     is left, and an output spec naming a replaced node names its replacement."""

@@ -2,7 +2,8 @@
 generated one (stateful_grammar.Program) or a real model (model_families.ModelProgram: the same
 protocol, `build`/`args`/`fqns`/`kind_of`/`torch_executed_ops`/`source`, `bufs` and `strict`):
 
-    torch.export.export → torch_tensorrt.compile (reference engines, min_block_size=1)
+    torch.export.export → torch_tensorrt.compile (reference engines, min_block_size=1 unless the
+      program names its own)
       → the compiled module, N steps: every output and every buffer equals eager's
       → torch_tensorrt.save(output_format="executorch") → tte.executorch.load
       → the .pte, N steps: every output and `prog.state()` (every buffer by FQN) equals eager's
@@ -225,7 +226,8 @@ def _check_rtx(program, ep, path) -> Result:
     torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
     with quiet():
         try:
-            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1,
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args,
+                                         min_block_size=getattr(program, "min_block_size", 1),
                                          torch_executed_ops=program.torch_executed_ops())
         except Exception as e:  # noqa: BLE001
             return _error("rtx_compile", e)
@@ -242,7 +244,8 @@ def _check_compiled(program, ep, want, device, path, observe) -> Result:
     torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
     with quiet(), tte.reference.engines():
         try:
-            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1,
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args,
+                                         min_block_size=getattr(program, "min_block_size", 1),
                                          torch_executed_ops=program.torch_executed_ops())
         except Exception as e:  # noqa: BLE001
             return _error("compile", e)
@@ -293,12 +296,15 @@ def _save(torch_tensorrt, trt, path, args, device) -> None:
 @dataclasses.dataclass(frozen=True)
 class ModuleProgram:
     """A hand-written model as a `check_program` program: `factory()` builds it (seed 0),
-    `args_of(step)` gives each step's inputs, `written` the buffers it writes."""
+    `args_of(step)` gives each step's inputs, `written` the buffers it writes; `host_ops` the
+    ops left to PyTorch, `min_block_size` torch_tensorrt.compile's (a partition of fewer ops is
+    left to PyTorch too)."""
 
     factory: Callable[[], torch.nn.Module]
     args_of: Callable[[int], tuple]
     written: tuple[str, ...]
     host_ops: frozenset = frozenset()
+    min_block_size: int = 1
     bufs = ()                        # no bf16 state: floats compare to fp32's tolerance
 
     def build(self) -> torch.nn.Module:

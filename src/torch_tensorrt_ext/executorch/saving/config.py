@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 
-
+import torch
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
@@ -174,7 +174,9 @@ def stateful_edge(edge_manager):
     themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and an
     emitted program that does not write each declared buffer exactly once fails it — one
     checker, `verify_writes`, on the declared writes read once (`declared_writes`). Constant
-    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
+    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`). It lowers
+    with autograd off, whatever the caller's grad mode (a write left to PyTorch saves outside
+    `torch.no_grad()` too)."""
     from executorch.exir import EdgeProgramManager
 
     from ...contracts.llm_metadata import check_runner_metadata
@@ -185,7 +187,11 @@ def stateful_edge(edge_manager):
             writes = getattr(config, "_tte_writes", None)   # a config backend_config made
             if writes is None:
                 writes = expected_writes(self)       # once per save; every stage reads it
-            lowered = super().to_executorch(backend_config(self, config, writes=writes))
+            # autograd off: torch.export gives a buffer written from trainable values a fake
+            # value that requires grad, and ExecuTorch's retrace of its write-back `copy_` (a
+            # leaf in-place) then raises — lowering computes no gradient
+            with torch.no_grad():
+                lowered = super().to_executorch(backend_config(self, config, writes=writes))
             verify_writes(lowered.executorch_program,
                           {m: w.mutated for m, w in writes.items()})
             return lowered
