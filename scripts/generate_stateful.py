@@ -94,7 +94,7 @@ def _worker(job_path: str) -> int:
     @settings(max_examples=job["count"], database=None, deadline=None, phases=phases,
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
               report_multiple_bugs=False)
-    @given(programs())
+    @given(programs(kinds=job.get("kinds")))
     def run(program):
         seen.append(program)
         result = result_of(program)
@@ -134,7 +134,7 @@ class Chunks:
                 cache = dict(self.results)
             job = dict(seed=seed, count=count, target=target, cache=cache, steps=self.args.steps,
                        device=self.args.reference_device, recycle=self.args.recycle,
-                       rtx=self.args.rtx,
+                       rtx=self.args.rtx, kinds=self.args.kinds,
                        journal=str(journal))
             job_path = self.tmp / f"chunk{index}.job"
             job_path.write_bytes(pickle.dumps(job))
@@ -233,6 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rtx", action="store_true",
                     help="also compile with TensorRT-RTX engines and save (the save verifies "
                          "every state write of the emitted program; the engines cannot run here)")
+    ap.add_argument("--kinds", type=lambda text: frozenset(text.split(",")),
+                    help="draw buffers of these kinds only (comma-separated names of "
+                         "stateful_grammar.KINDS, e.g. cond,batch_norm); default: every kind")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--out", help="folder for each failure class's shrunk program")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

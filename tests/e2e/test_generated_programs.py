@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from helpers import REPO, SUPPORT
 from rtx_env import torch_tensorrt_or_skip
 from stateful_check import check_program
-from stateful_grammar import KINDS, PENDING_KINDS, Buf, Program, programs
+from stateful_grammar import Buf, Program, programs
 
 EXAMPLES = 120
 
@@ -29,7 +29,7 @@ EXAMPLES = 120
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                  HealthCheck.data_too_large])
-@given(programs(kinds=set(KINDS) - PENDING_KINDS))
+@given(programs())
 def test_generated_programs_match_eager_compiled_and_as_pte(program):
     torch_tensorrt_or_skip()
     note(program.source())
@@ -67,6 +67,11 @@ REGRESSIONS = {
     # 0-dim fill value, sliced)
     "view_of_a_fill_from_a_tensor_returned": Program(bufs=(Buf(kind="fill", pos=1,
                                                                ret=("value_view",)),)),
+    # .pte: buffer 'cd0' held cd1's new value (max abs diff 1.35 at step 0): ExecuTorch hands a
+    # cond's branch tensor on as its result, and the second cond's branch computed into the same
+    # memory before cd0's write-back read it (issue 45 class 5; saving/branch_results)
+    "two_buffers_written_from_conds": Program(bufs=(Buf(kind="cond"), Buf(kind="cond")),
+                                              split="sigmoid", split_at=1),
     # Two classes found and left upstream; the grammar no longer draws them (so the smoke covers
     # the rest), and their exact programs are recorded here:
     # - a bf16 EMA `avg.mul_(0.99).add_(...)` drifts from eager (2.6% after 3 steps):
@@ -76,6 +81,14 @@ REGRESSIONS = {
     #   base) fails compile in run_decompositions with torch-tensorrt's decomposition table
     #   ("View operation returned a tensor that is the same as the input base tensor"); the
     #   grammar's counter view is `c0[None]`
+    # - a train-mode batch norm over a near-constant channel (`h * arange(1, 4)`, |h| ~ 1e-3:
+    #   variance ~ eps) returns values 2.3e-5 from eager's: torch-tensorrt's decomposition run in
+    #   plain PyTorch already differs by 2.7e-5 (rounding, no state involved); the grammar's
+    #   samples spread by 1 + |h|. Found (before that change) as Program(bufs=(Buf(kind='cond',
+    #   place='list', twice=True, pos=2, ret=('value',), init='randn', persistent=False),
+    #   Buf(kind='batch_norm', place='deep', pos=3, mix='after', init='randn'),
+    #   Buf(kind='batch_norm', place='attr', twice=True, pos=6, ret=('before', 'value_view'))),
+    #   seed=513): its output 3, bn2[..., :1] of the second batch norm
 }
 
 

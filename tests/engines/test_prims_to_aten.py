@@ -1,7 +1,9 @@
-"""The reference engine's rewrite of the prims calls Torch-TensorRT's decompositions leave in a
-partition (`engines.prims_to_aten`): each rewritten call computes what the prim computes, and a
-train-mode BatchNorm (issue 45 class 1, refused before: ExecuTorch's `to_edge` refused
-`prims::broadcast_in_dim`) compiles, saves and runs like eager."""
+"""The rewrite of the prims calls Torch-TensorRT's decompositions leave (`engines.prims_to_aten`):
+each rewritten call computes what the prim computes, and a train-mode BatchNorm (issue 45 class
+1, refused before: ExecuTorch's `to_edge` refused `prims::broadcast_in_dim`) compiles, saves and
+runs like eager — its prims in an engine's partition, or left to PyTorch in the program's host
+part (the same rewrite, run by `executorch.saving.prepare`; refused before with `Missing out
+variants: {'prims::div'}` / the broadcast_in_dim alias)."""
 from __future__ import annotations
 
 import pytest
@@ -46,3 +48,48 @@ def test_train_mode_batchnorm_statistics_compile_save_and_run_like_eager():
     program = ModuleProgram(AdaptingBatchNorm, AdaptingBatchNorm.args, AdaptingBatchNorm.written)
     result = check_program(program, steps=3)
     assert result.ok, result.report(program)
+
+
+@pytest.mark.emulated_device
+@pytest.mark.parametrize("prim", ["div", "broadcast_in_dim"])
+def test_train_mode_batchnorm_with_a_prim_left_to_pytorch_runs_like_eager(prim):
+    """The prim split off to the host part (`torch_executed_ops`): the saved program's host part
+    gets the rewrite too; compiled module and .pte equal eager for 3 steps."""
+    program = ModuleProgram(AdaptingBatchNorm, AdaptingBatchNorm.args, AdaptingBatchNorm.written,
+                            frozenset({f"torch.ops.prims.{prim}.default"}))
+    result = check_program(program, steps=3)
+    assert result.ok, result.report(program)
+
+
+@pytest.mark.emulated_device
+def test_train_mode_batchnorm_left_wholly_to_pytorch_saves_outside_no_grad():
+    """min_block_size above the model's size: Linear and BatchNorm run in PyTorch, the
+    statistics written by host kernels from trainable values. Saved in grad mode (refused
+    before: `to_executorch` raised "a leaf Variable that requires grad is being used in an
+    in-place operation", as ExecuTorch alone does), and like eager for 3 steps."""
+    assert torch.is_grad_enabled()
+    program = ModuleProgram(AdaptingBatchNorm, AdaptingBatchNorm.args, AdaptingBatchNorm.written,
+                            min_block_size=100)
+    result = check_program(program, steps=3)
+    assert result.ok, result.report(program)
+
+
+def test_the_host_part_is_rewritten_on_a_copy_and_a_renamed_output_follows():
+    """`prepare._host_aten`: the caller's program keeps its prims; in the returned one no prim
+    is left, and an output spec naming a replaced node names its replacement."""
+    from torch_tensorrt_ext.executorch.saving.prepare import _host_aten
+
+    class Div(torch.nn.Module):
+        def forward(self, a, b):
+            return prims.div(a, b)
+
+    ep = torch.export.export(Div(), (torch.randn(4), torch.rand(4) + 0.5))
+    out = _host_aten(ep)
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert targets == [prims.div.default]
+    assert [n.target for n in out.graph.nodes if n.op == "call_function"] == \
+        [torch.ops.aten.div.Tensor]
+    (spec,) = out.graph_signature.output_specs
+    assert spec.arg.name == out.graph.output_node().args[0][0].name != "div"
+    a, b = torch.randn(4), torch.rand(4) + 0.5
+    torch.testing.assert_close(out.module()(a, b), a / b)

@@ -67,6 +67,8 @@ class RingWrittenInABranch(torch.nn.Module):
     """A ring buffer written from the result of a `torch.cond` (issue 45 class 5): a step whose
     input sums above zero pushes a row, any other keeps the ring as it was."""
 
+    written = ("ring",)
+
     def __init__(self):
         super().__init__()
         self.lin = nn.Linear(8, 8)
@@ -87,6 +89,37 @@ class RingWrittenInABranch(torch.nn.Module):
         """Steps 0, 1, 3 push (a positive sum), step 2 keeps: both branches run."""
         x = torch.rand(1, 8, generator=torch.Generator().manual_seed(step)) + 0.1
         return (-x if step == 2 else x,)
+
+
+class TwoBuffersWrittenFromConds(torch.nn.Module):
+    """Issue 45 class 5 as the generator found it, shrunk: two buffers, each written from a
+    `torch.cond`'s result, a host op between them. ExecuTorch 1.5.1 hands the first cond's
+    branch tensor on as its result, in the region the second cond's branches compute in, so
+    without `saving.branch_results` `a` was written with the second cond's value."""
+
+    written = ("a", "b")
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("a", torch.zeros(1, 8))
+        self.register_buffer("b", torch.zeros(1, 8))
+
+    def forward(self, x):
+        h = self.lin(x)
+        a = torch.cond(x.sum() > 0, lambda s, v: s + v, lambda s, v: s * 0.5 - v, (self.a, h))
+        self.a.copy_(a)
+        h = torch.sigmoid(h)
+        b = torch.cond(x.sum() < 0, lambda s, v: s + v, lambda s, v: s * 0.5 - v, (self.b, h))
+        self.b.copy_(b)
+        return self.lin(h)
+
+    @staticmethod
+    def args(step: int) -> tuple[torch.Tensor]:
+        """Steps 0 and 2 take the first cond's true branch and the second's false one, 1 and 3
+        the others."""
+        x = torch.randn(1, 8, generator=torch.Generator().manual_seed(step))
+        return (x if (x.sum() > 0) == (step % 2 == 0) else -x,)
 
 
 class AdaptingBatchNorm(torch.nn.Module):

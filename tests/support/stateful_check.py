@@ -2,7 +2,8 @@
 generated one (stateful_grammar.Program) or a real model (model_families.ModelProgram: the same
 protocol, `build`/`args`/`fqns`/`kind_of`/`torch_executed_ops`/`source`, `bufs` and `strict`):
 
-    torch.export.export → torch_tensorrt.compile (reference engines, min_block_size=1)
+    torch.export.export → torch_tensorrt.compile (reference engines, min_block_size=1 unless the
+      program names its own)
       → the compiled module, N steps: every output and every buffer equals eager's
       → torch_tensorrt.save(output_format="executorch") → tte.executorch.load
       → the .pte, N steps: every output and `prog.state()` (every buffer by FQN) equals eager's
@@ -71,6 +72,8 @@ KNOWN_REFUSALS = {
     "3 mixed-dtype nested state outputs (output order)": "not in the correct order",
     "4 engine whose only effect is an in-place write": "hands the program nothing it reads",
     "5 buffer written from torch.cond results": "from a value nothing computes in this call",
+    "5 buffer written from a torch.cond result a later op overwrote": "handed on by a move) "
+    "whose memory",
 }
 REFUSAL_STAGES = ("compile", "save", "rtx_compile", "rtx_save")
 
@@ -223,7 +226,8 @@ def _check_rtx(program, ep, path) -> Result:
     torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
     with quiet():
         try:
-            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1,
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args,
+                                         min_block_size=getattr(program, "min_block_size", 1),
                                          torch_executed_ops=program.torch_executed_ops())
         except Exception as e:  # noqa: BLE001
             return _error("rtx_compile", e)
@@ -240,7 +244,8 @@ def _check_compiled(program, ep, want, device, path, observe) -> Result:
     torch_tensorrt, args = _torch_tensorrt(), list(program.args(0))
     with quiet(), tte.reference.engines():
         try:
-            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1,
+            trt = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args,
+                                         min_block_size=getattr(program, "min_block_size", 1),
                                          torch_executed_ops=program.torch_executed_ops())
         except Exception as e:  # noqa: BLE001
             return _error("compile", e)
@@ -291,12 +296,15 @@ def _save(torch_tensorrt, trt, path, args, device) -> None:
 @dataclasses.dataclass(frozen=True)
 class ModuleProgram:
     """A hand-written model as a `check_program` program: `factory()` builds it (seed 0),
-    `args_of(step)` gives each step's inputs, `written` the buffers it writes."""
+    `args_of(step)` gives each step's inputs, `written` the buffers it writes; `host_ops` the
+    ops left to PyTorch, `min_block_size` torch_tensorrt.compile's (a partition of fewer ops is
+    left to PyTorch too)."""
 
     factory: Callable[[], torch.nn.Module]
     args_of: Callable[[int], tuple]
     written: tuple[str, ...]
     host_ops: frozenset = frozenset()
+    min_block_size: int = 1
     bufs = ()                        # no bf16 state: floats compare to fp32's tolerance
 
     def build(self) -> torch.nn.Module:

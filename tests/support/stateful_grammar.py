@@ -67,10 +67,6 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     # the new value is one of two branches' results, chosen by the data
     "cond": ("cd", ("float32", "bfloat16"), lambda b: (b, F), "aten.copy.default"),
 }
-# kinds every program of which compile or save refuses today (issue 45 classes 1 and 5, fixed in
-# a parallel branch): scripts/generate_stateful.py draws them and counts the refusals; the CI
-# smoke (test_generated_programs) leaves them out until the fixes land, then drops this set
-PENDING_KINDS = frozenset({"batch_norm", "cond"})
 # what a buffer's code hands the caller (each item one more output)
 RETURNS = ("value", "value_view", "value_sum", "after", "before")
 MIXES = ("none", "before", "after")          # a read of the buffer feeding the rest of the model
@@ -270,7 +266,12 @@ def _from_input(b, i, B, second):
 
 
 def _batch_norm(b, i, B, second):
-    x = "h.unsqueeze(-1) * torch.arange(1.0, 4.0)" + (" * 0.5" if second else "")
+    # each channel's 3 samples spread by 1 + |h| at least (variance >= 2/3, far above eps): a
+    # near-constant channel (`h * arange(1, 4)` with |h| ~ 1e-3, variance ~ eps) has
+    # torch-tensorrt's decomposed batch norm differ from eager's kernel by ~2.5e-5 in plain
+    # PyTorch already (upstream rounding, test_generated_programs' note), not a state difference
+    x = "(h.unsqueeze(-1) + torch.arange(3.0) * (1 + h.abs().unsqueeze(-1)))" + \
+        (" * 0.5" if second else "")
     return [f"bn{i} = torch.nn.functional.batch_norm({x}, {B}[0], {B}[1], training=True, "
             "momentum=0.1)", f"h = h + bn{i}.mean(-1)"], f"bn{i}"
 

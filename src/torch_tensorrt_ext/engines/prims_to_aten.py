@@ -1,14 +1,19 @@
-"""A partition's `prims` calls rewritten as the ATen calls ExecuTorch lowers.
+"""A graph's `prims` calls rewritten as the ATen calls ExecuTorch lowers.
 
-Torch-TensorRT's decompositions leave some `torch.ops.prims` calls in a partition (train-mode
-BatchNorm decomposes through `torch._refs` into `prims.broadcast_in_dim` and `prims.div`); the
-TensorRT converters take them, but ExecuTorch's `to_edge` refuses a non-ATen operator whose
-output aliases its input (`prims::broadcast_in_dim(Tensor(a) a, ...) -> Tensor(a)`) and has no
-kernel for the others.
+Torch-TensorRT's decompositions leave some `torch.ops.prims` calls in a compiled graph
+(train-mode BatchNorm decomposes through `torch._refs` into `prims.broadcast_in_dim` and
+`prims.div`) — in an engine's partition, or in the part of the program left to PyTorch (a
+partition below `min_block_size`, or split off by `torch_executed_ops`). The TensorRT converters
+take them, but ExecuTorch's `to_edge` refuses a non-ATen operator whose output aliases its input
+(`prims::broadcast_in_dim(Tensor(a) a, ...) -> Tensor(a)`) and has no kernel for the others
+(`Missing out variants: {'prims::div'}`). The one rewrite serves both: the reference engine's
+payload (`engines.payload`) and the saved program's host part (`executorch.saving.prepare`).
 
 Invariant: `prims_to_aten(gm)` replaces, in place, each call of a prim in `_REWRITES` by ATen
 calls computing the same values (same dtype, shape and elements, `meta["val"]` kept), and
-touches nothing else; a prim not in the table is left for ExecuTorch to accept or refuse.
+touches nothing else; a prim not in the table is left for ExecuTorch to accept or refuse. It
+returns each replaced node's name -> its replacement's name (a caller whose program signature
+names a replaced node renames it).
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from torch.fx import GraphModule, Node
 
 from .fake_calls import add_call
 
-__all__ = ["prims_to_aten"]
+__all__ = ["has_prims", "prims_to_aten"]
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
@@ -58,9 +63,15 @@ _REWRITES = {
 }
 
 
-def prims_to_aten(gm: GraphModule) -> None:
-    """Rewrite `gm`'s prims calls in `_REWRITES` as ATen calls (module docstring)."""
-    changed = False
+def has_prims(gm: GraphModule) -> bool:
+    """`gm` calls a prim `prims_to_aten` rewrites."""
+    return any(n.op == "call_function" and n.target in _REWRITES for n in gm.graph.nodes)
+
+
+def prims_to_aten(gm: GraphModule) -> dict[str, str]:
+    """Rewrite `gm`'s prims calls in `_REWRITES` as ATen calls (module docstring); returns
+    each replaced node's name -> its replacement's."""
+    renamed = {}
     for node in list(gm.graph.nodes):
         rewrite = _REWRITES.get(node.target) if node.op == "call_function" else None
         if rewrite is None:
@@ -70,6 +81,7 @@ def prims_to_aten(gm: GraphModule) -> None:
         new.meta = {**node.meta, "val": new.meta["val"]}
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
-        changed = True
-    if changed:
+        renamed[node.name] = new.name
+    if renamed:
         gm.recompile()
+    return renamed

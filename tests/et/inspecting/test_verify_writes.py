@@ -15,7 +15,8 @@ import torch
 from e2e_models import MODELS
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
-from plan_models import AccumulatedByMap, RingWrittenInABranch, StateReadOnTheHost
+from plan_models import (AccumulatedByMap, RingWrittenInABranch, StateReadOnTheHost,
+                         TwoBuffersWrittenFromConds)
 from stateful_check import ModuleProgram, check_program
 
 import torch_tensorrt_ext as tte
@@ -152,27 +153,9 @@ def test_inspect_verify_checks_a_pte_against_its_source(tmp_path, capsys):
     assert "buffer 'n' is mutated by the source, but no instruction" in capsys.readouterr().err
 
 
-def test_a_buffer_written_from_a_branch_result_is_refused_at_save(tmp_path):
-    """Issue 45 class 5 stays refused, loudly: the generator found cond programs whose saved
-    state differs from eager, so a buffer written from a branch's value is refused naming it."""
-    program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
-    result = check_program(program, steps=1)
-    assert not result.ok and "buffer 'ring' is written by kernel aten::copy_ from the result " \
-        "of a control-flow op" in result.report(program)
-
-
 def _ring_in_a_branch():
     """RingWrittenInABranch through the public flow, 4 steps against eager (both branches
-    taken); its saved bytes — saved with the refusal of branch results off, to check the walk
-    itself."""
-    kept, vw.REFUSE_BRANCH_RESULTS = vw.REFUSE_BRANCH_RESULTS, False
-    try:
-        return _ring_saved()
-    finally:
-        vw.REFUSE_BRANCH_RESULTS = kept
-
-
-def _ring_saved():
+    taken); its saved bytes."""
     seen = {}
     program = ModuleProgram(RingWrittenInABranch, RingWrittenInABranch.args, ("ring",))
     result = check_program(program, steps=4, observe=seen.setdefault)
@@ -189,26 +172,20 @@ def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
 @pytest.mark.emulated_device
 def test_the_walk_follows_a_branch_result_into_the_write():
     """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
-    cond's output); the verifier follows the jumps and accepts the write-back from it."""
+    cond's output); the verifier follows the jumps and accepts the write-back from it (no
+    control-flow op after it: no copy of the result either)."""
     program = _program(_ring_in_a_branch())
     moves = _branch_moves(program.execution_plan[0])
     assert len(moves) == 2 and moves[0].move_to == moves[1].move_to
     (writer,) = vw.method_writers(program)["forward"]["ring"]
     assert (writer.what, writer.value) == ("aten::copy_", moves[0].move_to)
-    with pytest.raises(vw.WriteVerifyError, match="from the result of a control-flow op"):
-        vw.verify_writes(program, {"forward": {"ring"}})
-    vw.REFUSE_BRANCH_RESULTS = False
-    try:
-        vw.verify_writes(program, {"forward": {"ring"}})    # the walk itself accepts it
-    finally:
-        vw.REFUSE_BRANCH_RESULTS = True
+    vw.verify_writes(program, {"forward": {"ring"}})
 
 
 @pytest.mark.parametrize("branch", [0, 1])
-def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch, monkeypatch):
+def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch):
     """A branch that moves the ring's own old value into the cond's output (the write-back
     would then keep the old state on that path) is refused, whichever branch it is."""
-    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     program = _program(_ring_in_a_branch())
     plan = program.execution_plan[0]
     _branch_moves(plan)[branch].move_from = vw.mutable_buffers(plan)["ring"][0]
@@ -219,10 +196,9 @@ def test_a_branch_handing_on_the_buffers_old_value_is_refused(branch, monkeypatc
         "computes in this call")
 
 
-def test_a_write_back_inside_one_branch_only_is_refused(monkeypatch):
+def test_a_write_back_inside_one_branch_only_is_refused():
     """The ring's write-back copied into the true branch (after its result is moved): that path
     writes the ring twice, the other once — refused as a write on some paths only."""
-    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     program = _program(_ring_in_a_branch())
     plan = program.execution_plan[0]
     chain, k = _write_back(plan, "ring")
@@ -248,10 +224,9 @@ def _map_program():
     return ep, to_edge(ep).to_executorch(config).executorch_program
 
 
-def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused(monkeypatch):
+def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refused():
     """A `map`'s result is stacked into its output by `et_copy_index` inside the emitted loop:
     a write-back from it is computed in the call; with that copy gone, refused."""
-    monkeypatch.setattr(vw, "REFUSE_BRANCH_RESULTS", False)   # the walk itself
     ep, program = _map_program()
     vw.verify_writes(program, vw.mutated_by(ep))
     ins = program.execution_plan[0].chains[0].instructions
@@ -268,3 +243,35 @@ def test_a_buffer_written_from_a_map_result_is_accepted_and_its_lost_rows_refuse
     assert str(e.value).startswith(
         "method 'forward': buffer 'acc' is written by kernel aten::copy_ from a value nothing "
         "computes in this call")
+
+
+def _two_conds(*passes):
+    """TwoBuffersWrittenFromConds exported and emitted by ExecuTorch (buffer names kept, the
+    edge passes `passes` first); its source."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    with torch.no_grad():
+        ep = torch.export.export(TwoBuffersWrittenFromConds().eval(),
+                                 TwoBuffersWrittenFromConds.args(0))
+        config = ExecutorchBackendConfig(emit_mutable_buffer_names=True, passes=list(passes))
+        return ep, to_edge(ep).to_executorch(config).executorch_program
+
+
+def test_a_write_from_a_cond_result_a_later_cond_overwrote_is_refused():
+    """Issue 45 class 5's cause: ExecuTorch alone moves the first cond's branch tensor into its
+    result, and the second cond's branch computes into the same memory before the write-back of
+    `a` reads it — refused, naming the buffer and the overwriting kernel; with the save's copy of
+    such results (`saving.branch_results`) the same program is accepted."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    from torch_tensorrt_ext.executorch.saving.branch_results import CopyBranchResults
+    ep, program = _two_conds()
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value).startswith(
+        "method 'forward': buffer 'a' is written by kernel aten::copy_ from the result of a "
+        "control-flow op (a torch.cond branch's tensor, handed on by a move) whose memory kernel "
+        "aten::sub.out overwrites before the write: the buffer would get that instruction's "
+        "values")
+    ep, program = _two_conds(CopyBranchResults(exir_ops.edge.dim_order_ops._clone_dim_order
+                                               .default))
+    vw.verify_writes(program, vw.mutated_by(ep))

@@ -18,8 +18,13 @@ mutate is written by nothing. Control flow is followed: the walk takes each forw
 (`cond`'s branches, inlined by the emitter, their results moved into the op's output by a
 `MoveCall`), so a value counts as computed where every path to it computed it, and a buffer
 must be written as often on every path (a back edge, the end of a `map`/`scan` body that runs
-at least once, adds nothing). Otherwise it raises `WriteVerifyError` naming the method, the
-buffer and each writer found (delegate and binding, or kernel), and what to change.
+at least once, adds nothing). A moved value is the branch's own tensor (the move hands the
+EValue on): its memory is the branch value's, and an instruction writing that memory after the
+move (the next control-flow op's branch, planned in the same region) leaves it no longer
+computed — a write from it is refused, naming what overwrote it
+(`saving.branch_results` copies such results out first). Otherwise it raises
+`WriteVerifyError` naming the method, the buffer and each writer found (delegate and binding,
+or kernel), and what to change.
 """
 from __future__ import annotations
 
@@ -33,12 +38,6 @@ from ...errors import TteError
 from .traffic import _nbytes, mutable_buffers, written_args
 
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
-
-
-# A buffer written from a value a torch.cond branch computed is refused: the walk follows the
-# branches (the tests switch this off to check it), but ExecuTorch 1.5.1's programs of such writes
-# were seen computing wrong state — a refusal, not a silent difference.
-REFUSE_BRANCH_RESULTS = True
 
 
 class WriteVerifyError(TteError, ValueError):
@@ -94,7 +93,9 @@ def _delegate_writes(meta, data: bytes, args: list[int]) -> list[tuple[int, str,
     return found
 
 
-_State = tuple[set[int], dict[str, list[Writer]]]   # (values computed, writers) on one path
+# on one path: (values computed, writers, moved value -> the memory ranges it may hold)
+_Range = tuple[int, int, int]    # (arena, first byte, end)
+_State = tuple[set[int], dict[str, list[Writer]], dict[int, frozenset[_Range]]]
 
 
 class _Method:
@@ -109,11 +110,11 @@ class _Method:
             i for i, v in enumerate(plan.values) if isinstance(v.val, schema.Tensor)
             and v.val.allocation_info is None and v.val.data_buffer_idx > 0}
         self.writers: dict[str, list[Writer]] = {f: [] for f in self.buffers}
-        self.stale: list[tuple[str, Writer]] = []
+        self.stale: list[tuple[str, Writer, str | None]] = []   # ..., what overwrote it
         self.uneven: list[tuple[str, list[Writer]]] = []   # written on some paths of a call only
         self.staged: set[str] = set()   # buffers a host-to-device copy stages for a delegate
-        self.moved: set[int] = set()    # values a control-flow op's branch result was moved into
-        self.from_branch: list[tuple[str, Writer]] = []
+        self.moved: dict[int, frozenset[_Range]] = {}   # a branch result moved in: its memory
+        self.overwritten: dict[int, str] = {}   # a moved value -> what wrote its memory after
 
     def _memory(self, index: int):
         t = self.plan.values[index].val
@@ -129,16 +130,32 @@ class _Method:
                 return fqn
         return None
 
+    def _range(self, index: int) -> frozenset[_Range]:
+        """The memory value `index` holds: its planned bytes, or a moved value's source's."""
+        if index in self.moved:
+            return self.moved[index]
+        where = self._memory(index)
+        if where[0] != "arena":
+            return frozenset()
+        return frozenset({(where[1], where[2], where[2] + self._size(index))})
+
+    def _overwrite(self, target: int, what: str) -> None:
+        """`what` writes `target`'s memory: a moved value held there is no longer computed."""
+        hit = self._range(target)
+        for value, held in self.moved.items():
+            if value != target and value in self.produced and any(
+                    a == b and s < f and t < e for a, s, e in hit for b, t, f in held):
+                self.produced.discard(value)
+                self.overwritten[value] = what
+
     def _record(self, target: int, writer: Writer) -> None:
         fqn = self._buffer_at(target)
         if fqn is None:
             return
         self.writers[fqn].append(writer)
-        if writer.value is not None and writer.value in self.moved:
-            self.from_branch.append((fqn, writer))
         if writer.value is not None and (writer.value not in self.produced
                                          or self._buffer_at(writer.value) == fqn):
-            self.stale.append((fqn, writer))
+            self.stale.append((fqn, writer, self.overwritten.get(writer.value)))
 
     def _shape(self, index: int) -> tuple[int, ...]:
         t = self.plan.values[index].val
@@ -162,6 +179,8 @@ class _Method:
         for k in written:
             at = src if src is not None else args[k]
             self._record(args[k], Writer("kernel", name, src, self._size(at), self._shape(at)))
+        for k in written:   # after its reads: a kernel reads its sources, then writes
+            self._overwrite(args[k], f"kernel {name}")
         self.produced |= {args[k] for k in written}
 
     def _delegate(self, call: schema.DelegateCall) -> None:
@@ -180,29 +199,38 @@ class _Method:
             size = self._size(src) if src is not None else self._size(target)
             self._record(target, Writer("delegate", f"delegate {call.delegate_index} ({how})",
                                         src, size))
+        for a in outputs:
+            self._overwrite(a, f"delegate {call.delegate_index}")
 
     def _move(self, call: schema.MoveCall) -> None:
         """A branch's result moved into the value its control-flow op returns (an EValue
-        handed on, no memory written): the target holds what the source holds on this path."""
-        self.moved.add(call.move_to)
+        handed on, no memory written): the target holds what the source holds on this path, in
+        the source's memory."""
+        self.moved[call.move_to] = self._range(call.move_from)
+        self.overwritten.pop(call.move_to, None)
         if call.move_from in self.produced:
             self.produced.add(call.move_to)
         else:
             self.produced.discard(call.move_to)
 
     def _state(self) -> _State:
-        return self.produced.copy(), {f: list(w) for f, w in self.writers.items()}
+        return (self.produced.copy(), {f: list(w) for f, w in self.writers.items()},
+                dict(self.moved))
 
     def _join(self, states: list[_State]) -> None:
-        """The state where paths meet: a value computed on every path; a buffer written as
-        often on each path (else `uneven` names it)."""
-        self.produced = set.intersection(*(p for p, _ in states))
+        """The state where paths meet: a value computed on every path, in the memory any path
+        left it in; a buffer written as often on each path (else `uneven` names it)."""
+        self.produced = set.intersection(*(p for p, _, _ in states))
+        self.moved = {}
+        for _, _, moved in states:
+            for value, held in moved.items():
+                self.moved[value] = self.moved.get(value, frozenset()) | held
         self.writers = states[0][1]
         for fqn in self.writers:
-            counts = {len(w[fqn]) for _, w in states}
+            counts = {len(w[fqn]) for _, w, _ in states}
             if len(counts) > 1:
-                self.uneven.append((fqn, max((w[fqn] for _, w in states), key=len)))
-                self.writers[fqn] = max((w[fqn] for _, w in states), key=len)
+                self.uneven.append((fqn, max((w[fqn] for _, w, _ in states), key=len)))
+                self.writers[fqn] = max((w[fqn] for _, w, _ in states), key=len)
 
     def _always_false(self, index: int) -> bool:
         """A jump's condition no instruction writes, emitted `False`: the jump is taken always
@@ -280,18 +308,20 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                 f"(by {_text(writers)}, inside a branch of a control-flow op): on the others its "
                 "write would be lost or differ from eager. Write the buffer after the branch, from "
                 "the value the branches return, and report this with the program")
-        for fqn, w in m.from_branch[:1] if REFUSE_BRANCH_RESULTS else ():
-            raise WriteVerifyError(
-                f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from the "
-                "result of a control-flow op (a torch.cond branch's value): ExecuTorch 1.5.1's "
-                "programs of such writes were found computing wrong state (issue 45, generated "
-                "cond programs), so they are refused. Compute the new value without torch.cond "
-                "(torch.where over both branches' values) and write the buffer from it")
+        for fqn, w, overwriter in m.stale:
+            if overwriter is not None:
+                raise WriteVerifyError(
+                    f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from "
+                    "the result of a control-flow op (a torch.cond branch's tensor, handed on by "
+                    f"a move) whose memory {overwriter} overwrites before the write: "
+                    "the buffer would get that instruction's values. Save through "
+                    "torch_tensorrt.save / tte.executorch (whose config copies such results out, "
+                    "saving.branch_results), and report this with the program")
         for fqn, writers in sorted(m.writers.items()):
             t = m.buffers[fqn][1]
             _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes),
                           fqn in m.staged)
-        for fqn, w in m.stale:
+        for fqn, w, _ in m.stale:
             raise WriteVerifyError(
                 f"method {plan.name!r}: buffer {fqn!r} is written by {w.kind} {w.what} from a "
                 "value nothing computes in this call (memory no instruction wrote, or the "

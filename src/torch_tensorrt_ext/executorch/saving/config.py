@@ -4,18 +4,22 @@ Invariant: `backend_config` returns the caller's config (or the default) plus ex
 needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
 emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
 shared by every method (ExecuTorch's sharing for host-only programs, `shared_arenas`'s where
-state lives in device memory); applying it to a config it produced changes nothing.
+state lives in device memory) — and one correction of ExecuTorch 1.5.1's emitted programs, a
+`torch.cond` result read after a later control-flow op copied out of the memory that op reuses
+first (`branch_results`: else a buffer written from it gets the later op's values); applying it
+to a config it produced changes nothing.
 `stateful_edge`'s manager applies it on every `to_executorch`.
 """
 from __future__ import annotations
 
 import copy
 
-
+import torch
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
 from . import device_state, shared_arenas
+from .branch_results import CopyBranchResults
 from .declared_writes import Writes, expected_writes
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
@@ -52,7 +56,8 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
     values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
     an engine writes itself (`writes`: each method's declared writes, `expected_writes` — read
     here when not handed in), and (several methods) one allocation per buffer shared by every
-    method, as in eager (`_share_state_across_methods`).
+    method, as in eager (`_share_state_across_methods`); first of the edge passes, a cond's
+    result read after a later control-flow op copied (`branch_results.CopyBranchResults`).
     Applying it to a config it already produced changes nothing."""
     from executorch.exir import ExecutorchBackendConfig
 
@@ -77,7 +82,8 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
                       if fqn in writes[method].in_place}
     in_place = set().union(*(w.in_place for w in writes.values()))
     resident = _share_state_across_methods(edge_manager, config, share_across_methods, in_place)
-    config.passes = [*list(config.passes or ()), InitialiseMutableBuffers(names)]
+    config.passes = [CopyBranchResults(_clone_op(edge_manager)), *list(config.passes or ()),
+                     InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
     # state an engine writes itself stays in the engine's memory; state ExecuTorch's write-back
     # copies (a host kernel) keeps its host staging, so that copy can reach it
@@ -86,6 +92,15 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
     config._tte_state = True
     config._tte_writes = writes     # read once: the save's verifier reads them from here
     return config
+
+
+def _clone_op(edge_manager):
+    """The edge op that copies a tensor in this program: `_clone_dim_order` unless it was lowered
+    without dim-order ops (as ExecuTorch's own passes choose)."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+    if getattr(getattr(edge_manager, "compile_config", None), "_skip_dim_order", False):
+        return exir_ops.edge.aten.clone.default
+    return exir_ops.edge.dim_order_ops._clone_dim_order.default
 
 
 def _delegate_devices(edge_manager) -> set[str]:
@@ -159,7 +174,9 @@ def stateful_edge(edge_manager):
     themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and an
     emitted program that does not write each declared buffer exactly once fails it — one
     checker, `verify_writes`, on the declared writes read once (`declared_writes`). Constant
-    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`)."""
+    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`). It lowers
+    with autograd off, whatever the caller's grad mode (a write left to PyTorch saves outside
+    `torch.no_grad()` too)."""
     from executorch.exir import EdgeProgramManager
 
     from ...contracts.llm_metadata import check_runner_metadata
@@ -170,7 +187,11 @@ def stateful_edge(edge_manager):
             writes = getattr(config, "_tte_writes", None)   # a config backend_config made
             if writes is None:
                 writes = expected_writes(self)       # once per save; every stage reads it
-            lowered = super().to_executorch(backend_config(self, config, writes=writes))
+            # autograd off: torch.export gives a buffer written from trainable values a fake
+            # value that requires grad, and ExecuTorch's retrace of its write-back `copy_` (a
+            # leaf in-place) then raises — lowering computes no gradient
+            with torch.no_grad():
+                lowered = super().to_executorch(backend_config(self, config, writes=writes))
             verify_writes(lowered.executorch_program,
                           {m: w.mutated for m, w in writes.items()})
             return lowered

@@ -1,21 +1,29 @@
 """The declared programs as ExecuTorch's lowering receives them (patch 0004 calls this first).
 
 Invariant: what `prepare_programs` returns has every value the emitter reads in host memory
-(`host_values`) and every copy-back write a TensorRT delegate can copy itself handed to that
-delegate (`delegate_copies`); a program needing neither is returned as it is. A program with an
-engine call whose results nothing reads is refused (`Unsupported`, naming the engine and the
-buffers it writes): ExecuTorch's lowering would drop the call (its passes know no engine's side
-effects) or fail lowering a delegate without outputs — either way the write would not be saved.
+(`host_values`), no prims call `engines.prims_to_aten` rewrites left in the part of the program
+PyTorch runs (the rewrite an engine's partition gets, here on a copy of the graph: the caller's
+program is unchanged) and every copy-back write a TensorRT delegate can copy itself handed to
+that delegate (`delegate_copies`); a program needing none of these is returned as it is. A
+program with an engine call whose results nothing reads is refused (`Unsupported`, naming the
+engine and the buffers it writes): ExecuTorch's lowering would drop the call (its passes know no
+engine's side effects) or fail lowering a delegate without outputs — either way the write would
+not be saved.
 """
 from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
 
-from torch.export import ExportedProgram
+import copy
 
+from torch.export import ExportedProgram
+from torch.export.graph_signature import OutputSpec, TensorArgument
+
+from ...engines.prims_to_aten import has_prims, prims_to_aten
 from ...errors import Unsupported
 from ...export.engine_calls import engine_calls
+from ...lowering.program_edit import rebuilt
 from .delegate_copies import Programs, hand_copy_backs_to_delegates
 from .host_values import host_values
 
@@ -25,7 +33,23 @@ __all__ = ["prepare_programs"]
 def prepare_programs(programs: Programs) -> Programs:
     for name, ep in (programs.items() if isinstance(programs, Mapping) else [("", programs)]):
         _refuse_engines_nothing_reads(ep, name)
-    return hand_copy_backs_to_delegates(host_values(programs))
+    programs = host_values(programs)
+    programs = {n: _host_aten(p) for n, p in programs.items()} \
+        if isinstance(programs, Mapping) else _host_aten(programs)
+    return hand_copy_backs_to_delegates(programs)
+
+
+def _host_aten(ep: ExportedProgram) -> ExportedProgram:
+    """`ep` with the prims calls of its host part rewritten as ATen (`prims_to_aten`: train-mode
+    BatchNorm left to PyTorch); engines are opaque calls here, so only the host part changes."""
+    if not has_prims(ep.graph_module):
+        return ep
+    gm = copy.deepcopy(ep.graph_module)
+    renamed = prims_to_aten(gm)
+    specs = [OutputSpec(s.kind, TensorArgument(renamed[s.arg.name]), s.target)
+             if isinstance(s.arg, TensorArgument) and s.arg.name in renamed else s
+             for s in ep.graph_signature.output_specs]
+    return rebuilt(ep, graph_module=gm, output_specs=specs)
 
 
 def _refuse_engines_nothing_reads(ep: ExportedProgram, method: str) -> None:
