@@ -123,16 +123,19 @@ def stateful_program(program: torch.export.ExportedProgram
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
     to the same values, in the program's own graph: a negative `select` index (`buf[-1]`) and a
-    0-d `fill_` value's broadcast."""
+    0-d `fill_` value's broadcast; and a buffer copied whole from a value another write also
+    ends on gets its own copy of it, which functionalization would refuse (`copy_sources`)."""
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
     from ..lowering.fill_writes import expand_fill_values
     from ..lowering.negative_indices import normalize_select_scatter
     from ..lowering.empty_cat import drop_empty_cat_operands
+    from ..lowering.copy_sources import own_copy_sources
     state = inputs_as_state(program)[0]
     normalize_select_scatter(state.graph_module)   # torch-tensorrt drops a write to buf[-1]
     drop_empty_cat_operands(state.graph_module)    # a cat onto a legacy empty tensor stays on host
     expand_fill_values(state.graph_module)         # and the broadcast of a 0-d fill_ value
+    own_copy_sources(state)                        # run_decompositions refuses shared sources
     writers = buffer_writers(state)
     if hides_writes(state):
         state = functional_program(state)   # the functional form buffer_writers computed

@@ -1,0 +1,77 @@
+"""A buffer copied whole from a value another write also makes a new value gets its own copy of it.
+
+torch.export (2.14) keeps `buf.copy_(src)` in place in its training IR; functionalization
+(`run_decompositions`, which torch-tensorrt's compile and ExecuTorch's `to_edge` both call) makes
+the value `src` holds each such buffer's new value, as it is. When two writes end on one node —
+two buffers copied from one input, one computed value, one parameter or one unwritten buffer, or
+a buffer copied from another buffer's new value (`b.add_(1); a.copy_(b)`) — the functional program
+returns that node twice among its mutations and `run_decompositions` refuses its own result:
+`SpecViolationError: User output <src> is not in the correct order or is not found in the
+exported program's user_output list` (issue 45 class 3: valid programs refused; plain ExecuTorch
+refuses them the same way).
+
+A buffer copied whole from another buffer (`a.copy_(c)`) is lost further down the same way: its
+new value is then the other buffer's own input, which the lifting takes for no write at all (the
+save's verifier refuses the program, naming `a`).
+
+Invariant: `own_copy_sources(ep)` gives each whole-buffer `aten.copy_.default` of `ep`'s graph (its
+destination a placeholder) whose source is shared — the source of an earlier such copy, a buffer's
+placeholder, a placeholder some in-place op writes, or the result of an in-place op — a `clone` of
+that source made right before the copy, and changes nothing else: every value computed is the
+same, each buffer's new value is then a node of its own. A copy from a value no other write ends
+on (the common case: a ring buffer copied from its new `cat`) is left as it is, so no step pays
+for a copy it does not need.
+Returns how many copies it gave their own source.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+
+__all__ = ["own_copy_sources"]
+
+_COPY = torch.ops.aten.copy_.default
+
+
+def _writes_first_arg(node: Node) -> bool:
+    """`node` is an in-place op: its schema writes its first argument (`add_`, `copy_`, ...)."""
+    schema = getattr(node.target, "_schema", None)
+    args = schema.arguments if schema is not None else ()
+    return bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write
+
+
+def own_copy_sources(ep: torch.export.ExportedProgram) -> int:
+    gm: GraphModule = ep.graph_module
+    buffers = set(ep.graph_signature.inputs_to_buffers)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    written = {n.args[0] for n in calls if _writes_first_arg(n) and n.args
+               and isinstance(n.args[0], Node) and n.args[0].op == "placeholder"}
+    seen: set[Node] = set()
+    changed = 0
+    for n in calls:
+        if n.target is not _COPY or not isinstance(n.args[0], Node) \
+                or n.args[0].op != "placeholder" or not isinstance(n.args[1], Node):
+            continue
+        src = n.args[1]
+        shared = src in seen or (src.op == "placeholder" and (src in written
+                                                              or src.name in buffers)) or \
+            (src.op == "call_function" and _writes_first_arg(src))
+        seen.add(src)
+        if not shared:
+            continue
+        with gm.graph.inserting_before(n):
+            own = gm.graph.call_function(torch.ops.aten.clone.default, (src,))
+        val = src.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            mode = getattr(val, "fake_mode", None)
+            if mode is not None:
+                with mode:
+                    own.meta["val"] = val.clone()
+            else:
+                own.meta["val"] = val.clone()
+        n.args = (n.args[0], own, *n.args[2:])
+        changed += 1
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return changed
