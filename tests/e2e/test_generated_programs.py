@@ -72,6 +72,12 @@ REGRESSIONS = {
     # memory before cd0's write-back read it (issue 45 class 5; saving/branch_results)
     "two_buffers_written_from_conds": Program(bufs=(Buf(kind="cond"), Buf(kind="cond")),
                                               split="sigmoid", split_at=1),
+    # compile: AssertionError "Failed to map a given dim_order: [1, 0] to a torch.memory_format"
+    # (issue 45 class 2's message): a bf16 column written through `b.t()` by PyTorch, then
+    # `b.float()` in an engine — dense_inputs made the transposed input dense, a permute back
+    # left the cast's source transposed (engines/payload.dense_copies)
+    "transposed_column_written_by_pytorch_cast_in_an_engine": Program(
+        bufs=(Buf(kind="col_t", dtype="bfloat16", mix="after"),), split="write", split_at=1),
     # Two classes found and left upstream; the grammar no longer draws them (so the smoke covers
     # the rest), and their exact programs are recorded here:
     # - a bf16 EMA `avg.mul_(0.99).add_(...)` drifts from eager (2.6% after 3 steps):

@@ -219,17 +219,45 @@ def dense_inputs(gm: GraphModule) -> None:
     graph — a `permute` PyTorch ran for the partition before. Lowered as such, ExecuTorch keeps
     the input's dim order, and its kernels refuse an operator mixing it with dense tensors (or
     would read the dense bytes as the permuted layout)."""
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    if not all(_dense(v) for v in vals if isinstance(v, torch.Tensor)):
+        _propagate_dense(gm)
+
+
+def _propagate_dense(gm: GraphModule) -> None:
+    """Re-propagate `gm`'s values from dense inputs of its inputs' shapes and dtypes."""
+    from torch._guards import detect_fake_mode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
-    if all(_dense(v) for v in tensors):
-        return
-    from torch._guards import detect_fake_mode
-    mode = detect_fake_mode(tensors)   # a scalar input bound as 0-d is a plain meta tensor
-    with mode:
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    with mode:   # a scalar input bound as 0-d is a plain meta tensor
         dense = [torch.empty(tuple(v.shape), dtype=v.dtype, device=v.device)
                  if isinstance(v, torch.Tensor) else v for v in vals]
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*dense)
+
+
+_LAYOUT_KEEPING_COPIES = frozenset({torch.ops.aten._to_copy.default, torch.ops.aten.clone.default})
+
+
+def dense_copies(gm: GraphModule) -> None:
+    """A copy keeping its source's layout (`_to_copy` / `clone`, memory format unset or
+    `preserve_format`) of a value that is not row-major makes a row-major copy instead:
+    ExecuTorch's dim-order copies map only the contiguous and channels-last orders and refuse
+    any other ("Failed to map a given dim_order: [1, 0]": `b.t()[1].copy_(v)` left to PyTorch,
+    then `b.float()` in an engine — the partition's transposed input made dense by
+    `dense_inputs`, transposed back by a `permute`). Same elements; values re-propagated."""
+    changed = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target not in _LAYOUT_KEEPING_COPIES or \
+                n.kwargs.get("memory_format", torch.preserve_format) is not torch.preserve_format:
+            continue
+        src = n.args[0].meta.get("val") if isinstance(n.args[0], Node) else None
+        if isinstance(src, torch.Tensor) and not _dense(src):
+            n.update_kwarg("memory_format", torch.contiguous_format)
+            changed = True
+    if changed:
+        gm.recompile()
+        _propagate_dense(gm)
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -344,6 +372,7 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     prims_to_aten(gm)     # ATen for the prims torch-tensorrt's decompositions leave
     kernel_forms(gm)      # forms ExecuTorch's kernels compute like eager
     dense_inputs(gm)
+    dense_copies(gm)
     dense_constants(gm)
     config = edge_config()
     lifted = lifted_program(gm) if dynamic_shapes is None else None
