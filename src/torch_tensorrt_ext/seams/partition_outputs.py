@@ -28,10 +28,10 @@ from torch.fx import GraphModule, Node
 
 from ..lowering.kv_rules import aliased_in_partition
 
-__all__ = ["aliased_outputs_returned"]
+__all__ = ["aliased_outputs_returned", "read_as_value"]
 
 
-def _read(call: Node, k: int, held: Counter) -> bool:
+def read_as_value(call: Node, k: int, held: Counter) -> bool:
     """Whether the parent reads result `k` of `call` as a value: a node other than the output
     uses it, or the output holds it more than once (`held`: how often the output holds each
     node; returned to the caller *and* as the buffer's new value). Held once by the output, it is
@@ -53,7 +53,7 @@ def _new_order(call: Node, sub: GraphModule, held: Counter) -> list[int] | None:
     if all(aliased):
         return None                    # the module returns every output (`user_output_count`)
     returned = max(i for i, a in enumerate(aliased) if not a) + 1
-    read = {k for k in range(len(outs)) if aliased[k] and _read(call, k, held)}
+    read = {k for k in range(len(outs)) if aliased[k] and read_as_value(call, k, held)}
     if all(k < returned for k in read):
         return None
     hidden = [k for k in range(len(outs)) if aliased[k] and k not in read]
