@@ -10,8 +10,8 @@ programs are not at hand — so they pin the described shapes, not a reproduced 
 generator (a bf16 column written through `b.t()` on the host, then cast in an engine: fixed by
 `engines/payload.dense_copies`, regression in test_generated_programs); class 3's error was
 reproduced by the generator (two buffers copied from one value) and is fixed where it arose,
-tests/lowering/test_copy_sources.py. Class 4 was reproduced by the generator too and is not
-fixed: `test_an_engine_whose_only_effect_is_a_kv_write` below (strict xfail) is its program."""
+tests/lowering/test_copy_sources.py. Class 4 was reproduced by the generator too:
+`test_an_engine_whose_only_effect_is_a_kv_write` below is its program."""
 from __future__ import annotations
 
 import pytest
@@ -51,18 +51,34 @@ def test_the_described_program_runs_like_eager(name):
 
 
 # Class 4, as the emulated-device generator run (seed 4700) drew it, shrunk by hand: the host runs
-# the first buffer's copy_, so the cache write lands in an engine of its own whose only output is
-# the cache's aliased new value, which the program never reads (the delegate binds it to the
-# buffer). ExecuTorch cannot lower a delegate none of whose outputs is read (fx's insert_subgm
-# asserts), so the save refuses it naming the buffer. Not fixed: the way out is to leave such a
-# write-only partition to PyTorch when torch-tensorrt partitions the graph.
+# the slice assignment's copy, so the cache write lands in a partition of its own whose only
+# output is the cache's aliased new value, which the program never reads (the engine writes the
+# buffer in place). ExecuTorch cannot lower a delegate none of whose outputs is read, so the save
+# refused it; such a partition now runs in PyTorch (seams/write_only_partitions).
 def test_an_engine_whose_only_effect_is_a_kv_write():
     program = Program(bufs=(Buf(kind="from_input"), Buf(kind="kv_slice", place="attr")),
                       split="write", split_at=1)
     result = check_program(program, steps=3)
-    # like eager, or refused at save naming the buffer — never a silent difference
-    assert result.ok or (result.stage == "save" and "engine '_run_on_acc_2' writes ['m1.k'] in "
-                         "place and hands the program nothing it reads" in result.message), \
-        result.report(program)
-    if not result.ok:
-        pytest.xfail("issue 45 class 4: a write-only KV engine is refused (not fixed)")
+    assert result.ok, result.report(program)
+
+
+def test_the_write_only_partition_is_left_to_pytorch_and_no_other():
+    from torch_tensorrt_ext.seams import write_only_partitions as wop
+    real = wop.write_only_partitions_to_torch
+
+    def renamed_by_compile(program) -> set:
+        seen: list = []
+        wop.write_only_partitions_to_torch = lambda gm: seen.append(real(gm)) or seen[-1]
+        try:
+            assert check_program(program, steps=2).ok
+        finally:
+            wop.write_only_partitions_to_torch = real
+        return {name for names in seen for name in names}
+    for kind in ("kv_slice", "kv_index_copy"):
+        # the cache read after its write in the same part: the engine keeps it
+        assert renamed_by_compile(Program(bufs=(Buf(kind="from_input"),
+                                                Buf(kind=kind, place="attr", mix="after")),
+                                          split="write", split_at=1)) == set()
+    assert renamed_by_compile(Program(bufs=(Buf(kind="from_input"),
+                                            Buf(kind="kv_slice", place="attr")),
+                                      split="write", split_at=1)) == {"_run_on_gpu_2"}
