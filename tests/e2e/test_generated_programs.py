@@ -95,6 +95,15 @@ REGRESSIONS = {
     #   Buf(kind='batch_norm', place='deep', pos=3, mix='after', init='randn'),
     #   Buf(kind='batch_norm', place='attr', twice=True, pos=6, ret=('before', 'value_view'))),
     #   seed=513): its output 3, bn2[..., :1] of the second batch norm
+    # - a bf16 `scatter_add_` with repeated indices (`arange(8) % 3`): torch-tensorrt's
+    #   decomposition (a scatter + add per source element) run in plain PyTorch already differs
+    #   from eager's by up to 0.125 over 200 random draws (another order of bf16 roundings, no
+    #   state involved); the grammar's bf16 / fp16 scatter_add scatters a permutation. Found as
+    #   Program(bufs=(Buf(kind='masked_fill', place='deep', pos=1, mix='before', init='randn'),
+    #   Buf(kind='scatter_add', dtype='bfloat16', twice=True, pos=4, ret=('after', 'value_sum'),
+    #   mix='before', init='randn'), Buf(kind='ema', place='attr', twice=True, pos=5,
+    #   ret=('value', 'value_view', 'before'), init='randn')), seed=2233): its output 1, the
+    #   buffer after two writes, 0.0547 from eager's at step 0 (fp32 and fp16 state: equal)
 }
 
 
