@@ -69,7 +69,11 @@ def test_the_project_series_checks_against_the_installed_packages_without_writin
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) if p.exists() else None for p in watched}
     rc = tte_cli.main(["patch", "check", "--site-packages", str(SITE), "--patches", str(PATCHES)])
     out, err = capsys.readouterr()
-    assert (rc, err) == (0, "")
+    # another test's `patch` run on this site may hold its lock (pytest runs on two workers):
+    # the notice of waiting for it is the one line allowed
+    said = [line for line in err.splitlines()
+            if not line.startswith("torch-tensorrt-ext patch check: waiting up to ")]
+    assert (rc, said) == (0, [])
     series = (PATCHES / "torch_tensorrt" / ".patches").read_text().split()
     assert len(series) >= 4  # the torch_tensorrt series is real, not empty
     lines = out.splitlines()
