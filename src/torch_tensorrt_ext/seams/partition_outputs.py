@@ -28,7 +28,7 @@ from torch.fx import GraphModule, Node
 
 from ..lowering.kv_rules import aliased_in_partition
 
-__all__ = ["aliased_outputs_returned", "read_as_value"]
+__all__ = ["aliased_outputs", "aliased_outputs_returned", "read_as_value"]
 
 
 def read_as_value(call: Node, k: int, held: Counter) -> bool:
@@ -41,15 +41,21 @@ def read_as_value(call: Node, k: int, held: Counter) -> bool:
                for use in call.users)
 
 
+def aliased_outputs(sub: GraphModule, outs) -> list[bool]:
+    """Per output of partition `sub` (`outs`, its output node's values): whether TensorRT
+    aliases it (`kv_rules.aliased_in_partition`, the rule the engines follow)."""
+    inputs = {n for n in sub.graph.nodes if n.op == "placeholder"}
+    order = {n: i for i, n in enumerate(sub.graph.nodes)}
+    return [isinstance(o, Node) and aliased_in_partition(o, inputs, order) for o in outs]
+
+
 def _new_order(call: Node, sub: GraphModule, held: Counter) -> list[int] | None:
     """Old output positions in their new order, or None when the module returns every aliased
     output the parent reads already."""
     outs = sub.graph.output_node().args[0]
     if not isinstance(outs, (tuple, list)) or len(outs) < 2:
         return None
-    inputs = {n for n in sub.graph.nodes if n.op == "placeholder"}
-    order = {n: i for i, n in enumerate(sub.graph.nodes)}
-    aliased = [isinstance(o, Node) and aliased_in_partition(o, inputs, order) for o in outs]
+    aliased = aliased_outputs(sub, outs)
     if all(aliased):
         return None                    # the module returns every output (`user_output_count`)
     returned = max(i for i, a in enumerate(aliased) if not a) + 1

@@ -24,8 +24,7 @@ from collections import Counter
 import torch
 from torch.fx import GraphModule, Node
 
-from ..lowering.kv_rules import aliased_in_partition
-from .partition_outputs import read_as_value
+from .partition_outputs import aliased_outputs, read_as_value
 
 __all__ = ["write_only_partitions_to_torch"]
 
@@ -36,10 +35,7 @@ def _write_only(call: Node, sub: GraphModule, held: Counter) -> bool:
     outs = sub.graph.output_node().args[0]
     one = not isinstance(outs, (tuple, list))     # a partition returning one value, untupled
     outs = (outs,) if one else outs
-    inputs = {n for n in sub.graph.nodes if n.op == "placeholder"}
-    order = {n: i for i, n in enumerate(sub.graph.nodes)}
-    if not outs or not all(isinstance(o, Node) and aliased_in_partition(o, inputs, order)
-                           for o in outs):
+    if not outs or not all(aliased_outputs(sub, outs)):
         return False
     if one:   # the call is the value: read unless only the output holds it, once
         return held[call] <= 1 and all(u.op == "output" for u in call.users)
