@@ -41,7 +41,9 @@ def test_the_end_to_end_suites_pass_with_state_on_the_emulated_device():
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, tail
     summary = done.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
+    # "1 xfailed" is a pinned known bug, not a failure: match the count word exactly
+    assert re.search(r"\d+ passed", summary) and not re.search(r"\d+ (failed|error)", summary), \
+        summary
     assert "host code touched device memory" not in done.stderr
 
 
