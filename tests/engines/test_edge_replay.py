@@ -186,3 +186,41 @@ def test_the_whole_pipeline_fallback_is_logged_with_its_reason(monkeypatch, capl
     assert record.getMessage().endswith(
         "lowered through torch.export and ExecuTorch's whole to_edge: it is not a static "
         "functional program (lifted_program)")
+
+
+def _counting_to_edge(monkeypatch) -> list:
+    import executorch.exir as exir
+    calls, real = [], exir.to_edge
+    monkeypatch.setattr(exir, "to_edge", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_calls_lowered_by_an_earlier_payload_are_not_lowered_again(monkeypatch):
+    """A payload whose every call an earlier payload lowered (the next engine, the decode method)
+    makes no `to_edge`; its program is the first's, byte for byte, and ExecuTorch's own. A payload
+    adding one call lowers just that call."""
+    model = Decoder(layers=2).eval()
+    (gm,) = _partitions(monkeypatch, model, model.example_args())
+    monkeypatch.setattr(edge_replay, "_LOWERED", type(edge_replay._LOWERED)())   # none kept
+    lifted = lifted_program(copy.deepcopy(gm))
+    lowered = _counting_to_edge(monkeypatch)
+    first = _replayed(copy.deepcopy(lifted))
+    assert len(lowered) == 1 and len(edge_replay._LOWERED) == edge_replay.distinct_calls(lifted)
+    again = _replayed(copy.deepcopy(lifted))
+    assert len(lowered) == 1 and again == first
+
+    class OneMore(torch.nn.Module):      # a call the decoder never makes
+        def forward(self, x):
+            return x.cos()
+
+    cos = torch.export.export(OneMore(), (torch.ones(3),))
+    before = dict(edge_replay._LOWERED)
+    _replayed(cos)
+    assert len(lowered) == 2 and len(edge_replay._LOWERED) == len(before) + 1
+    _assert_same_program(gm)             # the kept calls make ExecuTorch's own program
+
+
+def test_a_call_keyed_by_an_objects_identity_is_not_kept():
+    """An id can name another object once the first is gone: such a call lowers every time."""
+    assert edge_replay._by_identity(("op", (("tuple", (("object", 140001),)),), ()))
+    assert not edge_replay._by_identity(("op", (("float", "1.0"), ("int", 3)), ()))

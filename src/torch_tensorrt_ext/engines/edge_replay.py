@@ -12,12 +12,20 @@ what it reads, so a call lowers the same wherever it stands. A program with anyt
 (symbolic values, mutating or higher-order operators, non-tensor values) gets None, and the
 caller runs ExecuTorch's whole pipeline. The 32-layer demo decoder's partition makes 993 calls,
 24 of them distinct: 24 calls, not 993, go through to_edge's dozen retracing passes.
+
+A lowered call is kept for the process (`_LOWERED`, bounded, least recently used out), keyed by
+its call key and the edge config, so a later payload making the same call — the next engine of a
+model, the decode method after prefill — copies it without lowering again; a payload whose every
+call was lowered before makes no `to_edge` at all. A call whose key holds an object compared by
+identity (`("object", id)`) is not kept: an id can name another object later.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import operator
+import threading
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -115,14 +123,16 @@ def distinct_calls(ep: ExportedProgram) -> int:
 
 @dataclasses.dataclass
 class _Call:
-    """One distinct call: a node that makes it, and (once the catalog is lowered) the catalog's
-    edge placeholders for its inputs, its edge subgraph in order, and the edge values of its
-    outputs."""
+    """One distinct call: a node that makes it, its key, and (once lowered, here or by an earlier
+    payload) the catalog's edge placeholders for its inputs, its edge subgraph in order, the edge
+    values of its outputs and the catalog constants the subgraph reads."""
     node: Node
     inputs: list[Node]
+    key: tuple = ()
     edge_inputs: list[Node] = dataclasses.field(default_factory=list)
     edge_nodes: list[Node] = dataclasses.field(default_factory=list)
     edge_outputs: list[Node] = dataclasses.field(default_factory=list)
+    consts: dict[Node, torch.Tensor] = dataclasses.field(default_factory=dict)  # catalog's, read
 
     @property
     def n_outputs(self) -> int:
@@ -172,9 +182,9 @@ def _subgraph(outputs: list[Node], graph: Graph) -> list[Node]:
     return [n for n in graph.nodes if n in seen]
 
 
-def _lower_catalog(calls: list[_Call], config, fake_mode) -> dict[Node, torch.Tensor] | None:
-    """Lower the catalog through ExecuTorch's `to_edge`; fill each call's edge subgraph; return
-    the catalog's lifted constants by edge placeholder (None if the calls did not lower apart)."""
+def _lower_catalog(calls: list[_Call], config, fake_mode) -> bool:
+    """Lower the catalog through ExecuTorch's `to_edge`; fill each call's edge subgraph and the
+    lifted constants it reads; False if the calls did not lower apart."""
     from executorch.exir import to_edge
 
     module, examples = _catalog_module(calls, fake_mode)
@@ -193,10 +203,53 @@ def _lower_catalog(calls: list[_Call], config, fake_mode) -> dict[Node, torch.Te
         call.edge_inputs = [next(inputs) for _ in call.inputs]
         call.edge_outputs = [next(outputs) for _ in range(call.n_outputs)]
         call.edge_nodes = _subgraph(call.edge_outputs, edge.graph_module.graph)
-        reads = {a for n in call.edge_nodes for a in n.all_input_nodes if a.op == "placeholder"}
-        if not reads <= set(call.edge_inputs) | set(consts):
-            return None   # a call's edge subgraph reads another call's inputs: not separable
-    return consts
+        reads = [a for n in call.edge_nodes for a in n.all_input_nodes if a.op == "placeholder"]
+        if not set(reads) <= set(call.edge_inputs) | set(consts):
+            return False  # a call's edge subgraph reads another call's inputs: not separable
+        call.consts = {a: consts[a] for a in reads if a in consts}
+    return True
+
+
+# lowered calls kept across payloads: (config key, call key) -> _Call, least recently used first
+_LOWERED: collections.OrderedDict[tuple, _Call] = collections.OrderedDict()
+_LOWERED_MAX = 4096
+_LOWERED_LOCK = threading.Lock()
+
+
+def _by_identity(key) -> bool:
+    """Whether a call key holds an object compared by identity (`_encode`'s "object")."""
+    if isinstance(key, tuple):
+        return (len(key) == 2 and key[0] == "object") or any(_by_identity(k) for k in key)
+    return False
+
+
+def _config_key(config) -> str:
+    return repr(config)
+
+
+def _take_lowered(calls: list[_Call], config) -> list[_Call]:
+    """Fill each call lowered before from `_LOWERED`; the calls still to lower."""
+    ck, missing = _config_key(config), []
+    with _LOWERED_LOCK:
+        for call in calls:
+            kept = _LOWERED.get((ck, call.key))
+            if kept is None:
+                missing.append(call)
+                continue
+            _LOWERED.move_to_end((ck, call.key))
+            call.edge_inputs, call.edge_nodes = kept.edge_inputs, kept.edge_nodes
+            call.edge_outputs, call.consts = kept.edge_outputs, kept.consts
+    return missing
+
+
+def _keep_lowered(calls: list[_Call], config) -> None:
+    ck = _config_key(config)
+    with _LOWERED_LOCK:
+        for call in calls:
+            if not _by_identity(call.key):
+                _LOWERED[(ck, call.key)] = dataclasses.replace(call, node=None, inputs=[])
+        while len(_LOWERED) > _LOWERED_MAX:
+            _LOWERED.popitem(last=False)
 
 
 def _catalog(ep: ExportedProgram) -> tuple[list[_Call], dict[Node, tuple[_Call, list[Node]]]]:
@@ -206,7 +259,7 @@ def _catalog(ep: ExportedProgram) -> tuple[list[_Call], dict[Node, tuple[_Call, 
     for n in ep.graph_module.graph.nodes:
         if n.op == "call_function" and n.target is not operator.getitem:
             key, inputs = call_key(n)
-            made[n] = (calls.setdefault(key, _Call(n, inputs)), inputs)
+            made[n] = (calls.setdefault(key, _Call(n, inputs, key)), inputs)
     return list(calls.values()), made
 
 
@@ -320,9 +373,12 @@ def replayed_edge(ep: ExportedProgram, config):
     fake_mode = next(n.meta["val"].fake_mode for n in ep.graph_module.graph.nodes
                      if n.op == "placeholder")
     calls, made = _catalog(ep)
-    consts = _lower_catalog(calls, config, fake_mode)
-    if consts is None:
-        return None
+    missing = _take_lowered(calls, config)
+    if missing:
+        if not _lower_catalog(missing, config, fake_mode):
+            return None
+        _keep_lowered(missing, config)
+    consts = {n: t for call in calls for n, t in call.consts.items()}
     g = Graph()
     env, input_specs, state = _placeholders(ep, g, consts, fake_mode)
     _replay(ep, made, env, g, fake_mode)
