@@ -2,7 +2,8 @@
 otherwise than ATen (found by scripts/converter_coverage.py): a call ExecuTorch removes as a
 no-op, leaving an output that is the input (it came back as zeros); an output returned twice;
 an int32 index of gather/scatter (the kernels refused it, error 0x12); an integer remainder by a
-negative divisor (ExecuTorch's kernel gave the dividend's sign: 5 % -3 was 2)."""
+negative divisor (ExecuTorch's kernel gave the dividend's sign: 5 % -3 was 2); a sum over a dim
+or a cumsum of a 0-d tensor (the sum aborted the process)."""
 from __future__ import annotations
 
 import pytest
@@ -31,6 +32,16 @@ CALLS = {
     "int_remainder_negative_divisor": (aten.remainder.Tensor, (A, B), {}),
     "int_remainder_by_a_0d_tensor": (aten.remainder.Tensor,
                                      (A, torch.tensor(-3, dtype=torch.int32)), {}),
+    # a 0-d tensor reduced over its dim: ExecuTorch's float sum aborted the process (the
+    # converter coverage run's one crash), its cumsum failed with 0x12
+    "sum_0d_over_dim_0_keepdim": (aten.sum.dim_IntList, (torch.tensor(1.5), [0], True), {}),
+    "sum_0d_over_dim_minus_1": (aten.sum.dim_IntList, (torch.tensor(-2.25), [-1]), {}),
+    "sum_0d_over_no_dim_to_half": (aten.sum.dim_IntList, (torch.tensor(0.75), []),
+                                   {"dtype": torch.float16}),
+    "sum_0d_bf16_over_dim_0": (aten.sum.dim_IntList,
+                               (torch.tensor(3.5, dtype=torch.bfloat16), [0]), {}),
+    "cumsum_0d": (aten.cumsum.default, (torch.tensor(1.25), 0), {}),
+    "cumsum_0d_int_to_int64": (aten.cumsum.default, (torch.tensor(7, dtype=torch.int32), -1), {}),
 }
 
 

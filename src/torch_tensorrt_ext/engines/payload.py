@@ -308,7 +308,10 @@ def kernel_forms(gm: GraphModule) -> None:
     """Rewrite the calls ExecuTorch's kernels take otherwise than ATen into forms of the same
     values they take: an int32 index of gather/scatter widened to int64 (the
     kernels refuse int32, error 0x12); an integer `remainder` as `a - floor_divide(a, b) * b`
-    (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1)."""
+    (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1); a
+    `sum` over a dim or a `cumsum` of a 0-d tensor on its one-element 1-d view (ExecuTorch's
+    float sum asserts and aborts the process, its cumsum fails with 0x12; ATen takes dim 0 or
+    -1 of a 0-d tensor as the tensor itself)."""
     changed = False
     for n in list(gm.graph.nodes):
         val = n.meta.get("val")
@@ -322,9 +325,35 @@ def kernel_forms(gm: GraphModule) -> None:
               and not val.dtype.is_floating_point and val.dtype != torch.bool):
             _integer_remainder(gm.graph, n)
             changed = True
+        elif n.target in _ZERO_D_AS_1D and _zero_d(n.args[0]):
+            _on_one_element_view(gm.graph, n)
+            changed = True
     if changed:
         gm.graph.lint()
         gm.recompile()
+
+
+# calls ExecuTorch's kernels fail on a 0-d input, by what their dim argument becomes on its
+# one-element 1-d view, and whether their result must be viewed back to 0-d
+_ZERO_D_AS_1D = {_ATEN.sum.dim_IntList: ([0], False), _ATEN.cumsum.default: (0, True)}
+
+
+def _zero_d(arg) -> bool:
+    val = arg.meta.get("val") if isinstance(arg, Node) else None
+    return isinstance(val, torch.Tensor) and val.dim() == 0
+
+
+def _on_one_element_view(graph, n: Node) -> None:
+    """`n` (a call of `_ZERO_D_AS_1D` on a 0-d tensor) made on the tensor's [1] view, over dim
+    0 without keepdim (a 0-d result, as ATen gives for any keepdim)."""
+    dim, view_back = _ZERO_D_AS_1D[n.target]
+    with graph.inserting_before(n):
+        flat = add_call(graph, _ATEN.view.default, n.args[0], [1])
+        args = (flat, dim) + ((False,) if n.target is _ATEN.sum.dim_IntList else n.args[2:])
+        made = add_call(graph, n.target, *args, **n.kwargs)
+        out = add_call(graph, _ATEN.view.default, made, []) if view_back else made
+    n.replace_all_uses_with(out)
+    graph.erase_node(n)
 
 
 def _dtype_of(arg):
