@@ -20,14 +20,13 @@ from collections.abc import Iterable, Mapping
 import operator
 
 from torch.export import ExportedProgram
-from torch.export.graph_signature import (OutputKind, OutputSpec,
-                                          TensorArgument)
+from torch.export.graph_signature import OutputKind
 
 from ..contracts.engine import EngineInfo
 from ..contracts.plan import BufferWrite, Copier, MutationPlan, PlanError
 from .engine_calls import EngineCall, engine_calls
 from ..errors import ArgumentTypeError
-from ..lowering.program_edit import rebuilt
+from ..lowering.program_edit import with_mutation_outputs
 
 
 def _check_engine(info: EngineInfo, call: EngineCall) -> None:
@@ -93,7 +92,7 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
     placeholder_of = {fqn: nodes[name] for name, fqn in sig.inputs_to_buffers.items()}
     calls = engine_calls(ep)
     infos = {e.name: e for e in engines}
-    new_values, new_specs = [], []
+    writes = []
     for w in todo:
         if w.fqn not in placeholder_of:
             raise PlanError(f"buffer {w.fqn!r} is not an input of this program; cannot declare "
@@ -112,15 +111,8 @@ def _declare_one(ep: ExportedProgram, plan: MutationPlan,
             value = placeholder_of[w.fqn]       # the engine writes the buffer itself
         else:
             value = _handed_out(nodes, call, w)  # the program's write-back copies it
-        new_values.append(value)
-        new_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), w.fqn))
-    out = gm.graph.output_node()
-    old = list(out.args[0])
-    n_mut = sum(1 for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT)
-    out.args = (tuple(old[:n_mut] + new_values + old[n_mut:]),)
-    gm.recompile()
-    specs = list(sig.output_specs[:n_mut]) + new_specs + list(sig.output_specs[n_mut:])
-    return rebuilt(ep, graph_module=gm, output_specs=specs)
+        writes.append((value, w.fqn))
+    return with_mutation_outputs(ep, gm, writes)
 
 
 def declare_mutations(ep: ExportedProgram | Mapping[str, ExportedProgram],

@@ -7,7 +7,9 @@ checked by the edge verifier) — and holding exactly the named parts where name
 a program's graph in place and then wrap it anew; they do it here, so no site forgets a part
 (the example inputs, the verifiers) that a later stage reads. The class is looked up as
 `torch.export.ExportedProgram` at each call, as upstream's own passes look it up: upstream's
-tests stand it in to capture what a pass builds.
+tests stand it in to capture what a pass builds. `with_mutation_outputs` is the one way a pass
+declares new state writes: after the program's own mutation outputs, before its user outputs, in
+the graph's output and in the signature alike.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from collections.abc import Sequence
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import ExportGraphSignature, InputSpec, OutputSpec
+from torch.export.graph_signature import (ExportGraphSignature, InputSpec, OutputKind,
+                                          OutputSpec, TensorArgument)
 
 
 def rebuilt(ep: ExportedProgram, *, graph_module: torch.fx.GraphModule | None = None,
@@ -41,4 +44,19 @@ def rebuilt(ep: ExportedProgram, *, graph_module: torch.fx.GraphModule | None = 
         verifiers=ep.verifiers)
 
 
-__all__ = ["rebuilt"]
+def with_mutation_outputs(ep: ExportedProgram, gm: torch.fx.GraphModule,
+                          writes: Sequence[tuple[torch.fx.Node, str]]) -> ExportedProgram:
+    """`ep` on `gm` (its graph edited in place) with each (value, buffer fqn) of `writes` a
+    BUFFER_MUTATION output, after the existing mutation outputs and before the user outputs."""
+    sig, out = ep.graph_signature, gm.graph.output_node()
+    n_mut = sum(1 for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT)
+    old = list(out.args[0])
+    out.args = (tuple(old[:n_mut] + [value for value, _ in writes] + old[n_mut:]),)
+    gm.recompile()
+    specs = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), fqn)
+             for value, fqn in writes]
+    return rebuilt(ep, graph_module=gm, output_specs=list(sig.output_specs[:n_mut]) + specs
+                   + list(sig.output_specs[n_mut:]))
+
+
+__all__ = ["rebuilt", "with_mutation_outputs"]

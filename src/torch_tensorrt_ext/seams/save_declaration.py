@@ -17,14 +17,13 @@ from collections.abc import Sequence
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import (OutputKind, OutputSpec,
-                                          TensorArgument)
+from torch.export.graph_signature import OutputKind
 from torch.fx import Node
 
 from ..export.declare import declare_mutations
 from ..export.engine_calls import aliased_plan
 from ..contracts.plan import PlanError
-from ..lowering.program_edit import rebuilt
+from ..lowering.program_edit import with_mutation_outputs
 
 __all__ = ["aliased_plan", "declare_program", "functionalize_buffer_copies"]
 
@@ -48,23 +47,15 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
     copies = _in_place_copies(ep, gm.graph)
     sig = ep.graph_signature
     declared = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
-    out = gm.graph.output_node()
-    values, specs = [], []
+    writes = []
     for node, fqn in copies:
         if fqn in declared:
             raise PlanError(f"buffer {fqn!r} is written twice: by {node.name} and by an existing "
                             "BUFFER_MUTATION; one write per buffer per call is supported")
         declared.add(fqn)
-        value = node.args[1]
+        writes.append((node.args[1], fqn))
         gm.graph.erase_node(node)
-        values.append(value)
-        specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), fqn))
-    old = list(out.args[0])
-    n_mut = sum(1 for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT)
-    out.args = (tuple(old[:n_mut] + values + old[n_mut:]),)
-    gm.recompile()
-    new_specs = list(sig.output_specs[:n_mut]) + specs + list(sig.output_specs[n_mut:])
-    return rebuilt(ep, graph_module=gm, output_specs=new_specs)
+    return with_mutation_outputs(ep, gm, writes)
 
 
 def declare_program(ep: ExportedProgram,
