@@ -76,6 +76,12 @@ REGRESSIONS = {
     # (issue 45 class 2's message): a bf16 column written through `b.t()` by PyTorch, then
     # `b.float()` in an engine — dense_inputs made the transposed input dense, a permute back
     # left the cast's source transposed (engines/payload.dense_copies)
+    # compile: SpecViolationError "User output x is not in the correct order ..." (class 3
+    # again, found by the emulated run, seed 32000): the buffer read as `b.float()` before
+    # `b.copy_(x)` — export traces the copy onto the `to` node, an alias of the whole buffer,
+    # which copy_sources did not take for the buffer (it now follows whole-buffer aliases)
+    "two_copied_from_the_input_one_read_through_float_first": Program(
+        bufs=(Buf(kind="from_input", mix="before"), Buf(kind="from_input"))),
     "transposed_column_written_by_pytorch_cast_in_an_engine": Program(
         bufs=(Buf(kind="col_t", dtype="bfloat16", mix="after"),), split="write", split_at=1),
     # Two classes found and left upstream; the grammar no longer draws them (so the smoke covers

@@ -48,12 +48,19 @@ class _Copies(nn.Module):
             self.a.copy_(self.b.mul_(0.5))
         elif self.how == "one_from_an_unwritten_buffer":     # lost downstream, not refused here
             self.a.copy_(self.c)
+        elif self.how == "two_from_input_through_aliases":   # `.float()` of a float buffer is
+            self.a.float().copy_(x)                          # the buffer: found by the emulated
+            self.b.float().copy_(x.float())                  # generator run (seed 32000)
+        elif self.how == "two_from_an_aliased_unwritten_buffer":
+            self.a.float().copy_(self.c.float())
+            self.b.copy_(self.c)
         return self.lin(h + self.a + self.b)
 
 
 SHAPES = {"two_from_input": 1, "two_from_computed": 1, "two_from_an_unwritten_buffer": 2,
           "two_from_a_parameter": 1, "one_from_anothers_new_value": 1,
-          "one_from_an_in_place_result": 1, "one_from_an_unwritten_buffer": 1}
+          "one_from_an_in_place_result": 1, "one_from_an_unwritten_buffer": 1,
+          "two_from_input_through_aliases": 1, "two_from_an_aliased_unwritten_buffer": 2}
 # shape -> clones the pass adds
 
 

@@ -14,19 +14,22 @@ A buffer copied whole from another buffer (`a.copy_(c)`) is lost further down th
 new value is then the other buffer's own input, which the lifting takes for no write at all (the
 save's verifier refuses the program, naming `a`).
 
-Invariant: `own_copy_sources(ep)` gives each whole-buffer `aten.copy_.default` of `ep`'s graph (its
-destination a placeholder) whose source is shared — the source of an earlier such copy, a buffer's
-placeholder, a placeholder some in-place op writes, or the result of an in-place op — a `clone` of
-that source made right before the copy, and changes nothing else: every value computed is the
-same, each buffer's new value is then a node of its own. A copy from a value no other write ends
-on (the common case: a ring buffer copied from its new `cat`) is left as it is, so no step pays
-for a copy it does not need.
+Invariant: `own_copy_sources(ep)` gives each whole-buffer `aten.copy_.default` of `ep`'s graph
+(its destination a placeholder, or a value that is all of one — the same storage, shape, strides
+and offset, as `buf.float()` of a float buffer is) whose source is shared — the source of an
+earlier such copy, a buffer's placeholder, a placeholder some in-place op writes (each read
+through such an alias too), or the result of an in-place op — a `clone` of that source made
+right before the copy, and changes nothing else: every value computed is the same, each buffer's
+new value is then a node of its own. A copy from a value no other write ends on (the common
+case: a ring buffer copied from its new `cat`) is left as it is, so no step pays for a copy it
+does not need.
 Returns how many copies it gave their own source.
 """
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.multiprocessing.reductions import StorageWeakRef
 
 __all__ = ["own_copy_sources"]
 
@@ -40,23 +43,39 @@ def _writes_first_arg(node: Node) -> bool:
     return bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write
 
 
+def _layout(val) -> tuple | None:
+    if not isinstance(val, torch.Tensor):
+        return None
+    return (StorageWeakRef(val.untyped_storage()).cdata, tuple(val.shape), val.stride(),
+            val.storage_offset())
+
+
+def _whole_placeholders(gm: GraphModule):
+    """node -> the placeholder it is all of (itself for a placeholder), or None."""
+    whole = {_layout(p.meta.get("val")): p for p in gm.graph.nodes if p.op == "placeholder"}
+    whole.pop(None, None)
+    return lambda n: (n if n.op == "placeholder" else whole.get(_layout(n.meta.get("val")))) \
+        if isinstance(n, Node) else None
+
+
 def own_copy_sources(ep: torch.export.ExportedProgram) -> int:
     gm: GraphModule = ep.graph_module
     buffers = set(ep.graph_signature.inputs_to_buffers)
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
-    written = {n.args[0] for n in calls if _writes_first_arg(n) and n.args
-               and isinstance(n.args[0], Node) and n.args[0].op == "placeholder"}
+    whole_of = _whole_placeholders(gm)
+    written = {whole_of(n.args[0]) for n in calls if _writes_first_arg(n) and n.args} - {None}
     seen: set[Node] = set()
     changed = 0
     for n in calls:
-        if n.target is not _COPY or not isinstance(n.args[0], Node) \
-                or n.args[0].op != "placeholder" or not isinstance(n.args[1], Node):
+        if n.target is not _COPY or whole_of(n.args[0]) is None \
+                or not isinstance(n.args[1], Node):
             continue
         src = n.args[1]
-        shared = src in seen or (src.op == "placeholder" and (src in written
-                                                              or src.name in buffers)) or \
+        whole = whole_of(src) or src      # a placeholder read through an alias is that input
+        shared = whole in seen or (whole.op == "placeholder" and (whole in written
+                                                                  or whole.name in buffers)) or \
             (src.op == "call_function" and _writes_first_arg(src))
-        seen.add(src)
+        seen.add(whole)
         if not shared:
             continue
         with gm.graph.inserting_before(n):
