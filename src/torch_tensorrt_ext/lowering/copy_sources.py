@@ -46,8 +46,9 @@ def _writes_first_arg(node: Node) -> bool:
 def _layout(val) -> tuple | None:
     if not isinstance(val, torch.Tensor):
         return None
-    return (StorageWeakRef(val.untyped_storage()).cdata, tuple(val.shape), val.stride(),
-            val.storage_offset())
+    # sizes may be symbolic (SymInts do not hash): their expressions name them
+    return (StorageWeakRef(val.untyped_storage()).cdata, str(tuple(val.shape)),
+            str(val.stride()), str(val.storage_offset()))
 
 
 def _whole_placeholders(gm: GraphModule):
