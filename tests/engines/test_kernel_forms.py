@@ -36,6 +36,9 @@ CALLS = {
     # converter coverage run's one crash), its cumsum failed with 0x12
     "sum_0d_over_dim_0_keepdim": (aten.sum.dim_IntList, (torch.tensor(1.5), [0], True), {}),
     "sum_0d_over_dim_minus_1": (aten.sum.dim_IntList, (torch.tensor(-2.25), [-1]), {}),
+    "sum_0d_dim_and_keepdim_by_name": (aten.sum.dim_IntList, (torch.tensor(1.5),),
+                                       {"dim": [0], "keepdim": True}),
+    "cumsum_0d_dim_by_name": (aten.cumsum.default, (torch.tensor(1.25),), {"dim": 0}),
     "sum_0d_over_no_dim_to_half": (aten.sum.dim_IntList, (torch.tensor(0.75), []),
                                    {"dtype": torch.float16}),
     "sum_0d_bf16_over_dim_0": (aten.sum.dim_IntList,

@@ -350,7 +350,8 @@ def _on_one_element_view(graph, n: Node) -> None:
     with graph.inserting_before(n):
         flat = add_call(graph, _ATEN.view.default, n.args[0], [1])
         args = (flat, dim) + ((False,) if n.target is _ATEN.sum.dim_IntList else n.args[2:])
-        made = add_call(graph, n.target, *args, **n.kwargs)
+        kwargs = {k: v for k, v in n.kwargs.items() if k not in ("dim", "keepdim")}
+        made = add_call(graph, n.target, *args, **kwargs)
         out = add_call(graph, _ATEN.view.default, made, []) if view_back else made
     n.replace_all_uses_with(out)
     graph.erase_node(n)
