@@ -44,6 +44,12 @@ CALLS = {
     "sum_0d_bf16_over_dim_0": (aten.sum.dim_IntList,
                                (torch.tensor(3.5, dtype=torch.bfloat16), [0]), {}),
     "cumsum_0d": (aten.cumsum.default, (torch.tensor(1.25), 0), {}),
+    # a half-precision running sum: ATen accumulates in fp32 (64 × 0.1 in bf16 ends at
+    # 6.40625), ExecuTorch's kernel in the input's dtype (6.15625)
+    "cumsum_bf16_accumulates_in_fp32": (aten.cumsum.default,
+                                        (torch.full((2, 64), 0.1, dtype=torch.bfloat16), 1), {}),
+    "cumsum_fp16_accumulates_in_fp32": (aten.cumsum.default,
+                                        (torch.linspace(-3, 5, 300).to(torch.float16), 0), {}),
     "cumsum_0d_int_to_int64": (aten.cumsum.default, (torch.tensor(7, dtype=torch.int32), -1), {}),
 }
 

@@ -311,7 +311,9 @@ def kernel_forms(gm: GraphModule) -> None:
     (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1); a
     `sum` over a dim or a `cumsum` of a 0-d tensor on its one-element 1-d view (ExecuTorch's
     float sum asserts and aborts the process, its cumsum fails with 0x12; ATen takes dim 0 or
-    -1 of a 0-d tensor as the tensor itself)."""
+    -1 of a 0-d tensor as the tensor itself); a bf16/fp16 `cumsum` accumulated in fp32 and
+    rounded once per element, as ATen does (ExecuTorch accumulates in the input's dtype: a bf16
+    running sum of 64 × 0.1 ended at 6.15625, ATen's at 6.40625)."""
     changed = False
     for n in list(gm.graph.nodes):
         val = n.meta.get("val")
@@ -327,6 +329,10 @@ def kernel_forms(gm: GraphModule) -> None:
             changed = True
         elif n.target in _ZERO_D_AS_1D and _zero_d(n.args[0]):
             _on_one_element_view(gm.graph, n)
+            changed = True
+        elif n.target is _ATEN.cumsum.default and _dtype_of(n) in _HALF \
+                and _dtype_of(n.args[0]) == _dtype_of(n):
+            _accumulated_in_fp32(gm.graph, n)
             changed = True
     if changed:
         gm.graph.lint()
@@ -353,6 +359,22 @@ def _on_one_element_view(graph, n: Node) -> None:
         kwargs = {k: v for k, v in n.kwargs.items() if k not in ("dim", "keepdim")}
         made = add_call(graph, n.target, *args, **kwargs)
         out = add_call(graph, _ATEN.view.default, made, []) if view_back else made
+    n.replace_all_uses_with(out)
+    graph.erase_node(n)
+
+
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def _accumulated_in_fp32(graph, n: Node) -> None:
+    """`n` (a half-precision cumsum, result in its input's dtype) on its input widened to fp32,
+    the result rounded back."""
+    dtype = _dtype_of(n)
+    kwargs = {k: v for k, v in n.kwargs.items() if k != "dtype"}
+    with graph.inserting_before(n):
+        wide = add_call(graph, _ATEN._to_copy.default, n.args[0], dtype=torch.float32)
+        summed = add_call(graph, n.target, wide, *n.args[1:], **kwargs)
+        out = add_call(graph, _ATEN._to_copy.default, summed, dtype=dtype)
     n.replace_all_uses_with(out)
     graph.erase_node(n)
 
