@@ -192,3 +192,32 @@ def test_a_long_run_split_by_first_chunk_draws_the_same_chunks():
     assert len(whole) == 203 and whole[-1][2] == 20
     assert chunks(5_000) + chunks(5_120, first=100) == whole
     assert chunks(50, first=7) == [whole[7]]
+
+
+def test_journals_of_several_invocations_count_each_program_once_and_recheck_the_failures(
+        tmp_path, capsys):
+    """scripts/stateful_journals.py: two runs' journals (one stopped, its chunk done again by the
+    next) count a program once, by its last result; --recheck runs what did not pass on the code
+    checked out now."""
+    import importlib.util
+    import pickle
+    from stateful_check import Result
+    spec = importlib.util.spec_from_file_location(
+        "stateful_journals", REPO / "scripts" / "stateful_journals.py")
+    journals = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(journals)
+    good, flaky = Program(bufs=(Buf(kind="counter"),)), Program(bufs=(Buf(kind="ema"),))
+    for run, recs in {"a": [(good, Result("ok")), (flaky, Result("save", "ImportError: x"))],
+                      "b": [(flaky, Result("save", "ImportError: x"))]}.items():
+        (tmp_path / run).mkdir()
+        with open(tmp_path / run / "chunk3-gen.journal", "wb") as f:
+            for program, result in recs:
+                pickle.dump(("start", program), f)
+                pickle.dump(("result", program, result), f)
+    folders = [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert journals.main(folders) == 1
+    assert "tried 2 distinct programs" in capsys.readouterr().out
+    assert journals.main([*folders, "--recheck", "--steps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "recheck of the 1 that did not pass" in out and "tried 1 distinct programs" in out \
+        and "passed 1," in out
