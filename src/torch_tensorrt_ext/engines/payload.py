@@ -12,6 +12,7 @@ ExecuTorch's own portable/optimized kernels.
 from __future__ import annotations
 
 import logging
+import operator
 import warnings
 from collections.abc import Sequence
 
@@ -311,9 +312,14 @@ def kernel_forms(gm: GraphModule) -> None:
     (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1); a
     `sum` over a dim or a `cumsum` of a 0-d tensor on its one-element 1-d view (ExecuTorch's
     float sum asserts and aborts the process, its cumsum fails with 0x12; ATen takes dim 0 or
-    -1 of a 0-d tensor as the tensor itself); a bf16/fp16 `cumsum` accumulated in fp32 and
-    rounded once per element, as ATen does (ExecuTorch accumulates in the input's dtype: a bf16
-    running sum of 64 × 0.1 ended at 6.15625, ATen's at 6.40625)."""
+    -1 of a 0-d tensor as the tensor itself); a bf16/fp16 call of `_IN_FP32` (a running sum,
+    a variance, layer or batch statistics) made on its inputs widened to fp32 and each result
+    rounded back once, as ATen accumulates them, and a bf16/fp16 product with a bias (`linear`
+    with a bias, `addmm`) as the product, then the bias added — ExecuTorch's kernels accumulate
+    those in the input's dtype (a bf16 running sum of 64 × 0.1 ended at 6.15625, ATen's at
+    6.40625; a bf16 `linear` with a bias over 4,096 inputs was 0.32 from the fp32 call where
+    eager is 0.008; layer norm 1.56 where eager is 0.014), its product without a bias (`mm`)
+    does not."""
     changed = False
     for n in list(gm.graph.nodes):
         val = n.meta.get("val")
@@ -330,9 +336,14 @@ def kernel_forms(gm: GraphModule) -> None:
         elif n.target in _ZERO_D_AS_1D and _zero_d(n.args[0]):
             _on_one_element_view(gm.graph, n)
             changed = True
-        elif n.target is _ATEN.cumsum.default and _dtype_of(n) in _HALF \
-                and _dtype_of(n.args[0]) == _dtype_of(n):
-            _accumulated_in_fp32(gm.graph, n)
+        elif n.target in _IN_FP32 and _dtype_of(n.args[0]) in _HALF \
+                and "dtype" not in n.kwargs and (isinstance(val, torch.Tensor) or all(
+                    u.target is operator.getitem for u in n.users)):
+            _made_in_fp32(gm.graph, n)
+            changed = True
+        elif n.target in _BIASED_PRODUCTS and _dtype_of(n) in _HALF \
+                and _BIASED_PRODUCTS[n.target](n) is not None:
+            _bias_after_product(gm.graph, n)
             changed = True
     if changed:
         gm.graph.lint()
@@ -364,18 +375,58 @@ def _on_one_element_view(graph, n: Node) -> None:
 
 
 _HALF = (torch.bfloat16, torch.float16)
+# calls ATen makes on half-precision inputs with fp32 accumulation (ExecuTorch's kernels in the
+# input's dtype): their results differ from eager's by far more than one rounding
+# (functional calls only: a call writing an input in place would write the widened copy)
+_IN_FP32 = {_ATEN.cumsum.default, _ATEN._native_batch_norm_legit.no_stats,
+            _ATEN.var.correction, _ATEN.var_mean.correction, _ATEN.native_layer_norm.default,
+            _ATEN.layer_norm.default}
+# a product with a bias -> its bias (None: no bias to take out)
+_BIASED_PRODUCTS = {
+    _ATEN.linear.default: lambda n: n.args[2] if len(n.args) > 2 else n.kwargs.get("bias"),
+    _ATEN.addmm.default: lambda n: n.args[0] if n.kwargs.get("beta", 1) != 0 else None,
+}
 
 
-def _accumulated_in_fp32(graph, n: Node) -> None:
-    """`n` (a half-precision cumsum, result in its input's dtype) on its input widened to fp32,
-    the result rounded back."""
-    dtype = _dtype_of(n)
-    kwargs = {k: v for k, v in n.kwargs.items() if k != "dtype"}
+def _bias_after_product(graph, n: Node) -> None:
+    """`linear(x, w, b)` as `linear(x, w) + b`; `addmm(b, m1, m2, beta, alpha)` as
+    `mm(m1, m2) * alpha + b * beta` (each factor only where it is not 1)."""
+    bias = _BIASED_PRODUCTS[n.target](n)
     with graph.inserting_before(n):
-        wide = add_call(graph, _ATEN._to_copy.default, n.args[0], dtype=torch.float32)
-        summed = add_call(graph, n.target, wide, *n.args[1:], **kwargs)
-        out = add_call(graph, _ATEN._to_copy.default, summed, dtype=dtype)
+        if n.target is _ATEN.linear.default:
+            product = add_call(graph, _ATEN.linear.default, n.args[0], n.args[1])
+        else:
+            product = add_call(graph, _ATEN.mm.default, n.args[1], n.args[2])
+            if n.kwargs.get("alpha", 1) != 1:
+                product = add_call(graph, _ATEN.mul.Tensor, product, n.kwargs["alpha"])
+            if n.kwargs.get("beta", 1) != 1:
+                bias = add_call(graph, _ATEN.mul.Tensor, bias, n.kwargs["beta"])
+        out = add_call(graph, _ATEN.add.Tensor, product, bias)
     n.replace_all_uses_with(out)
+    graph.erase_node(n)
+
+
+def _made_in_fp32(graph, n: Node) -> None:
+    """`n` on its half-precision tensor inputs widened to fp32, each result (read through
+    getitem where `n` makes several) rounded back to its own dtype."""
+    def wide(a):
+        return add_call(graph, _ATEN._to_copy.default, a, dtype=torch.float32) \
+            if _dtype_of(a) in _HALF else a
+    vals = n.meta["val"]
+    with graph.inserting_before(n):
+        made = add_call(graph, n.target, *torch.fx.map_arg(n.args, wide),
+                        **torch.fx.map_arg(n.kwargs, wide))
+        if not isinstance(vals, (tuple, list)):
+            n.replace_all_uses_with(
+                add_call(graph, _ATEN._to_copy.default, made, dtype=vals.dtype))
+    if isinstance(vals, (tuple, list)):
+        for user in list(n.users):            # getitem(n, i): one result each
+            with graph.inserting_before(user):
+                got = add_call(graph, operator.getitem, made, user.args[1])
+                back = add_call(graph, _ATEN._to_copy.default, got,
+                                dtype=vals[user.args[1]].dtype)
+            user.replace_all_uses_with(back)
+            graph.erase_node(user)
     graph.erase_node(n)
 
 
