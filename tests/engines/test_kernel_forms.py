@@ -121,6 +121,14 @@ HALF_CALLS = {
                                  (_offset(1, 3, 1024, dtype=torch.float16, by=0),
                                   _offset(32, 1024, dtype=torch.float16, by=0, scale=1 / 32),
                                   _offset(32, dtype=torch.float16, by=0)), {}),
+    "conv1d_bf16": (aten.convolution.default,                           # 0.60, eager 0.027
+                    (_offset(1, 512, 16, by=1), _offset(64, 512, 3, by=0, scale=0.05),
+                     _offset(64, by=0), [1], [1], [1], False, [0], 1), {}),
+    "depthwise_conv1d_fp16": (aten.convolution.default,     # a Mamba-style conv state (held before)
+                              (_offset(1, 256, 32, dtype=torch.float16, by=1),
+                               _offset(256, 1, 4, dtype=torch.float16, by=0, scale=0.5),
+                               _offset(256, dtype=torch.float16, by=0), [1], [3], [1], False,
+                               [0], 256), {}),
     "addmm_bf16": (aten.addmm.default,                                   # 28,952, eager 106
                    (_offset(5, by=0), _offset(2, 4096, by=3), _offset(4096, 5, by=3)), {}),
     "addmm_scaled_fp16": (aten.addmm.default,
