@@ -319,7 +319,8 @@ def kernel_forms(gm: GraphModule) -> None:
     those in the input's dtype (a bf16 running sum of 64 × 0.1 ended at 6.15625, ATen's at
     6.40625; a bf16 `linear` with a bias over 4,096 inputs was 0.32 from the fp32 call where
     eager is 0.008; layer norm 1.56 where eager is 0.014; a bf16 conv1d over 512 channels 0.60
-    where eager is 0.027), its product without a bias (`mm`) does not."""
+    where eager is 0.027), its product without a bias (`mm`) does not; a half-precision
+    attention on row-major copies of its transposed q, k, v (`_row_major_args`)."""
     changed = False
     for n in list(gm.graph.nodes):
         val = n.meta.get("val")
@@ -340,6 +341,11 @@ def kernel_forms(gm: GraphModule) -> None:
                 and "dtype" not in n.kwargs and (isinstance(val, torch.Tensor) or all(
                     u.target is operator.getitem for u in n.users)):
             _made_in_fp32(gm.graph, n)
+            changed = True
+        elif _is_attention(n) and _dtype_of(n.args[0]) in _HALF and any(
+                not _dense(a.meta["val"]) for a in n.all_input_nodes
+                if isinstance(a.meta.get("val"), torch.Tensor)):
+            _row_major_args(gm.graph, n)
             changed = True
         elif n.target in _BIASED_PRODUCTS and _dtype_of(n) in _HALF \
                 and _BIASED_PRODUCTS[n.target](n) is not None:
@@ -381,6 +387,26 @@ _HALF = (torch.bfloat16, torch.float16)
 _IN_FP32 = {_ATEN.cumsum.default, _ATEN._native_batch_norm_legit.no_stats,
             _ATEN.var.correction, _ATEN.var_mean.correction, _ATEN.native_layer_norm.default,
             _ATEN.layer_norm.default, _ATEN.convolution.default}
+def _is_attention(n: Node) -> bool:
+    return n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and \
+        n.target.name().startswith(("aten::scaled_dot_product", "aten::_scaled_dot_product"))
+
+
+def _row_major_args(graph, n: Node) -> None:
+    """`n` on row-major copies of its non-row-major tensor arguments. ExecuTorch decomposes a
+    half-precision attention by widening q, k and v to fp32 with layout-keeping copies, which it
+    cannot map for a transposed [B, S, H, D] → [B, H, S, D] view (every transformers decoder's
+    q, k, v): "Failed to map a given dim_order: [0, 2, 1, 3]" refused every bf16 decoder."""
+    def dense(a):
+        if not isinstance(a, Node) or not isinstance(a.meta.get("val"), torch.Tensor) \
+                or _dense(a.meta["val"]):
+            return a
+        with graph.inserting_before(n):
+            return add_call(graph, _ATEN.clone.default, a, memory_format=torch.contiguous_format)
+    n.args = tuple(dense(a) for a in n.args)
+    n.kwargs = {k: dense(v) for k, v in n.kwargs.items()}
+
+
 # a product with a bias -> its bias (None: no bias to take out)
 _BIASED_PRODUCTS = {
     _ATEN.linear.default: lambda n: n.args[2] if len(n.args) > 2 else n.kwargs.get("bias"),
