@@ -5,14 +5,14 @@ the forms users write — an `index_copy_` / slice-assigned / `slice_scatter` KV
 position, or `RUN` from a start read on the host, as ExecuTorch's dynamic llama writes), an
 `index_put_` table, a `cat` or `roll` ring buffer, an `add_` counter, an EMA, `fill_` /
 `zero_`, a write to a slice or row of a buffer, a bool flag — placed at the top or in nested
-submodules (`layers.1.attn.k`), written once or twice per call, with what the caller gets back
-(the written value, a view or sum of it, the buffer after the write, a clone from before it)
-and reads before/after the write feeding the rest of the model; always between two `Linear`s,
-so a TensorRT partition exists; optionally split by an op left to PyTorch
-(`torch_executed_ops`). `repr(program)` is the Python that rebuilds the description;
-`program.source()` is the model itself as a standalone Python module (what `build()` runs), so a
-failure is reproduced by copy/paste. Inputs of step `s` are deterministic from the program's
-seed (`program.args(s)`).
+submodules (`layers.1.attn.k`), in a `with torch.no_grad():` block or not, written once or
+twice per call, with what the caller gets back (the written value, a view or sum of it, the
+buffer after the write, a clone from before it) and reads before/after the write feeding the
+rest of the model; always between two `Linear`s, so a TensorRT partition exists; optionally
+split by an op left to PyTorch (`torch_executed_ops`). `repr(program)` is the Python that
+rebuilds the description; `program.source()` is the model itself as a standalone Python module
+(what `build()` runs), so a failure is reproduced by copy/paste. Inputs of step `s` are
+deterministic from the program's seed (`program.args(s)`).
 """
 from __future__ import annotations
 
@@ -87,6 +87,7 @@ class Buf:
     mix: str = "none"
     init: str = "zeros"
     persistent: bool = True
+    no_grad: bool = False         # the writes inside `with torch.no_grad():` (an EMA's habit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,7 +320,8 @@ def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
         if not used or (b.twice and not second):    # `B.add_(1)`, not `c0 = B.add_(1)`
             more = [line.split(" = ", 1)[1] if line.startswith(f"{value} = {B}") else line
                     for line in more]
-        lines += more
+        lines += ["with torch.no_grad():"] + [f"    {line}" for line in more] if b.no_grad \
+            else more
     if b.mix == "after":
         lines.append(f"h = h + {B}.float().mean()")
     # a view that is not the whole tensor: `[..., :1]` of a 1-element counter is, which
@@ -434,7 +436,7 @@ def buffers(draw, kinds=None) -> Buf:
                twice=draw(st.booleans()), pos=draw(st.integers(0, S_MAX - 1)),
                ret=tuple(draw(st.lists(st.sampled_from(RETURNS), max_size=3, unique=True))),
                mix=draw(st.sampled_from(MIXES)), init=draw(st.sampled_from(("zeros", "randn"))),
-               persistent=draw(_mostly(True, False)))
+               persistent=draw(_mostly(True, False)), no_grad=draw(_mostly(False, True)))
 
 
 def _simplest_first(kind: str) -> int:

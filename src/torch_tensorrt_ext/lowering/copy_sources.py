@@ -23,7 +23,8 @@ right before the copy, and changes nothing else: every value computed is the sam
 new value is then a node of its own. A copy from a value no other write ends on (the common
 case: a ring buffer copied from its new `cat`) is left as it is, so no step pays for a copy it
 does not need.
-Returns how many copies it gave their own source.
+Returns how many copies it gave their own source (with `apply=False`, how many it would give,
+changing nothing).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def _whole_placeholders(gm: GraphModule):
         if isinstance(n, Node) else None
 
 
-def own_copy_sources(ep: torch.export.ExportedProgram) -> int:
+def own_copy_sources(ep: torch.export.ExportedProgram, apply: bool = True) -> int:
     gm: GraphModule = ep.graph_module
     buffers = set(ep.graph_signature.inputs_to_buffers)
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
@@ -79,6 +80,9 @@ def own_copy_sources(ep: torch.export.ExportedProgram) -> int:
         seen.add(whole)
         if not shared:
             continue
+        changed += 1
+        if not apply:
+            continue
         with gm.graph.inserting_before(n):
             own = gm.graph.call_function(torch.ops.aten.clone.default, (src,))
         val = src.meta.get("val")
@@ -90,8 +94,7 @@ def own_copy_sources(ep: torch.export.ExportedProgram) -> int:
             else:
                 own.meta["val"] = val.clone()
         n.args = (n.args[0], own, *n.args[2:])
-        changed += 1
-    if changed:
+    if changed and apply:
         gm.graph.lint()
         gm.recompile()
     return changed

@@ -8,16 +8,19 @@ PyTorch and the empty tensor became a constant of the saved program; when a prog
 are all empty, ExecuTorch 1.5.1 writes no constant segment and its runtime then refuses to load
 the program ("constant_buffer path is disabled").
 
-Invariant: `drop_empty_cat_operands(gm)` removes, in place, every operand of an `aten.cat`
+Invariant: `drop_empty_cat_operands(gm)` removes, in place and in every graph of `gm`
+(`subgraphs.graphs`: a higher-order op's body too), every operand of an `aten.cat`
 whose value is a 1-D tensor of static size 0 when another operand has a different rank — the
 same values (torch.cat skips them) — and then every node left without users that only read such
 an operand (`detach`, `detach_`, `alias`, `clone`); it returns how many operands it removed.
-It changes nothing else.
+It changes nothing else; with `apply=False` it only counts them.
 """
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
+
+from .subgraphs import graphs
 
 __all__ = ["drop_empty_cat_operands"]
 
@@ -45,7 +48,11 @@ def _drop_dead_readers(node: Node) -> None:
         node = source
 
 
-def drop_empty_cat_operands(gm: GraphModule) -> int:
+def drop_empty_cat_operands(gm: GraphModule, apply: bool = True) -> int:
+    return sum(_drop(g, apply) for g in graphs(gm))
+
+
+def _drop(gm: GraphModule, apply: bool) -> int:
     removed = 0
     for n in list(gm.graph.find_nodes(op="call_function", target=_CAT)):
         operands = list(n.args[0])
@@ -53,12 +60,14 @@ def drop_empty_cat_operands(gm: GraphModule) -> int:
         if not kept or len(kept) == len(operands) or \
                 all(_rank(a) == _rank(kept[0]) for a in operands):
             continue
+        removed += len(operands) - len(kept)
+        if not apply:
+            continue
         n.args = (kept, *n.args[1:])
         for a in operands:
             if a not in kept and isinstance(a, Node):
                 _drop_dead_readers(a)
-        removed += len(operands) - len(kept)
-    if removed:
+    if removed and apply:
         gm.graph.lint()
         gm.recompile()
     return removed

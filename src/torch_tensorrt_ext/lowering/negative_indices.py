@@ -9,16 +9,22 @@ buffer's last row (`self.buf[-1].add_(...)`) is lost or fails.
 A write through `self.buf[-1]` reaches that decomposition as a `select.int(buf, 0, -1)` view
 written in place (training IR), which functionalization turns into the `select_scatter`.
 
-Invariant: `normalize_select_scatter(gm)` rewrites every `aten.select.int` and
-`aten.select_scatter` whose index is a negative int and whose dimension has a static size into
-the same select at `index + size`, in place (the same values: it is safe on the caller's graph),
-and every `aten.slice.Tensor` with a negative or out-of-range bound into the same slice with
-bounds in [0, size], and changes nothing else; it returns how many it rewrote.
+A write can sit in a higher-order op's body (a `torch.autocast` block; `no_grad` blocks are
+inlined before, `grad_blocks`): every graph of `gm` is rewritten (`subgraphs.graphs`).
+
+Invariant: `normalize_select_scatter(gm)` rewrites, in every graph of `gm`, each
+`aten.select.int` and `aten.select_scatter` whose index is a negative int and whose dimension
+has a static size into the same select at `index + size`, in place (the same values), and every
+`aten.slice.Tensor` with a negative or out-of-range bound into the same slice with bounds in
+[0, size], and changes nothing else; it returns how many it rewrote. With `apply=False` it only
+counts them (and changes nothing).
 """
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule
+
+from .subgraphs import graphs
 
 __all__ = ["normalize_select_scatter"]
 
@@ -26,7 +32,11 @@ __all__ = ["normalize_select_scatter"]
 _INDEX_AT = {torch.ops.aten.select.int: 2, torch.ops.aten.select_scatter.default: 3}
 
 
-def normalize_select_scatter(gm: GraphModule) -> int:
+def normalize_select_scatter(gm: GraphModule, apply: bool = True) -> int:
+    return sum(_normalize(g, apply) for g in graphs(gm))
+
+
+def _normalize(gm: GraphModule, apply: bool) -> int:
     changed = 0
     for op, at in _INDEX_AT.items():
         for n in gm.graph.find_nodes(op="call_function", target=op):
@@ -37,17 +47,18 @@ def normalize_select_scatter(gm: GraphModule) -> int:
             if not isinstance(index, int) or index >= 0 or not isinstance(dim, int) or \
                     val is None or not isinstance(val.shape[dim], int):
                 continue
-            args = list(n.args)
-            args[at] = index + val.shape[dim]
-            n.args = tuple(args)
+            if apply:
+                args = list(n.args)
+                args[at] = index + val.shape[dim]
+                n.args = tuple(args)
             changed += 1
-    changed += _normalize_slices(gm)
-    if changed:
+    changed += _normalize_slices(gm, apply)
+    if changed and apply:
         gm.recompile()
     return changed
 
 
-def _normalize_slices(gm: GraphModule) -> int:
+def _normalize_slices(gm: GraphModule, apply: bool) -> int:
     """`slice.Tensor(x, dim, start, end)` with a negative start or end, or an end past the
     dimension (`buf[..., -1:] = v` is `slice(buf, 2, -1, 2**63 - 1)`), as the same slice with
     bounds in [0, size]: torch-tensorrt's slice_scatter converter cannot build the write of a
@@ -66,6 +77,7 @@ def _normalize_slices(gm: GraphModule) -> int:
             if isinstance(b, int) and not isinstance(b, bool):
                 new[k] = min(max(b + size if b < 0 else b, 0), size)
         if new != args and all(isinstance(b, int) for b in new[2:4]):
-            n.args = tuple(new[:max(len(n.args), 4)])
+            if apply:
+                n.args = tuple(new[:max(len(n.args), 4)])
             changed += 1
     return changed

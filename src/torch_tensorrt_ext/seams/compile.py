@@ -117,29 +117,48 @@ def stateful_program(program: torch.export.ExportedProgram
 
     Every written constant that is really module state is carried as a buffer (non-strict
     export lifts state held on plain objects as constants), so its writes are planned; a written
-    user input or parameter is refused naming it (`mutated_inputs`). A program writing a buffer
-    inside a higher-order op — a `with torch.no_grad():` block is one — is functionalized here:
+    user input or parameter is refused naming it (`mutated_inputs`). A `with torch.no_grad():`
+    block is inlined first (`grad_blocks`): its writes are then the program's own, seen by every
+    pass as those of a program written without it. A program writing a buffer inside another
+    higher-order op is functionalized here:
     torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
-    to the same values, in the program's own graph: a negative `select` index (`buf[-1]`) and a
-    0-d `fill_` value's broadcast; and a buffer copied whole from a value another write also
-    ends on gets its own copy of it, which functionalization would refuse (`copy_sources`)."""
+    to the same values: a negative `select` index (`buf[-1]`) and a 0-d `fill_` value's
+    broadcast; and a buffer copied whole from a value another write also ends on gets its own
+    copy of it, which functionalization would refuse (`copy_sources`). The rewrites edit a copy
+    of the program's graphs, made only when one applies: the caller's program is left as it
+    was."""
+    from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
-    from ..lowering.fill_writes import expand_fill_values
-    from ..lowering.negative_indices import normalize_select_scatter
-    from ..lowering.empty_cat import drop_empty_cat_operands
-    from ..lowering.copy_sources import own_copy_sources
-    state = inputs_as_state(program)[0]
-    normalize_select_scatter(state.graph_module)   # torch-tensorrt drops a write to buf[-1]
-    drop_empty_cat_operands(state.graph_module)    # a cat onto a legacy empty tensor stays on host
-    expand_fill_values(state.graph_module)         # and the broadcast of a 0-d fill_ value
-    own_copy_sources(state)                        # run_decompositions refuses shared sources
+    from ..lowering.program_edit import rebuilt
+    from ..lowering.subgraphs import copied
+    state = without_grad_blocks(program)   # a new program where a no_grad block was inlined
+    state = inputs_as_state(state)[0]      # a new program where a constant became a buffer
+    if _same_value_rewrites(state, apply=False):
+        if state is program:
+            state = rebuilt(program, graph_module=copied(program.graph_module))
+        _same_value_rewrites(state, apply=True)
     writers = buffer_writers(state)
     if hides_writes(state):
         state = functional_program(state)   # the functional form buffer_writers computed
     return state, writers
+
+
+def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
+    """How many nodes the rewrites `stateful_program` makes change (made when `apply`); each
+    changes nothing on a graph where it finds nothing, so 0 with `apply=False` means the
+    program goes on as it is."""
+    from ..lowering.copy_sources import own_copy_sources
+    from ..lowering.empty_cat import drop_empty_cat_operands
+    from ..lowering.fill_writes import expand_fill_values
+    from ..lowering.negative_indices import normalize_select_scatter
+    gm = ep.graph_module
+    return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
+            + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
+            + expand_fill_values(gm, apply)       # and the broadcast of a 0-d fill_ value
+            + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 
 
 def plan_of(module: torch.nn.Module) -> MutationPlan | None:

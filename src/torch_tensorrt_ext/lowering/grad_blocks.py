@@ -1,0 +1,122 @@
+"""`with torch.no_grad():` blocks inlined into the graph that calls them.
+
+torch.export's training IR keeps a grad-mode block as a higher-order op,
+`wrap_with_set_grad_enabled(enabled, body, *operands)`, whose body is a graph module of its own.
+A buffer written inside one (an EMA or a running statistic updated under `no_grad`, ExecuTorch's
+LFM2 and Qwen3.5 layers) is then out of reach of every pass that reads the program's in-place
+writes from its graph — the constant-to-buffer promotion, the same-value rewrites
+(`negative_indices`, `fill_writes`, `empty_cat`, `copy_sources`): two buffers copied from one
+input inside a block were refused by functionalization, a write to `buf[-1]` inside one failed.
+Grad mode changes no value a program computes, and a compiled program is never differentiated,
+so the block's nodes can stand in the graph itself: every later pass then sees the writes as it
+sees those of a program written without the block.
+
+Invariant: `without_grad_blocks(ep)` is `ep` itself when its graph calls no such block, else a
+new program: `ep`'s graphs copied (`subgraphs.copied`; `ep` is left as it was), the blocks
+inlined by `inline_grad_blocks`, and each output spec naming the node now in its place of the
+graph's output (an output the block computed is the inlined node); nothing else differs.
+`inline_grad_blocks(gm)` replaces each `wrap_with_set_grad_enabled` call of `gm`'s
+own graph — and of the bodies it inlines, until none is left — by copies of its body's nodes
+(the body's placeholders read as the call's operands, each `getitem` of the call as the body's
+output at that index), moves a nested body's own graph modules onto `gm` under unused names,
+drops the inlined body (its `get_attr`, and the attribute when nothing else reads it) and
+changes nothing else: the same ops on the same values, in the same order. A call whose result
+is read other than item by item, or whose body is not a graph module of `gm`, is left as it is.
+Returns how many calls it inlined; with `apply=False`, how many calls of `gm`'s own graph it
+would start from, changing nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import torch
+from torch.export.graph_signature import SymIntArgument, TensorArgument
+from torch.fx import GraphModule, Node
+
+from .program_edit import rebuilt
+from .subgraphs import copied
+
+__all__ = ["inline_grad_blocks", "without_grad_blocks"]
+
+_GRAD_BLOCK = torch.ops.higher_order.wrap_with_set_grad_enabled
+
+
+def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    if not inline_grad_blocks(ep.graph_module, apply=False):
+        return ep
+    gm = copied(ep.graph_module)
+    inline_grad_blocks(gm)
+    outs = gm.graph.output_node().args[0]
+    specs = [dataclasses.replace(spec, arg=type(spec.arg)(name=out.name))
+             if isinstance(spec.arg, (TensorArgument, SymIntArgument)) and isinstance(out, Node)
+             else spec for spec, out in zip(ep.graph_signature.output_specs, outs, strict=True)]
+    return rebuilt(ep, graph_module=gm, output_specs=specs)
+
+
+def inline_grad_blocks(gm: GraphModule, apply: bool = True) -> int:
+    calls = [c for c in gm.graph.find_nodes(op="call_function", target=_GRAD_BLOCK)
+             if _inlinable(gm, c)]
+    if not apply:
+        return len(calls)
+    inlined = 0
+    while calls:
+        for call in calls:
+            _inline(gm, call)
+            inlined += 1
+        calls = [c for c in gm.graph.find_nodes(op="call_function", target=_GRAD_BLOCK)
+                 if _inlinable(gm, c)]
+    if inlined:
+        gm.graph.lint()
+        gm.recompile()
+    return inlined
+
+
+def _inlinable(gm: GraphModule, call: Node) -> bool:
+    """The call's body is a graph module of `gm` taking one operand per placeholder, and the
+    call's result is only read item by item (as torch.export writes it)."""
+    body = call.args[1] if len(call.args) > 1 else None
+    if not isinstance(body, Node) or body.op != "get_attr" or \
+            not isinstance(getattr(gm, body.target, None), GraphModule):
+        return False
+    phs = getattr(gm, body.target).graph.find_nodes(op="placeholder")
+    return len(phs) == len(call.args) - 2 and all(
+        u.op == "call_function" and u.target is operator.getitem for u in call.users)
+
+
+def _inline(gm: GraphModule, call: Node) -> None:
+    body_node, operands = call.args[1], call.args[2:]
+    body: GraphModule = getattr(gm, body_node.target)
+    env: dict[Node, object] = dict(zip(body.graph.find_nodes(op="placeholder"), operands,
+                                       strict=True))
+    result = None
+    with gm.graph.inserting_before(call):
+        for n in body.graph.nodes:
+            if n.op == "placeholder":
+                continue
+            if n.op == "output":
+                result = torch.fx.node.map_arg(n.args[0], env.__getitem__)
+                continue
+            if n.op == "get_attr":     # a nested block's body: onto gm, under a free name
+                env[n] = gm.graph.get_attr(_adopt(gm, getattr(body, n.target), n.target))
+                env[n].meta = dict(n.meta)
+                continue
+            env[n] = gm.graph.node_copy(n, env.__getitem__)
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    for user in list(call.users):
+        user.replace_all_uses_with(outs[user.args[1]])
+        gm.graph.erase_node(user)
+    gm.graph.erase_node(call)
+    if not body_node.users:
+        gm.graph.erase_node(body_node)
+        if not gm.graph.find_nodes(op="get_attr", target=body_node.target):
+            delattr(gm, body_node.target)
+
+
+def _adopt(gm: GraphModule, module: torch.nn.Module, name: str) -> str:
+    free, i = name, 0
+    while hasattr(gm, free):
+        i += 1
+        free = f"{name}_{i}"
+    gm.add_submodule(free, module)
+    return free

@@ -1,0 +1,89 @@
+"""The same-value rewrites reach a `with torch.no_grad():` block's body (`lowering/subgraphs`),
+and `stateful_program` makes them on a copy: the caller's exported program is left as it was.
+
+torch.export keeps a `no_grad` block as a higher-order op whose body is a graph of its own; a
+write to `buf[-1]` inside it reached torch-tensorrt's lowering as a `select_scatter` at -1, an
+empty slice `[-1:0]` (the reference engine's kernel refused it; a TensorRT converter would write
+nothing) — found by the generator's `no_grad` draws.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from torch_tensorrt_ext.lowering.fill_writes import expand_fill_values
+from torch_tensorrt_ext.lowering.negative_indices import normalize_select_scatter
+from torch_tensorrt_ext.lowering.subgraphs import copied, graphs
+from torch_tensorrt_ext.seams.compile import stateful_program
+
+
+class _LastRowInNoGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("ema", torch.zeros(4, 8))
+        self.register_buffer("f", torch.zeros(2, 8))
+
+    def forward(self, x):
+        y = self.lin(x)
+        with torch.no_grad():
+            self.ema[-1].mul_(0.9).add_(y.mean(0) * 0.1)
+            self.f.fill_(y.mean())
+        return y + self.ema.sum(0) + self.f.sum(0)
+
+
+def _exported():
+    torch.manual_seed(0)
+    return torch.export.export(_LastRowInNoGrad().eval(), (torch.randn(2, 8),))
+
+
+def _codes(gm) -> list[str]:
+    return [g.code for g in graphs(gm)]
+
+
+def _select_indices(gm) -> list[int]:
+    return [n.args[2] for g in graphs(gm)
+            for n in g.graph.find_nodes(op="call_function", target=torch.ops.aten.select.int)]
+
+
+def test_the_block_is_a_graph_of_its_own_and_its_writes_are_rewritten_there():
+    ep = _exported()
+    gm = ep.graph_module
+    assert len(list(graphs(gm))) == 2                      # the program's graph, the block's body
+    assert not gm.graph.find_nodes(op="call_function", target=torch.ops.aten.select.int)
+    assert _select_indices(gm) == [-1]
+    assert normalize_select_scatter(gm, apply=False) == 1  # counted, nothing changed
+    assert expand_fill_values(gm, apply=False) == 1
+    assert _select_indices(gm) == [-1]
+    assert normalize_select_scatter(gm) == 1
+    assert expand_fill_values(gm) == 1
+    assert _select_indices(gm) == [3]
+    body = list(graphs(gm))[1].graph
+    assert not body.find_nodes(op="call_function", target=torch.ops.aten.fill_.Tensor)
+    assert normalize_select_scatter(gm, apply=False) == 0 == expand_fill_values(gm, apply=False)
+
+
+def test_a_copy_is_edited_alone():
+    ep = _exported()
+    before = _codes(ep.graph_module)
+    copy = copied(ep.graph_module)
+    assert _codes(copy) == before
+    assert normalize_select_scatter(copy) == 1
+    assert _select_indices(copy) == [3]
+    assert _codes(ep.graph_module) == before and _select_indices(ep.graph_module) == [-1]
+
+
+def test_stateful_program_leaves_the_callers_program_as_it_was():
+    ep = _exported()
+    before, x = _codes(ep.graph_module), torch.randn(2, 8)
+    state, writers = stateful_program(ep)
+    assert _codes(ep.graph_module) == before
+    assert set(writers) == {"ema", "f"}
+    assert state is not ep
+    # the caller's program still runs as exported; the one compile goes on with has no index
+    # left to rewrite
+    eager = _LastRowInNoGrad()
+    eager.load_state_dict(ep.state_dict)
+    want = eager(x)
+    torch.testing.assert_close(ep.module()(x), want)
+    assert normalize_select_scatter(state.graph_module, apply=False) == 0
