@@ -34,7 +34,7 @@ import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.executorch.inspecting.verify_writes import WriteVerifyError
 from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
-from torch_tensorrt_ext.lowering import graph_writes
+from torch_tensorrt_ext.lowering import grad_blocks, graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
 pytestmark = [pytest.mark.inspects_pte, pytest.mark.emulated_device]
@@ -117,18 +117,22 @@ def test_the_transformers_wrapper_decodes_like_the_uncached_model(kind):
 
 @pytest.mark.parametrize("kind", EXECUTORCH_KINDS)
 def test_the_no_grad_writes_are_seen_as_hidden_from_dead_code_elimination(kind):
-    """What turns the seam's protection on: the state write sits inside a higher-order op that
-    takes the buffer (here through a slice of it, for Qwen3.5)."""
+    """What the seam's protections act on: the state write sits inside a higher-order op that
+    takes the buffer (here through a slice of it, for Qwen3.5) — a `no_grad` block, which the
+    seam inlines first (`lowering/grad_blocks.py`): then no write is hidden any more."""
     _, ep = export(kind)
     assert graph_writes.hides_writes(ep)
+    assert not graph_writes.hides_writes(grad_blocks.without_grad_blocks(ep))
 
 
 def test_compile_refuses_a_module_that_lost_a_write(monkeypatch):
-    """With the seam's protection off (LFM2's program handed to torch-tensorrt's lowering as it
-    was), the pre-lowering pass deletes the `no_grad` write again — and compile fails naming the
-    buffer and the node that wrote it, instead of returning a module with stale state. (Qwen3.5's
-    lost write is its second of two into the same buffer: the set of written buffers does not
-    change, which is why the protection functionalizes such programs before any pass runs.)"""
+    """With the seam's protections off (LFM2's program handed to torch-tensorrt's lowering as it
+    was: its `no_grad` block neither inlined nor functionalized), the pre-lowering pass deletes
+    the block's write again — and compile fails naming the buffer and the node that wrote it,
+    instead of returning a module with stale state. (Qwen3.5's lost write is its second of two
+    into the same buffer: the set of written buffers does not change, which is why the seam
+    removes such blocks before any pass runs.)"""
+    monkeypatch.setattr(grad_blocks, "without_grad_blocks", lambda ep: ep)
     monkeypatch.setattr(graph_writes, "hides_writes", lambda ep: False)
     _, ep = export("lfm2")
     with pytest.raises(PlanError) as e:
