@@ -21,7 +21,9 @@ own graph — and of the bodies it inlines, until none is left — by copies of 
 output at that index), moves a nested body's own graph modules onto `gm` under unused names,
 drops the inlined body (its `get_attr`, and the attribute when nothing else reads it) and
 changes nothing else: the same ops on the same values, in the same order. A call whose result
-is read other than item by item, or whose body is not a graph module of `gm`, is left as it is.
+is read other than item by item, or whose body is not a graph module of `gm` or reads another
+attribute than a graph module, is left as it is (functionalized later, as any higher-order op
+taking a buffer is).
 Returns how many calls it inlined; with `apply=False`, how many calls of `gm`'s own graph it
 would start from, changing nothing.
 """
@@ -73,15 +75,19 @@ def inline_grad_blocks(gm: GraphModule, apply: bool = True) -> int:
 
 
 def _inlinable(gm: GraphModule, call: Node) -> bool:
-    """The call's body is a graph module of `gm` taking one operand per placeholder, and the
-    call's result is only read item by item (as torch.export writes it)."""
-    body = call.args[1] if len(call.args) > 1 else None
-    if not isinstance(body, Node) or body.op != "get_attr" or \
-            not isinstance(getattr(gm, body.target, None), GraphModule):
+    """The call's body is a graph module of `gm` taking one operand per placeholder and reading
+    no attribute but graph modules (nested blocks' bodies), and the call's result is only read
+    item by item (as torch.export writes it)."""
+    node = call.args[1] if len(call.args) > 1 else None
+    body = getattr(gm, node.target, None) if isinstance(node, Node) and node.op == "get_attr" \
+        else None
+    if not isinstance(body, GraphModule):
         return False
-    phs = getattr(gm, body.target).graph.find_nodes(op="placeholder")
-    return len(phs) == len(call.args) - 2 and all(
-        u.op == "call_function" and u.target is operator.getitem for u in call.users)
+    phs = body.graph.find_nodes(op="placeholder")
+    attrs = body.graph.find_nodes(op="get_attr")
+    return len(phs) == len(call.args) - 2 and \
+        all(isinstance(getattr(body, a.target, None), GraphModule) for a in attrs) and \
+        all(u.op == "call_function" and u.target is operator.getitem for u in call.users)
 
 
 def _inline(gm: GraphModule, call: Node) -> None:

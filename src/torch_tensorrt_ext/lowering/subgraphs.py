@@ -1,9 +1,9 @@
 """Every graph of a graph module — its own and each higher-order op's body — and a copy of them
 all to edit.
 
-`with torch.no_grad():` around a buffer write is a higher-order op in torch.export's training IR
-(`wrap_with_set_grad_enabled`): the write sits in a submodule's graph, which functionalization
-later inlines into the program's. A rewrite that must reach every write walks `graphs(gm)`.
+torch.export's training IR keeps a higher-order op's body (a `torch.autocast` block, a `cond`
+branch, a `no_grad` block until `grad_blocks` inlines it) as a graph module of its own, held as
+an attribute of the graph calling it. A rewrite that must reach every node walks `graphs(gm)`.
 
 Invariant: `graphs(gm)` yields `gm` first, then each `GraphModule` below it (depth-first, each
 once). `copied(gm)` is a new `GraphModule` whose own graph, and that of each graph module held
@@ -23,11 +23,7 @@ __all__ = ["copied", "graphs"]
 
 
 def graphs(gm: GraphModule) -> Iterator[GraphModule]:
-    seen: set[int] = set()
-    for m in gm.modules():
-        if isinstance(m, GraphModule) and id(m) not in seen:
-            seen.add(id(m))
-            yield m
+    return (m for m in gm.modules() if isinstance(m, GraphModule))   # modules() yields each once
 
 
 def copied(gm: GraphModule) -> GraphModule:
