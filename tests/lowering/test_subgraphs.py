@@ -8,6 +8,7 @@ nothing) — found by the generator's `no_grad` draws.
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -73,16 +74,35 @@ def test_a_copy_is_edited_alone():
     assert _codes(ep.graph_module) == before and _select_indices(ep.graph_module) == [-1]
 
 
-def test_stateful_program_leaves_the_callers_program_as_it_was():
-    ep = _exported()
+class _LastRow(nn.Module):
+    """The same writes without a block: the rewrites apply to the program's own graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("ema", torch.zeros(4, 8))
+        self.register_buffer("f", torch.zeros(2, 8))
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.ema[-1].mul_(0.9).add_(y.mean(0) * 0.1)
+        self.f.fill_(y.mean())
+        return y + self.ema.sum(0) + self.f.sum(0)
+
+
+@pytest.mark.parametrize("model", [_LastRowInNoGrad, _LastRow])
+def test_stateful_program_leaves_the_callers_program_as_it_was(model):
+    torch.manual_seed(0)
+    ep = torch.export.export(model().eval(), (torch.randn(2, 8),))
     before, x = _codes(ep.graph_module), torch.randn(2, 8)
+    assert normalize_select_scatter(ep.graph_module, apply=False) == 1
     state, writers = stateful_program(ep)
     assert _codes(ep.graph_module) == before
     assert set(writers) == {"ema", "f"}
     assert state is not ep
     # the caller's program still runs as exported; the one compile goes on with has no index
     # left to rewrite
-    eager = _LastRowInNoGrad()
+    eager = model()
     eager.load_state_dict(ep.state_dict)
     want = eager(x)
     torch.testing.assert_close(ep.module()(x), want)
