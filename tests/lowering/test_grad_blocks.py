@@ -1,4 +1,5 @@
-"""`with torch.no_grad():` blocks inlined before planning (`lowering/grad_blocks.py`).
+"""`with torch.no_grad():` blocks, and disabled autocast ones, inlined before planning
+(`lowering/grad_blocks.py`).
 
 torch.export keeps a grad-mode block as a higher-order op with a body graph of its own; writes
 inside one were out of reach of the passes that read a program's in-place writes. Found with the
@@ -6,7 +7,8 @@ generator's `no_grad` draws (tests/e2e/test_generated_programs' `..._in_a_no_gra
 regressions): two buffers copied from one input inside a block were refused by
 functionalization ("User output x is not in the correct order"); state kept on a plain
 attribute and written inside a block was refused by torch-tensorrt ("Constant state is mutated
-in the forward method").
+in the forward method"); two buffers copied from one input inside a disabled autocast block
+were refused like the first (found by hand after the fix for no_grad blocks).
 """
 from __future__ import annotations
 
@@ -108,5 +110,66 @@ def test_state_on_a_plain_attribute_written_in_a_block_runs_like_eager():
 def test_blocks_through_compile_and_the_pte_run_like_eager():
     program = ModuleProgram(_Blocks, lambda step: (
         torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),), ("a", "b", "n"))
+    result = check_program(program)
+    assert result.ok, result.report(program)
+
+
+class _AutocastBlocks(nn.Module):
+    """A disabled autocast block (as transformers' rotary embeddings write one) holding two
+    copies from one input — refused by functionalization before it was inlined — and an enabled
+    one, which casts and is left as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("a", torch.zeros(1, 8))
+        self.register_buffer("b", torch.zeros(1, 8))
+
+    def forward(self, x):
+        with torch.autocast(device_type="cpu", enabled=False):
+            self.a.copy_(x)
+            self.b.copy_(x)
+        y = self.lin(x + self.a + self.b)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            z = self.lin(y)
+        return y, z
+
+
+def test_a_disabled_autocast_block_is_inlined_and_an_enabled_one_kept():
+    torch.manual_seed(0)
+    ep = torch.export.export(_AutocastBlocks().eval(), (torch.randn(1, 8),))
+    autocast = torch.ops.higher_order.wrap_with_autocast
+    calls = ep.graph_module.graph.find_nodes(op="call_function", target=autocast)
+    assert [c.args[2] for c in calls] == [False, True]          # enabled=...
+    flat = without_grad_blocks(ep)
+    kept = flat.graph_module.graph.find_nodes(op="call_function", target=autocast)
+    assert [c.args[2] for c in kept] == [True]
+    copies = flat.graph_module.graph.find_nodes(op="call_function",
+                                                target=torch.ops.aten.copy_.default)
+    assert len(copies) == 2                      # the program's own in-place writes now
+    start = {k: v.clone() for k, v in ep.state_dict.items()}
+    want = _steps(ep.module())
+    with torch.no_grad():
+        for k, v in start.items():
+            ep.state_dict[k].copy_(v)
+    torch.testing.assert_close(_steps(flat.module()), want, rtol=0, atol=0)
+
+
+def test_writes_in_a_disabled_autocast_block_run_like_eager():
+    class _Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.register_buffer("a", torch.zeros(1, 8))
+            self.register_buffer("b", torch.zeros(1, 8))
+
+        def forward(self, x):
+            with torch.autocast(device_type="cpu", enabled=False):
+                self.a.copy_(x)
+                self.b.copy_(x)
+            return self.lin(x + self.a + self.b)
+
+    program = ModuleProgram(_Model, lambda step: (
+        torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),), ("a", "b"))
     result = check_program(program)
     assert result.ok, result.report(program)

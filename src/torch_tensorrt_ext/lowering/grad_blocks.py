@@ -1,4 +1,5 @@
-"""`with torch.no_grad():` blocks inlined into the graph that calls them.
+"""`with torch.no_grad():` blocks (and disabled `torch.autocast` ones) inlined into the graph
+that calls them.
 
 torch.export's training IR keeps a grad-mode block as a higher-order op,
 `wrap_with_set_grad_enabled(enabled, body, *operands)`, whose body is a graph module of its own.
@@ -11,19 +12,23 @@ Grad mode changes no value a program computes, and a compiled program is never d
 so the block's nodes can stand in the graph itself: every later pass then sees the writes as it
 sees those of a program written without the block.
 
+A disabled autocast block (`torch.autocast(..., enabled=False)`) is kept the same way, as
+`wrap_with_autocast`, and changes no value where no enabled autocast surrounds it: it is inlined
+too (an enabled one casts, and is left to functionalization).
+
 Invariant: `without_grad_blocks(ep)` is `ep` itself when its graph calls no such block, else a
 new program: `ep`'s graphs copied (`subgraphs.copied`; `ep` is left as it was), the blocks
 inlined by `inline_grad_blocks`, and each output spec naming the node now in its place of the
 graph's output (an output the block computed is the inlined node); nothing else differs.
-`inline_grad_blocks(gm)` replaces each `wrap_with_set_grad_enabled` call of `gm`'s
-own graph — and of the bodies it inlines, until none is left — by copies of its body's nodes
-(the body's placeholders read as the call's operands, each `getitem` of the call as the body's
-output at that index), moves a nested body's own graph modules onto `gm` under unused names,
-drops the inlined body (its `get_attr`, and the attribute when nothing else reads it) and
-changes nothing else: the same ops on the same values, in the same order. A call whose result
-is read other than item by item, or whose body is not a graph module of `gm` or reads another
-attribute than a graph module, is left as it is (functionalized later, as any higher-order op
-taking a buffer is).
+`inline_grad_blocks(gm)` replaces each `wrap_with_set_grad_enabled` call, and each
+`wrap_with_autocast` call with `enabled=False`, of `gm`'s own graph — and of the bodies it
+inlines, until none is left — by copies of its body's nodes (the body's placeholders read as the
+call's operands, each `getitem` of the call as the body's output at that index), moves a nested
+body's own graph modules onto `gm` under unused names, drops the inlined body (its `get_attr`,
+and the attribute when nothing else reads it) and changes nothing else: the same ops on the same
+values, in the same order. A call whose result is read other than item by item, or whose body is
+not a graph module of `gm` or reads another attribute than a graph module, is left as it is
+(functionalized later, as any higher-order op taking a buffer is).
 Returns how many calls it inlined; with `apply=False`, how many calls of `gm`'s own graph it
 would start from, changing nothing.
 """
@@ -41,7 +46,20 @@ from .subgraphs import copied
 
 __all__ = ["inline_grad_blocks", "without_grad_blocks"]
 
-_GRAD_BLOCK = torch.ops.higher_order.wrap_with_set_grad_enabled
+# block op -> (where its body is among the call's arguments, whether a call may be inlined):
+# a grad-mode block always (grad mode changes no value); an autocast block only disabled
+# (`torch.autocast(..., enabled=False)`, as transformers' rotary embeddings write it) — inlined
+# where no enabled autocast surrounds it (the program's own graph, or a body inlined into it),
+# it changes no value either; an enabled one casts, and stays
+_BLOCKS = {
+    torch.ops.higher_order.wrap_with_set_grad_enabled: (1, lambda args: True),
+    torch.ops.higher_order.wrap_with_autocast: (4, lambda args: args[2] is False),
+}
+
+
+def _calls(gm: GraphModule) -> list[Node]:
+    return [c for op in _BLOCKS for c in gm.graph.find_nodes(op="call_function", target=op)
+            if _inlinable(gm, c)]
 
 
 def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -57,8 +75,7 @@ def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.Export
 
 
 def inline_grad_blocks(gm: GraphModule, apply: bool = True) -> int:
-    calls = [c for c in gm.graph.find_nodes(op="call_function", target=_GRAD_BLOCK)
-             if _inlinable(gm, c)]
+    calls = _calls(gm)
     if not apply:
         return len(calls)
     inlined = 0
@@ -66,8 +83,7 @@ def inline_grad_blocks(gm: GraphModule, apply: bool = True) -> int:
         for call in calls:
             _inline(gm, call)
             inlined += 1
-        calls = [c for c in gm.graph.find_nodes(op="call_function", target=_GRAD_BLOCK)
-                 if _inlinable(gm, c)]
+        calls = _calls(gm)
     if inlined:
         gm.graph.lint()
         gm.recompile()
@@ -78,20 +94,22 @@ def _inlinable(gm: GraphModule, call: Node) -> bool:
     """The call's body is a graph module of `gm` taking one operand per placeholder and reading
     no attribute but graph modules (nested blocks' bodies), and the call's result is only read
     item by item (as torch.export writes it)."""
-    node = call.args[1] if len(call.args) > 1 else None
+    at, may = _BLOCKS[call.target]
+    node = call.args[at] if len(call.args) > at else None
     body = getattr(gm, node.target, None) if isinstance(node, Node) and node.op == "get_attr" \
         else None
-    if not isinstance(body, GraphModule):
+    if not isinstance(body, GraphModule) or not may(call.args):
         return False
     phs = body.graph.find_nodes(op="placeholder")
     attrs = body.graph.find_nodes(op="get_attr")
-    return len(phs) == len(call.args) - 2 and \
+    return len(phs) == len(call.args) - at - 1 and \
         all(isinstance(getattr(body, a.target, None), GraphModule) for a in attrs) and \
         all(u.op == "call_function" and u.target is operator.getitem for u in call.users)
 
 
 def _inline(gm: GraphModule, call: Node) -> None:
-    body_node, operands = call.args[1], call.args[2:]
+    at = _BLOCKS[call.target][0]
+    body_node, operands = call.args[at], call.args[at + 1:]
     body: GraphModule = getattr(gm, body_node.target)
     env: dict[Node, object] = dict(zip(body.graph.find_nodes(op="placeholder"), operands,
                                        strict=True))
