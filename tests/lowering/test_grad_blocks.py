@@ -53,9 +53,23 @@ def _blocks(gm) -> int:
 def _steps(module, n=3):
     out = []
     for step in range(n):
-        x = torch.randn(1, 8, generator=torch.Generator().manual_seed(step))
-        out.append((module(x), {k: v.clone() for k, v in module.named_buffers()}))
+        out.append((module(*_args(step)), {k: v.clone() for k, v in module.named_buffers()}))
     return out
+
+
+def _assert_same_steps(ep, flat) -> None:
+    """`flat` computes, step by step, the outputs and state `ep` computes from the same start
+    (the two programs hold the same state tensors: they are restored in between)."""
+    start = {k: v.clone() for k, v in ep.state_dict.items()}
+    want = _steps(ep.module())
+    with torch.no_grad():
+        for k, v in start.items():
+            ep.state_dict[k].copy_(v)
+    torch.testing.assert_close(_steps(flat.module()), want, rtol=0, atol=0)
+
+
+def _args(step):
+    return (torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),)
 
 
 def test_blocks_inlined_compute_what_the_program_computed_and_leave_it_as_it_was():
@@ -70,13 +84,7 @@ def test_blocks_inlined_compute_what_the_program_computed_and_leave_it_as_it_was
     # the signature follows the graph: a user output the block computed names the inlined node
     outs = flat.graph_module.graph.output_node().args[0]
     assert [s.arg.name for s in flat.graph_signature.output_specs] == [o.name for o in outs]
-    start = {k: v.clone() for k, v in ep.state_dict.items()}
-    want = _steps(ep.module())
-    with torch.no_grad():
-        for k, v in start.items():         # the two programs hold the same state tensors
-            ep.state_dict[k].copy_(v)
-    got = _steps(flat.module())
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    _assert_same_steps(ep, flat)
 
 
 def test_a_program_without_blocks_is_returned_as_it_is():
@@ -101,15 +109,13 @@ class _PlainAttributeState(nn.Module):
 
 
 def test_state_on_a_plain_attribute_written_in_a_block_runs_like_eager():
-    program = ModuleProgram(_PlainAttributeState, lambda step: (
-        torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),), ())
+    program = ModuleProgram(_PlainAttributeState, _args, ())
     result = check_program(program)
     assert result.ok, result.report(program)
 
 
 def test_blocks_through_compile_and_the_pte_run_like_eager():
-    program = ModuleProgram(_Blocks, lambda step: (
-        torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),), ("a", "b", "n"))
+    program = ModuleProgram(_Blocks, _args, ("a", "b", "n"))
     result = check_program(program)
     assert result.ok, result.report(program)
 
@@ -147,12 +153,7 @@ def test_a_disabled_autocast_block_is_inlined_and_an_enabled_one_kept():
     copies = flat.graph_module.graph.find_nodes(op="call_function",
                                                 target=torch.ops.aten.copy_.default)
     assert len(copies) == 2                      # the program's own in-place writes now
-    start = {k: v.clone() for k, v in ep.state_dict.items()}
-    want = _steps(ep.module())
-    with torch.no_grad():
-        for k, v in start.items():
-            ep.state_dict[k].copy_(v)
-    torch.testing.assert_close(_steps(flat.module()), want, rtol=0, atol=0)
+    _assert_same_steps(ep, flat)
 
 
 def test_writes_in_a_disabled_autocast_block_run_like_eager():
@@ -169,7 +170,6 @@ def test_writes_in_a_disabled_autocast_block_run_like_eager():
                 self.b.copy_(x)
             return self.lin(x + self.a + self.b)
 
-    program = ModuleProgram(_Model, lambda step: (
-        torch.randn(1, 8, generator=torch.Generator().manual_seed(step)),), ("a", "b"))
+    program = ModuleProgram(_Model, _args, ("a", "b"))
     result = check_program(program)
     assert result.ok, result.report(program)
