@@ -111,15 +111,13 @@ def _check_state_expressible(model: torch.nn.Module, args) -> None:
 
 
 def compile(model: Model, example_args: Sequence[object] | None = None, *,  # noqa: A001
-            torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
-            strict: bool = False) -> CompiledModule:
-    """`torch_tensorrt.compile` with reference engines. `shared_state` names buffers another
-    method of the same module writes: read here, they stay live engine inputs."""
-    from .seams.planned_lift import kept_live
+            torch_executed_ops: Iterable[object] = (), strict: bool = False) -> CompiledModule:
+    """`torch_tensorrt.compile` with reference engines (every buffer the program reads stays a
+    live engine input: another method of the same module may write it)."""
     torch_tensorrt = _torch_tensorrt()
     args = _user_args(model, example_args)
     program = _exported(model, args, strict)
-    with engines(), kept_live(shared_state):
+    with engines():
         gm = torch_tensorrt.compile(program, ir="dynamo", arg_inputs=list(args),
                                     min_block_size=1,
                                     torch_executed_ops=_op_overloads(torch_executed_ops))
@@ -140,29 +138,21 @@ def _declared(compiled: CompiledModule, args) -> torch.export.ExportedProgram:
 
 
 def export_program(model: Model, example_args: Sequence[object] | None = None, *,
-                   torch_executed_ops: Iterable[object] = (), shared_state: Iterable[str] = (),
-                   strict: bool = False):
+                   torch_executed_ops: Iterable[object] = (), strict: bool = False):
     """(declared ExportedProgram of the compiled module, CompiledModule)."""
     args = _user_args(model, example_args)
-    compiled = compile(model, args, torch_executed_ops=torch_executed_ops,
-                       shared_state=shared_state, strict=strict)
+    compiled = compile(model, args, torch_executed_ops=torch_executed_ops, strict=strict)
     return _declared(compiled, args), compiled
 
 
 def export_methods(methods: Mapping[str, tuple], *, torch_executed_ops: Iterable[object] = (),
                    strict: bool = False):
     """`{method: (module or ExportedProgram, args or None)}` -> `{method: declared
-    ExportedProgram}`; a buffer any method writes is live state in every method that reads it
-    (which buffers each writes is read from its program as exported, not from a functionalized
-    copy: each method's compile functionalizes it once, that is all)."""
-    from .lowering.graph_writes import written_buffers
+    ExportedProgram}`; each method compiled on its own — a buffer it only reads stays live state
+    (`compile`), so the save makes it one allocation with the method that writes it."""
     exported = {name: _exported(m, _user_args(m, a), strict) for name, (m, a) in methods.items()}
-    written = set()
-    for program in exported.values():
-        written |= written_buffers(program)
     return {name: export_program(exported[name], _user_args(exported[name], methods[name][1]),
-                                 torch_executed_ops=torch_executed_ops,
-                                 shared_state=written)[0]
+                                 torch_executed_ops=torch_executed_ops)[0]
             for name in methods}
 
 

@@ -137,14 +137,13 @@ def _writes_a_reads_r(m, x):
     return m.a * m.r
 
 
-def test_shared_read_only_state_keeps_its_own_input_name():
-    """A buffer another method writes is lifted here though this program only reads it; its
-    input is `b_<fqn>` (an engine binding name) as for a written buffer — the name
-    `ExportedProgram.module()` used for the input it unlifted is taken back, not suffixed."""
+def test_read_only_state_is_lifted_and_keeps_its_own_input_name():
+    """A buffer this program only reads is lifted too (another method may write it: no engine
+    holds a snapshot of it); its input is `b_<fqn>` (an engine binding name) as for a written
+    buffer — the name `ExportedProgram.module()` used for the input it unlifted is taken back,
+    not suffixed."""
     from torch_tensorrt_ext.seams import compile as seam
-    from torch_tensorrt_ext.seams.planned_lift import kept_live
     gm = _decomposed_gm(Stateful(_writes_a_reads_r, a=(4,), r=(4,)), torch.ones(4))
-    with kept_live({"a", "r"}):
-        sc = seam.StatefulCompile(gm)
+    sc = seam.StatefulCompile(gm)
     assert sc.lifted.buffer_inputs == (("a", "b_a"), ("r", "b_r"))
     assert [n.name for n in sc.gm.graph.find_nodes(op="placeholder")] [1:] == ["b_a", "b_r"]

@@ -5,13 +5,12 @@ marks the converters read: no aliasing of a copy-back write (`mark_copy_back`), 
 
 Invariant: a KV write whose cache the program reads again after the write is planned copy-back
 before lifting (`stale_kv`), so no second lift is needed; every cache write into a copy-back
-buffer's input is marked so no converter aliases it; inside `kept_live(fqns)` the named
-buffers this program only reads are lifted to inputs too (another method writes them).
+buffer's input is marked so no converter aliases it; every buffer the program only reads is
+lifted to an input too — a buffer is state, which another method of the same module may write,
+so no engine holds a snapshot of it as a constant (parameters and constants still fold).
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 from collections.abc import Iterable, Sequence
 
@@ -27,25 +26,11 @@ from ..lowering.lift import lift_writes, recompile_lazily
 from ..lowering.lifted_graph import buffer_input_name, reclaim_name
 
 
-_SHARED = contextvars.ContextVar("tte_kept_live", default=frozenset())
-
-
-@contextlib.contextmanager
-def kept_live(fqns: Iterable[str]):
-    """Inside, `compile` keeps the named buffers engine inputs even where this program only
-    reads them — another method of the same module writes them, so they are live state, not
-    constants to fold into an engine."""
-    token = _SHARED.set(frozenset(fqns))
-    try:
-        yield
-    finally:
-        _SHARED.reset(token)
-
-
-def _lift_read_only(lifted: LiftedGraph, fqns: Iterable[str]) -> LiftedGraph:
-    """Also lift buffers this program only reads (shared state) to inputs after the others."""
+def _lift_read_only(lifted: LiftedGraph) -> LiftedGraph:
+    """Also lift the buffers this program only reads (state another method may write) to
+    inputs after the others."""
     gm, graph = lifted.gm, lifted.gm.graph
-    wanted = set(fqns) - {f for f, _ in lifted.buffer_inputs}
+    wanted = {f for f, _ in gm.named_buffers()} - {f for f, _ in lifted.buffer_inputs}
     reads: dict[str, list[Node]] = {}
     for n in graph.find_nodes(op="get_attr"):   # one pass, whatever the number of buffers
         if str(n.target) in wanted:
@@ -98,9 +83,7 @@ def plan_and_lift(gm: GraphModule, excluded: Sequence[object]) -> tuple[Mutation
     mark_copy_back(lifted, (w.fqn for w in plan.copy_back()))
     outs = lifted.gm.graph.output_node().args[0]
     mark_consecutive_writes(outs[lifted.output_of(w.fqn)] for w in plan.kv())
-    if _SHARED.get():
-        lifted = _lift_read_only(lifted, _SHARED.get())
-    return plan, lifted
+    return plan, _lift_read_only(lifted)
 
 
 def stale_kv(gm: GraphModule, found: Sequence[FoundWrite], plan: MutationPlan) -> dict[str, str]:
@@ -143,5 +126,5 @@ def mark_copy_back(lifted: LiftedGraph, fqns: Iterable[str]) -> None:
             write.meta[NO_KV_ALIAS_MARKER] = True
 
 
-__all__ = ["kept_live", "plan_and_lift", "stale_kv", "as_copy_back", "mark_copy_back",
+__all__ = ["plan_and_lift", "stale_kv", "as_copy_back", "mark_copy_back",
            "READS_OLD_CACHE"]
