@@ -6,8 +6,10 @@ True)`) only when every tensor is planned in its default arena (mem_id 1): it pl
 mem_id 2 and its `Module(share_memory_arenas=True)` hands every method the same mem_id 1 and 2.
 A program with device delegates plans device arenas too, and both sides refuse. This planner
 does what ExecuTorch's does, per device: it plans each method's other tensors as ExecuTorch would
-(per device arenas), then every buffer some method mutates — where any method uses it — in one
-arena per device that holds nothing else, at one offset in every method.
+(per device arenas), then every buffer some method mutates — where any method uses it — and every
+buffer no method mutates that an engine on the device reads (`live`: engines read buffers live,
+so such a buffer is device memory initialised once per load, not staged across the link per call)
+in one arena per device that holds nothing else, at one offset in every method.
 
 Invariant: the record under `RECORD_KEY` in the program's named data is the one statement of the
 layout — each arena's device, size and buffer offsets, and each method's planned-buffer index of
@@ -51,14 +53,14 @@ def _device_name(device: _Device) -> str:
 class _Layout:
     """What every method's planner saw (each buffer's specs per method), then the arenas."""
 
-    def __init__(self, planner, store, methods: list[str]):
+    def __init__(self, planner, store, methods: list[str], live: set[str]):
         self.planner = copy.copy(planner)
         self.planner.alloc_mutable_buffers = False    # the state is planned here, across methods
         self.planner.share_mutable_buffers = False
         self.store = store
         self.methods = list(methods)
         self.uses: dict[str, dict[str, list]] = {}     # fqn -> method -> [spec]
-        self.mutated: set = set()
+        self.mutated: set = set(live)     # state: what a method mutates, and live reads
         self.modules: dict[str, torch.fx.GraphModule] = {}
         self.record: dict | None = None
 
@@ -187,10 +189,11 @@ class _MethodPlanner:
         self.layout.plan()
 
 
-def planners(planner, store, methods) -> Mapping[str, _MethodPlanner]:
-    """`{method: planner}` sharing each mutable buffer across `methods` as one allocation per
+def planners(planner, store, methods, live=frozenset()) -> Mapping[str, _MethodPlanner]:
+    """`{method: planner}` sharing each mutable buffer — and each buffer `live` names, which no
+    method mutates but an engine on a device reads — across `methods` as one allocation per
     device; `planner` (a MemoryPlanningPass, not changed) plans everything else; the layout is
     recorded in `store` (the edge manager's NamedDataStore) when the last method is planned."""
-    layout = _Layout(planner, store, methods)
+    layout = _Layout(planner, store, methods, set(live))
     return {m: _MethodPlanner(layout, m) for m in layout.methods}
 
