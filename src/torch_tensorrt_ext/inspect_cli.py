@@ -3,10 +3,11 @@
 Invariant: everything printed comes from `executorch.inspecting.inspect_pte.inspect_pte` on the
 file's bytes;
 `--json` prints exactly one JSON object (`PteInfo.to_dict()`); exit status 0 when the file was
-read, 1 (with the reason on stderr) when it is not a readable `.pte`. `--verify --source P.pt2`
-checks the program's state writes against the program it was saved from
-(`executorch.inspecting.verify_writes`): exit 1 naming method, buffer and writers when one is
-lost or duplicated.
+read, 1 (with the reason on stderr) when it is not a readable `.pte`. `--verify` checks that the
+methods hold one state (`executorch.inspecting.program_state`: each buffer one allocation, no
+method's memory on another's state) and, with `--source P.pt2`, the program's state writes against
+the program it was saved from (`executorch.inspecting.verify_writes`): exit 1 naming method,
+buffer and writers when one is lost, duplicated or not shared.
 """
 from __future__ import annotations
 
@@ -21,24 +22,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("pte", help="the .pte file")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--verify", action="store_true",
-                   help="check every state write against --source (exit 1 naming what is wrong)")
+                   help="check that the methods hold one state, and every state write against "
+                        "--source when given (exit 1 naming what is wrong)")
     p.add_argument("--source", help="with --verify: the program it was saved from "
                    "(torch.export.save's .pt2)")
     p.set_defaults(func=run)
 
 
-def _verify(args: argparse.Namespace, data: bytes) -> int:
+def _verify(args: argparse.Namespace, data: bytes, info) -> int:
     import torch
 
     from .executorch import verify
+    from .executorch.inspecting.program_state import ProgramStateError
     from .executorch.inspecting.verify_writes import WriteVerifyError
     if not args.source:
-        print("torch-tensorrt-ext inspect: --verify needs --source (the exported program the "
-              ".pte was saved from, a torch.export.save .pt2 file)", file=sys.stderr)
-        return 1
+        for fault in info.state_faults:
+            print(f"torch-tensorrt-ext inspect: {args.pte}: {fault}", file=sys.stderr)
+        if info.state_faults:
+            return 1
+        print(f"{args.pte}: its methods hold one state (state writes not verified: no --source, "
+              "the exported program it was saved from)")
+        return 0
     try:
         verify(data, torch.export.load(args.source))
-    except WriteVerifyError as e:
+    except (WriteVerifyError, ProgramStateError) as e:
         print(f"torch-tensorrt-ext inspect: {args.pte}: {e}", file=sys.stderr)
         return 1
     print(f"{args.pte}: every state write verified against {args.source}")
@@ -96,6 +103,7 @@ def _text(info) -> str:
         lines.append(f"state shared by every method: {a.nbytes} bytes on {a.device}, one "
                      "allocation: " + ", ".join(f"{f}@{o}" for f, o in a.buffers)
                      + " (planned buffer " + ", ".join(f"{m}:{i}" for m, i in a.methods) + ")")
+    lines += [f"STATE FAULT: {fault}" for fault in info.state_faults]
     return "\n".join(lines)
 
 
@@ -115,6 +123,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"torch-tensorrt-ext inspect: {path}: not a readable .pte: {e}", file=sys.stderr)
         return 1
     if args.verify:
-        return _verify(args, data)
+        return _verify(args, data, info)
     print(json.dumps(info.to_dict()) if args.json else _text(info))
     return 0

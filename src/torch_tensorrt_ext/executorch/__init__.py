@@ -37,12 +37,15 @@ def load(path, method: str | None = None, data_files=None):
 def verify(pte, source) -> None:
     """Refuse a saved program (`.pte` path or bytes) that does not write each buffer `source`
     mutates exactly once per call (`source`: the ExportedProgram it was saved from, or
-    `{method: program}`); see `executorch.inspecting.verify_writes`."""
+    `{method: program}`; `executorch.inspecting.verify_writes`), or whose methods do not hold
+    one state (`executorch.inspecting.program_state`)."""
     from pathlib import Path
 
+    from .inspecting.program_state import check_program_state, source_uses
     from .inspecting.verify_writes import mutated_by, verify_writes
     data = pte if isinstance(pte, (bytes, bytearray)) else Path(pte).read_bytes()
     verify_writes(bytes(data), mutated_by(source))
+    check_program_state(bytes(data), source_uses(source))
 
 
 def text_runner(pte, tokenizer, data_path=None):

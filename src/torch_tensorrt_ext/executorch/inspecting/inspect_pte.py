@@ -10,7 +10,8 @@ program writes it in place (its schema marks the argument mutable: ExecuTorch ll
 what forces that host path (`host_path`): the host kernels that write it in place, or that touch
 the buffer or the value written back into it, else the write-back alone. `shared` is the
 program's record of the state arenas its methods share (`contracts.shared_arenas.RECORD_KEY`),
-as written.
+as written; `state_faults` every way its methods do not hold one state
+(`program_state.state_faults`).
 """
 from __future__ import annotations
 
@@ -88,6 +89,9 @@ class SharedArena:
 class PteInfo:
     methods: tuple[MethodInfo, ...] = field(default_factory=tuple)
     shared: tuple[SharedArena, ...] = ()   # state arenas every method shares (device programs)
+    # how the methods fail to hold one state (program_state.state_faults), each naming the
+    # buffer and both methods: a file written before state had memory of its own
+    state_faults: tuple[str, ...] = ()
 
     def method(self, name: str) -> MethodInfo:
         for m in self.methods:
@@ -209,7 +213,9 @@ def inspect_pte(data: bytes) -> PteInfo:
                                 _host_path(plan, calls, i, writers.get(i, [])), i in writers)
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
-    return PteInfo(tuple(methods), _shared(pte))
+    from .program_state import state_faults
+    faults = tuple(f.text for f in state_faults(program=program, named=pte.named_data))
+    return PteInfo(tuple(methods), _shared(pte), faults)
 
 
 def _shared(pte) -> tuple[SharedArena, ...]:

@@ -3,12 +3,14 @@
 Invariant: `backend_config` returns the caller's config (or the default) plus exactly what state
 needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
 emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
-shared by every method (ExecuTorch's sharing for host-only programs, `shared_arenas`'s where
-state lives in device memory) — and one correction of ExecuTorch 1.5.1's emitted programs, a
-`torch.cond` result read after a later control-flow op copied out of the memory that op reuses
-first (`branch_results`: else a buffer written from it gets the later op's values); applying it
-to a config it produced changes nothing.
-`stateful_edge`'s manager applies it on every `to_executorch`.
+shared by every method, in memory of its own whenever the program has several methods (ExecuTorch's
+sharing for host-only programs, `shared_arenas`'s where state lives in device memory; there a
+buffer only read by an engine is resident too) — and one correction of ExecuTorch 1.5.1's emitted
+programs, a `torch.cond` result read after a later control-flow op copied out of the memory that op
+reuses first (`branch_results`: else a buffer written from it gets the later op's values); applying
+it to a config it produced changes nothing.
+`stateful_edge`'s manager applies it on every `to_executorch`, then checks the emitted program:
+each method's writes (`verify_writes`), and the methods against each other (`program_state`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from torch.export import ExportedProgram
 from . import device_state, shared_arenas
 from .branch_results import CopyBranchResults
 from .declared_writes import Writes, expected_writes
+from ..inspecting.program_state import check_program_state, declared_uses
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
 
@@ -82,6 +85,7 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
                       if fqn in writes[method].in_place}
     in_place = set().union(*(w.in_place for w in writes.values()))
     resident = _share_state_across_methods(edge_manager, config, share_across_methods, in_place)
+    names |= set(resident)     # a read-only buffer resident on a device starts from its value
     config.passes = [CopyBranchResults(_clone_op(edge_manager)), *list(config.passes or ()),
                      InitialiseMutableBuffers(names)]
     config.emit_mutable_buffer_names = True
@@ -91,6 +95,7 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
                                                             resident)
     config._tte_state = True
     config._tte_writes = writes     # read once: the save's verifier reads them from here
+    config._tte_one_state = share_across_methods is not False   # the whole-program check's
     return config
 
 
@@ -117,40 +122,70 @@ def _delegate_devices(edge_manager) -> set[str]:
 
 def _share_state_across_methods(edge_manager, config, share,
                                 in_place: set[str]) -> dict[str, tuple[int, int]]:
-    """A buffer one method writes and others use shares one allocation, like eager's one module
-    (`share`: None when some buffer is used by several methods and written by one, True
-    always, False never). Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
+    """Every buffer some method writes is one allocation, of its own, that every method using it
+    shares, like eager's one module (`share`: None or True — whenever the program has several
+    methods and state; False: each method keeps its own copy, for loaders that share nothing).
+    Host-only programs: ExecuTorch's own sharing (mem_id 2, which its
     `Module(share_memory_arenas=True)` shares). With device delegates ExecuTorch 1.5.1 cannot
     share (every tensor must be in mem_id 1): `shared_arenas` plans it per device and records the
-    layout for the runtime loader, and a buffer an engine writes in place in one method lives on
-    its device in every method that uses it. Returns those: placeholder name -> device."""
+    layout for the runtime loader; a buffer an engine writes in place in one method lives on its
+    device in every method that uses it, and so does a buffer no method writes that an engine on
+    the device reads (engines read every buffer live: it is planned device memory, initialised
+    once per load, never staged across the link per call). Returns those: placeholder name ->
+    device."""
     planner = config.memory_planning_pass
     methods = list(edge_manager.methods)
     if isinstance(planner, dict) or not getattr(planner, "alloc_mutable_buffers", False):
         return {}
     uses = _buffer_uses(edge_manager)
+    mutated = _mutated(edge_manager)
     if share is None:
-        mutated = _mutated(edge_manager)
-        share = getattr(planner, "share_mutable_buffers", False) or any(
-            len(ms) > 1 for f, ms in uses.items() if f in mutated)
-    if not share or len(methods) < 2:
-        return {}
+        share = getattr(planner, "share_mutable_buffers", False) or shares_state(mutated)
+    share = bool(share) and len(methods) > 1
     devices = _delegate_devices(edge_manager)
+    live = _read_on_device(edge_manager, mutated) if len(devices) == 1 else {}
+    if not share and not live:
+        return {}
     if not devices:
         planner.share_mutable_buffers = True
         return {}
     config.memory_planning_pass = shared_arenas.planners(
-        planner, edge_manager._named_data_store, methods)
+        planner, edge_manager._named_data_store, methods, live=set(live.values()))
     if len(devices) != 1:
         return {}   # which device a host-written buffer would live on is not one answer
     device = shared_arenas.parse_device(next(iter(devices)))
-    resident = {}
+    resident = {name: device for name in live}
     for m in methods:
         for name, fqn in edge_manager.exported_program(m).graph_signature.inputs_to_buffers \
                 .items():
-            if fqn in in_place and len(uses.get(fqn, ())) > 1:
+            if share and fqn in in_place and len(uses.get(fqn, ())) > 1:
                 resident[name] = device
     return resident
+
+
+def shares_state(mutated: set[str]) -> bool:
+    """Whether a program of several methods, `mutated` the buffers they write, plans its state
+    apart: whenever it has any — a loader shares the methods' arenas (ExecuTorch's
+    `Module(share_memory_arenas=True)`), so state left in a method's own activation arena would
+    be overwritten by any other method's call (even a stateless one's)."""
+    return bool(mutated)
+
+
+def _read_on_device(edge_manager, mutated: set[str]) -> dict[str, str]:
+    """Placeholder name -> FQN of each buffer no method mutates that a delegate on a device
+    takes (every delegate of a program with one device runs on it)."""
+    from executorch.exir.delegate import executorch_call_delegate
+    out = {}
+    for m in edge_manager.methods:
+        ep = edge_manager.exported_program(m)
+        buffers = ep.graph_signature.inputs_to_buffers
+        for call in ep.graph_module.graph.find_nodes(op="call_function",
+                                                     target=executorch_call_delegate):
+            for arg in call.args[1:]:
+                fqn = buffers.get(getattr(arg, "name", None))
+                if fqn is not None and fqn not in mutated:
+                    out[arg.name] = fqn
+    return out
 
 
 def _mutated(edge_manager) -> set[str]:
@@ -173,7 +208,9 @@ def stateful_edge(edge_manager):
     `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
     themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and an
     emitted program that does not write each declared buffer exactly once fails it — one
-    checker, `verify_writes`, on the declared writes read once (`declared_writes`). Constant
+    checker, `verify_writes`, on the declared writes read once (`declared_writes`) — as does one
+    whose methods do not hold one state (`program_state.check_program_state`; not asked of a
+    save that keeps each method's state apart on request). Constant
     methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`). It lowers
     with autograd off, whatever the caller's grad mode (a write left to PyTorch saves outside
     `torch.no_grad()` too)."""
@@ -190,10 +227,16 @@ def stateful_edge(edge_manager):
             # autograd off: torch.export gives a buffer written from trainable values a fake
             # value that requires grad, and ExecuTorch's retrace of its write-back `copy_` (a
             # leaf in-place) then raises — lowering computes no gradient
+            config = backend_config(self, config, writes=writes)
             with torch.no_grad():
-                lowered = super().to_executorch(backend_config(self, config, writes=writes))
+                lowered = super().to_executorch(config)
             verify_writes(lowered.executorch_program,
                           {m: w.mutated for m, w in writes.items()})
+            if config._tte_one_state:
+                check_program_state(program=lowered.executorch_program,
+                                    named=lowered._named_data,
+                                    uses=declared_uses({m: self.exported_program(m)
+                                                        for m in self.methods}))
             return lowered
 
     assert isinstance(edge_manager, EdgeProgramManager)
