@@ -30,5 +30,6 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/c_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/shared_arenas.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/host_arenas.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/program_api.cpp
 )

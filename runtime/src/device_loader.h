@@ -28,6 +28,8 @@ class DeviceAwareLoader final : public executorch::runtime::DataLoader {
 
   // Every buffer's initial value, written again where `load_into` first wrote it.
   ET_NODISCARD Error restore_initial_values() const;
+  // Forget where they were written (the methods that held them are gone: loaded again).
+  void forget_initial_values() const { initial_values_.clear(); }
 
  private:
   struct Load {

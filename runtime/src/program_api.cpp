@@ -3,10 +3,13 @@
 //
 // Invariant: a program is loaded through ExecuTorch's Module API over a device-aware loader
 // (device_loader.h), every method at open (loading a method writes its buffers' initial values,
-// which must not wipe state another method advanced). Host-only programs share one set of arenas
-// across methods (so a buffer written by one method is read by the others, as in eager); a
-// program with device arenas shares the state arenas it records (shared_arenas.h: one allocation
-// per arena, checked after each method loads), which ExecuTorch 1.5.1's Module cannot.
+// which must not wipe state another method advanced). Host-only programs of several methods share
+// their arenas as ExecuTorch's Module(share_memory_arenas=True) does (host_arenas.h), so a buffer
+// written by one method is read by the others, as in eager — unless a method's state lies in the
+// activation arena every method reuses (a file saved before state had arenas of its own): then
+// each method gets arenas of its own, and `notice` says so, naming the buffer; a program with
+// device arenas shares the state arenas it records (shared_arenas.h: one allocation per arena,
+// checked after each method loads), which ExecuTorch 1.5.1's Module cannot.
 // Nothing here throws across the C boundary.
 #include <tte/c_api.h>
 
@@ -14,6 +17,7 @@
 #include "counters.h"
 #include "device.h"
 #include "device_loader.h"
+#include "host_arenas.h"
 #include "refusal.h"
 #include "shared_arenas.h"
 
@@ -44,7 +48,9 @@ struct tte_program {
   std::unique_ptr<tte::DeviceAwareLoader> loader;
   std::shared_ptr<Program> program;
   std::unique_ptr<tte::SharedArenas> shared;  // before `module`: its methods use these arenas
+  std::unique_ptr<tte::HostArenas> host;      // a host-only program's shared arenas, or none
   std::unique_ptr<Module> module;
+  std::string notice;                         // said once at open: how the program was loaded
   std::vector<std::string> methods;
   std::map<std::string, std::vector<EValue>> outputs;          // the last run's, per method
   std::map<std::string, std::vector<std::string>> buffers;     // attribute names, per method
@@ -152,19 +158,27 @@ Error read_methods(tte_program* p, bool& device_arenas, std::string& text) {
   return Error::Ok;
 }
 
+// `m`'s planned memory: the recorded state arenas, a host program's shared arenas, or Module's.
+tte::Result<executorch::runtime::HierarchicalAllocator*> planned_memory(tte_program* p,
+                                                                      const std::string& m,
+                                                                      std::string& text) {
+  tte::Reason reason;
+  if (p->shared != nullptr) {
+    auto memory = p->shared->memory_for(*p->program, m, reason);
+    if (!memory.ok()) text = reason.text;
+    return memory;
+  }
+  if (p->host != nullptr) return p->host->memory_for(*p->program, m);
+  return static_cast<executorch::runtime::HierarchicalAllocator*>(nullptr);
+}
+
 // Every method loaded into `p->module`, in the shared arenas' memory where the program has them.
 Error load_methods(tte_program* p, std::string& text) {
   tte::Reason reason;
   for (const std::string& m : p->methods) {
-    executorch::runtime::HierarchicalAllocator* planned = nullptr;
-    if (p->shared != nullptr) {
-      auto memory = p->shared->memory_for(*p->program, m, reason);
-      if (!memory.ok()) {
-        text = reason.text;
-        return memory.error();
-      }
-      planned = memory.get();
-    }
+    auto memory = planned_memory(p, m, text);
+    if (!memory.ok()) return memory.error();
+    executorch::runtime::HierarchicalAllocator* planned = memory.get();
     const Error e = p->module->load_method(m, planned);
     if (e != Error::Ok) {
       text =
@@ -180,6 +194,18 @@ Error load_methods(tte_program* p, std::string& text) {
     }
   }
   return Error::Ok;
+}
+
+// The mutable buffer some method keeps in the activation arena all methods share, as
+// "method 'm' keeps buffer 'b'"; "" when every method's state has memory of its own.
+std::string state_in_shared_scratch(tte_program* p) {
+  for (const std::string& m : p->methods) {
+    auto meta = p->program->method_meta(m.c_str());
+    if (!meta.ok()) continue;
+    const std::string fqn = p->host->state_in_scratch(*method_of(p, m.c_str()), meta.get());
+    if (!fqn.empty()) return "method '" + m + "' keeps buffer '" + fqn + "'";
+  }
+  return "";
 }
 
 // A non-owning view of the program's loader for ExecuTorch's Module: built from a loader, the
@@ -215,6 +241,23 @@ tte::Result<std::unique_ptr<executorch::runtime::DataLoader>> data_loader(const 
       std::make_unique<MmapDataLoader>(std::move(file.get()))));
 }
 
+// `p->module` over the program's loader, every method loaded. A temp allocator for kernels that
+// ask for scratch (ExecuTorch's llama::gated_delta_rule does; without one it logs "No temp
+// allocator provided" once per call and falls back). The data file's named data (engine weights)
+// reaches each delegate's init context merged with the program's own. Arenas are shared by
+// `planned_memory`, never by the Module.
+Error load_module(tte_program* p, const char* data_path, std::string& text) {
+  auto data = data_loader(data_path);
+  if (!data.ok()) {
+    text = tte::format("Failed to open the data file '%s'", data_path);
+    return data.error();
+  }
+  p->module = std::make_unique<Module>(std::make_unique<ForwardingLoader>(*p->loader), nullptr,
+                                       std::make_unique<MallocMemoryAllocator>(), nullptr,
+                                       std::move(data.get()), /*share_memory_arenas=*/false);
+  return load_methods(p, text);
+}
+
 tte_program* open_program(const char* path, const char* data_path, int* code, char* why,
                           size_t why_size) {
   init_runtime_once();
@@ -235,25 +278,32 @@ tte_program* open_program(const char* path, const char* data_path, int* code, ch
                                              static_cast<unsigned>(program.error())));
   }
   p->program = std::make_shared<Program>(std::move(program.get()));
-  auto data = data_loader(data_path);
-  if (!data.ok()) {
-    return fail(data.error(), tte::format("Failed to open the data file '%s'", data_path));
-  }
   bool device_arenas = false;
   std::string text;
   if (Error e = read_methods(p.get(), device_arenas, text); e != Error::Ok) return fail(e, text);
   tte::Reason reason;
   const Error shared = tte::SharedArenas::open(*p->program, p->shared, reason);
   if (shared != Error::Ok) return fail(shared, reason.text);
-  // A temp allocator for kernels that ask for scratch (ExecuTorch's llama::gated_delta_rule
-  // does; without one it logs "No temp allocator provided" once per call and falls back).
-  // The data file's named data (engine weights) reaches each delegate's init context merged with
-  // the program's own.
-  p->module = std::make_unique<Module>(
-      std::make_unique<ForwardingLoader>(*p->loader), nullptr,
-      std::make_unique<MallocMemoryAllocator>(), nullptr, std::move(data.get()),
-      /*share_memory_arenas=*/!device_arenas && p->shared == nullptr);
-  if (Error e = load_methods(p.get(), text); e != Error::Ok) return fail(e, text);
+  if (!device_arenas && p->shared == nullptr && p->methods.size() > 1) {
+    auto host = tte::HostArenas::make(*p->program);
+    if (!host.ok()) return fail(host.error(), "Failed to size the arenas the methods share");
+    p->host = std::move(host.get());
+  }
+  if (Error e = load_module(p.get(), data_path, text); e != Error::Ok) return fail(e, text);
+  if (p->host != nullptr) {
+    const std::string where = state_in_shared_scratch(p.get());
+    if (!where.empty()) {
+      p->notice = where +
+                  " in the activation memory every method reuses (a file saved before each "
+                  "program's state had memory of its own): sharing it would let any other "
+                  "method's call overwrite it, so each method keeps its own copy of the state "
+                  "and no method sees another's writes. Save the program again to share state";
+      p->module.reset();  // its methods, first: they use the arenas and the loader's records
+      p->host.reset();
+      p->loader->forget_initial_values();
+      if (Error e = load_module(p.get(), data_path, text); e != Error::Ok) return fail(e, text);
+    }
+  }
   if (code) *code = 0;
   return p.release();
 }
@@ -440,6 +490,10 @@ TTE_EXPORT int tte_program_reset(tte_program* p, char* why, size_t why_size) noe
         why, why_size);
   }
   return 0;
+}
+
+TTE_EXPORT const char* tte_program_notice(const tte_program* p) noexcept {
+  return p != nullptr ? p->notice.c_str() : "";
 }
 
 TTE_EXPORT int tte_runtime_copy(void* dst, const void* src, size_t nbytes) noexcept {

@@ -221,6 +221,8 @@ def _declare_programs(lib: ctypes.CDLL) -> None:
     lib.tte_program_copy_bytes.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int]
     lib.tte_program_reset.restype = c.c_int
     lib.tte_program_reset.argtypes = [c.c_void_p, *why]
+    lib.tte_program_notice.restype = c.c_char_p
+    lib.tte_program_notice.argtypes = [c.c_void_p]
     lib.tte_runtime_copy.restype = c.c_int
     lib.tte_runtime_copy.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t]
     lib.tte_runtime_use_device.restype = c.c_int

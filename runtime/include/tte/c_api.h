@@ -116,6 +116,10 @@ uint64_t tte_program_copy_bytes(const tte_program* p, const char* method, const 
 // Every mutable buffer of every method back to its initial value (read again from the program,
 // written through the device where it lives); no reload.
 int tte_program_reset(tte_program* p, char* why, size_t why_size) TTE_C_NOEXCEPT;
+// What the loader says once about how it loaded the program ("" when nothing): a multi-method
+// file whose state lies in the activation memory every method reuses is loaded with one set of
+// arenas per method, and this names the method and buffer.
+const char* tte_program_notice(const tte_program* p) TTE_C_NOEXCEPT;
 // Copies between any two addresses, host or device memory of the device in force.
 int tte_runtime_copy(void* dst, const void* src, size_t nbytes) TTE_C_NOEXCEPT;
 

@@ -21,6 +21,7 @@ threads. `run` holds the GIL only for its argument checks and wrapping, not for 
 from __future__ import annotations
 
 import ctypes
+import warnings
 from pathlib import Path
 from collections.abc import Mapping
 
@@ -109,6 +110,8 @@ class Program:
         if not handle:
             self._refuse_open(why.value.decode("utf-8", "replace"))
         self._handle = handle
+        if notice := lib.tte_program_notice(handle):
+            warnings.warn(f"{self.path}: {notice.decode()}", UserWarning, stacklevel=3)
         self._names = [lib.tte_program_method_name(handle, i).decode()
                        for i in range(lib.tte_program_method_count(handle))]
         # the main method (`method_choice`): None when the program has no default
