@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Random stateful programs (tests/support/stateful_grammar.py) through export → compile → .pte,
-each checked against eager step by step (tests/support/stateful_check.py); prints how many were
+each checked against eager step by step (tests/support/stateful_check.py) — or with `--methods`,
+programs of several methods sharing state (method_grammar.py / method_check.py, every
+multi-method save path, state compared after every call); prints how many were
 tried, passed, refused by PyTorch itself (invalid) and failed at each stage, then, for each class of
 failure, the smallest program hypothesis shrinks it to — as Python source — and what went wrong.
 Exits 1 when any program failed.
@@ -56,6 +58,8 @@ def _worker(job_path: str) -> int:
     from hypothesis.errors import HypothesisException
     from stateful_check import check_program
     from stateful_grammar import programs
+    from method_check import check_methods
+    from method_grammar import methods_programs
     from torch_tensorrt_ext.upstream_api import UpstreamUnavailable
     if job_path_device := os.environ.get("TTE_STATEFUL_DEVICE"):
         from torch_tensorrt_ext import runtime_lib
@@ -77,9 +81,12 @@ def _worker(job_path: str) -> int:
                 os._exit(RECYCLE_EXIT)          # a new process replays from the journal
             record("start", program)
             try:
-                cache[program] = check_program(program, steps=job["steps"],
-                                               device=job["device"],
-                                               rtx=job.get("rtx", False))
+                if job.get("methods"):
+                    cache[program] = check_methods(program, device=job["device"])
+                else:
+                    cache[program] = check_program(program, steps=job["steps"],
+                                                   device=job["device"],
+                                                   rtx=job.get("rtx", False))
             except UpstreamUnavailable as e:       # the machine's fault, not the program's
                 print(e, file=sys.stderr, flush=True)
                 journal.close()
@@ -94,7 +101,7 @@ def _worker(job_path: str) -> int:
     @settings(max_examples=job["count"], database=None, deadline=None, phases=phases,
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
               report_multiple_bugs=False)
-    @given(programs(kinds=job.get("kinds")))
+    @given(methods_programs() if job.get("methods") else programs(kinds=job.get("kinds")))
     def run(program):
         seen.append(program)
         result = result_of(program)
@@ -134,7 +141,7 @@ class Chunks:
                 cache = dict(self.results)
             job = dict(seed=seed, count=count, target=target, cache=cache, steps=self.args.steps,
                        device=self.args.reference_device, recycle=self.args.recycle,
-                       rtx=self.args.rtx, kinds=self.args.kinds,
+                       rtx=self.args.rtx, kinds=self.args.kinds, methods=self.args.methods,
                        journal=str(journal))
             job_path = self.tmp / f"chunk{index}.job"
             job_path.write_bytes(pickle.dumps(job))
@@ -236,6 +243,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", type=lambda text: frozenset(text.split(",")),
                     help="draw buffers of these kinds only (comma-separated names of "
                          "stateful_grammar.KINDS, e.g. cond,batch_norm); default: every kind")
+    ap.add_argument("--methods", action="store_true",
+                    help="draw programs of several methods sharing state (method_grammar: a "
+                         "dynamic prefill, a decode, stateless and read-only methods, drawn "
+                         "interleavings with reset, every multi-method save path) instead")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--out", help="folder for each failure class's shrunk program")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -1,0 +1,62 @@
+"""A program is one stateful object across its methods, on every save path that saves several
+(`tte.reference.export({...})`, `torch_tensorrt.compile` +
+`torch_tensorrt.executorch.export({...})`, ExecuTorch's export API with the TensorRT recipe),
+weights in the `.pte` or a `.ptd`: every buffer any method writes is one allocation of its own, a
+method that only reads it reads its live value, and a stateless method called between two calls
+changes no state. Each program is stepped through an interleaving of every method and `reset()`,
+outputs and state (by FQN) against eager after every call (`method_check`); the whole-program check
+refuses a save whose state is left where another method's memory lies.
+"""
+from __future__ import annotations
+
+import pytest
+
+from method_check import check_methods
+from method_grammar import Method, MethodsProgram, State
+
+pytestmark = [pytest.mark.inspects_pte]
+
+PATHS = ("reference", "upstream", "recipe")
+
+# an LLM: a dynamic prefill and a decode beside a stateless method (a VLM's vision encoder)
+# called between decode steps; the token counter and the cache are written by both
+STATELESS_BETWEEN = MethodsProgram(
+    states=(State("kv"), State("counter")),
+    methods=(Method("prefill", ("kv", "counter"), ("kv", "counter")),
+             Method("decode", ("kv", "counter"), ("kv", "counter")), Method("encode")),
+    calls=(("prefill", 4), ("encode", 1), ("decode", 1), ("encode", 1), ("decode", 1),
+           ("reset", 1), ("prefill", 2), ("encode", 1), ("decode", 1)))
+
+# Whisper: a decoder step whose cross-attention state a `fill` method writes once per sequence
+# and every decode only reads; the decode's own cache is state no other method takes
+ONLY_READ_BY_DECODE = MethodsProgram(
+    states=(State("kv"), State("cross")),
+    methods=(Method("fill", ("cross",)), Method("decode", ("kv",), ("kv", "cross")),
+             Method("encode")),
+    calls=(("fill", 1), ("decode", 1), ("encode", 1), ("decode", 1), ("fill", 1),
+           ("decode", 1), ("reset", 1), ("decode", 1)))
+
+# private state of each method: the ring only `chunk` writes, the EMA only `fill` writes (in a
+# `no_grad` block), a `read` method reading both
+PRIVATE_STATE = MethodsProgram(
+    states=(State("ring"), State("ema", no_grad=True)),
+    methods=(Method("chunk", ("ring",)), Method("fill", ("ema",), ("ema",), read_first=True),
+             Method("read", (), ("ring", "ema"))),
+    calls=(("chunk", 3), ("read", 1), ("fill", 1), ("read", 1), ("chunk", 3), ("fill", 1),
+           ("read", 1)))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("program", [STATELESS_BETWEEN, ONLY_READ_BY_DECODE, PRIVATE_STATE],
+                         ids=["stateless_between", "only_read_by_decode", "private_state"])
+def test_every_method_steps_one_state_like_eager(program, path):
+    result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path))
+    assert result.ok, result.report(program)
+
+
+@pytest.mark.parametrize("path", ["reference", "upstream"])
+def test_weights_in_a_data_file_keep_one_state(path):
+    program = ONLY_READ_BY_DECODE
+    result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path,
+                                          external=True, seed=1))
+    assert result.ok, result.report(program)

@@ -1,0 +1,192 @@
+"""A program of several methods (method_grammar.MethodsProgram) through one multi-method save path,
+held to eager PyTorch call by call:
+
+    torch.export.export of each method (one module: the buffers' FQNs are the same in each)
+      → the program's save path: `tte.reference.export({...})` ("reference"), each method through
+        `torch_tensorrt.compile` then `torch_tensorrt.executorch.export({...})` ("upstream"), or
+        ExecuTorch's export API with the TensorRT recipe and a dict of methods ("recipe"); all on
+        reference engines, weights in the `.pte` or (`external`) in a `.ptd`
+      → `tte.executorch.load` → the drawn interleaving of calls and `reset()`: after every call the
+        call's outputs and every buffer (`prog.state()`, by FQN) equal eager's
+
+`check_methods` returns a `stateful_check.Result` naming the first stage that failed (`export` is
+PyTorch refusing the program: `invalid`, the grammar's fault).
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from method_grammar import MethodsProgram
+from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt
+
+
+class _Failed(Exception):
+    def __init__(self, result: Result):
+        super().__init__(result.message)
+        self.result = result
+
+
+def eager_calls(program: MethodsProgram) -> list:
+    """[(method or "reset", outputs, {fqn: buffer})] for each scheduled call, from a fresh model."""
+    model = program.build().eval()
+    initial = {n: b.detach().clone() for n, b in model.named_buffers()}
+    out = []
+    for i, (name, tokens, start) in enumerate(program.schedule()):
+        if name == "reset":
+            for n, b in model.named_buffers():
+                b.copy_(initial[n])
+            out.append((name, [], {}))
+            continue
+        with torch.no_grad():
+            got = _flat(getattr(model, name)(*program.call_args(i, name, tokens, start)))
+        out.append((name, got, {f: model.get_buffer(f[2:]).detach().clone()
+                                for f in program.fqns()}))
+    return out
+
+
+def _exported(program: MethodsProgram) -> dict[str, torch.export.ExportedProgram]:
+    method, model = _method_class(program), program.build().eval()
+    return {n: torch.export.export(method(model, n), program.example_args(n),
+                                   dynamic_shapes=program.dynamic_shapes(n))
+            for n in program.names()}
+
+
+def _method_class(program: MethodsProgram):
+    from method_grammar import _namespace
+    return _namespace(program)["Method"]
+
+
+def _save_reference(program, eps, path: Path) -> None:
+    import torch_tensorrt_ext as tte
+    tte.reference.export({n: (ep, None) for n, ep in eps.items()}, str(path))
+
+
+def _save_upstream(program, eps, path: Path) -> None:
+    import torch_tensorrt_ext as tte
+    import torch_tensorrt_ext.executorch  # noqa: F401  (the stateful lowering is patched in)
+    torch_tensorrt = _torch_tensorrt()
+    import torch_tensorrt.executorch  # noqa: F401, F811
+    programs = {}
+    with tte.reference.engines():
+        for n, ep in eps.items():
+            args = list(program.example_args(n))
+            gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1)
+            programs[n] = torch_tensorrt.dynamo.export(gm, arg_inputs=args,
+                                                       dynamic_shapes=program.dynamic_shapes(n))
+    et = torch_tensorrt.executorch.export(programs).to_executorch()
+    path.write_bytes(et.buffer)
+    et.write_tensor_data_to_file(str(path.parent))
+
+
+def _save_recipe(program, eps, path: Path) -> None:
+    import torch_tensorrt_ext as tte
+    from executorch.export import ExportRecipe, export
+    from torch_tensorrt_ext.executorch.recipes import TensorRTRecipeType
+    method, model = _method_class(program), program.build().eval()
+    dims = {n: program.dynamic_shapes(n) for n in program.names() if program.dynamic_shapes(n)}
+    with tte.reference.engines():
+        session = export({n: method(model, n) for n in program.names()},
+                         {n: [program.example_args(n)] for n in program.names()},
+                         export_recipe=ExportRecipe.get_recipe(TensorRTRecipeType.FP32),
+                         dynamic_shapes=dims or None)
+    session.save_to_pte(str(path))
+
+
+SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
+
+
+def save(program: MethodsProgram, path: Path, eps=None) -> None:
+    """`program` saved at `path` through its save path (`eps`: its methods exported)."""
+    import contextlib
+
+    import torch_tensorrt_ext as tte
+    from torch_tensorrt_ext.upstream_api import quiet
+    external = tte.executorch.save_data_externally(path.stem) if program.external \
+        else contextlib.nullcontext()
+    with quiet(), external, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SAVERS[program.path](program, eps if eps is not None else _exported(program), path)
+
+
+def _step(program: MethodsProgram, prog, want: list) -> None:
+    for i, ((name, tokens, start), (_, want_out, want_state)) in enumerate(
+            zip(program.schedule(), want, strict=True)):
+        try:
+            if name == "reset":
+                prog.reset()
+                continue
+            with torch.no_grad():
+                got = _flat(prog.run(*program.call_args(i, name, tokens, start), method=name))
+            state = prog.state()
+        except Exception as e:  # noqa: BLE001 - the stage's failure, reported
+            raise _Failed(dataclasses.replace(_error("pte_run", e, i), what=f"{name}: "
+                                              f"{type(e).__name__}")) from e
+        for j, (g, w) in enumerate(zip(got, want_out, strict=False)):
+            if why := _differs(g, w, False):
+                raise _Failed(Result("pte_mismatch", f"call {i} ({name}) output {j}: {why}", i,
+                                     f"{name} output"))
+        for fqn, w in want_state.items():
+            if fqn not in state:
+                raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r} is "
+                                     f"missing; have {sorted(state)}", i, f"{fqn} missing"))
+            if why := _differs(state[fqn], w, False):
+                raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r}: {why}",
+                                     i, f"{name}: buffer {program.kind_of(fqn)}"))
+
+
+def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
+    """`program` through its save path, loaded and stepped: the first stage that failed, or
+    "ok". `device` places the reference delegates' state (e.g. "cuda:0" with the emulated
+    device in force)."""
+    import torch_tensorrt_ext as tte
+    try:
+        want = eager_calls(program)
+        eps = _exported(program)
+    except Exception as e:  # noqa: BLE001 - the grammar made a program PyTorch refuses
+        return dataclasses.replace(_error("invalid", e), what=f"refused: {type(e).__name__}")
+    with tempfile.TemporaryDirectory(prefix="methods-") as tmp:
+        path = Path(tmp) / "program.pte"
+        try:
+            with _reference_device(device):
+                save(program, path, eps)
+        except Exception as e:  # noqa: BLE001
+            return _error("save", e)
+        data = path.with_suffix(".ptd")
+        try:
+            prog = tte.executorch.load(path, data_files=str(data) if data.exists() else None)
+        except Exception as e:  # noqa: BLE001
+            return _error("load", e)
+        try:
+            _step(program, prog, want)
+        except _Failed as f:
+            return f.result
+    return Result("ok")
+
+
+def _reference_device(device):
+    import contextlib
+    if device is None:
+        return contextlib.nullcontext()
+    from torch_tensorrt_ext.executorch.saving.partition import reference_device
+    return reference_device(device)
+
+
+
+
+def save_like_an_earlier_release(monkeypatch, program: MethodsProgram, path: Path) -> None:
+    """Save `program` with each method's state left in its own activation arena, which loaders
+    share across methods — as earlier releases did for a program none of whose written buffers
+    another method takes (a decode beside a stateless encoder) — and no whole-program check."""
+    from torch_tensorrt_ext.executorch.saving import config
+    monkeypatch.setattr(config, "shares_state", lambda mutated: False)
+    monkeypatch.setattr(config, "check_program_state", lambda *a, **k: None)
+    save(program, path)
+    monkeypatch.undo()
+
+
+__all__ = ["check_methods", "eager_calls", "save", "save_like_an_earlier_release"]

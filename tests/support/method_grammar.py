@@ -1,0 +1,233 @@
+"""A grammar of small random programs of several methods sharing one state, as hypothesis
+strategies (so shrinking is free) — how users ship LLMs (prefill + decode), Whisper (an encoder
+beside a decoder whose cross-attention state one step fills and the others only read) and VLMs (a
+stateless vision method between decode steps).
+
+A `MethodsProgram` is one module with 1-4 buffers (`State`: a `kv` cache written at the call's
+positions, an int64 `counter` of tokens, a `ring` of the last rows, an `ema`, a `cross` state
+copied from a method's input) and 2-4 methods (`Method`), each of one `KINDS` role:
+`prefill` (a dynamic token length), `chunk` (a static 3-token prefill), `decode` (one token) —
+these take `x [1, T, F]` and `pos [T]` — and `fill` (writes state from `x [1, F]`), `read`
+(only reads state), `encode` (touches no state), which take `x [1, F]`. Each method writes and
+reads the buffers it drew, reads before or after its writes. `calls` is a drawn interleaving of
+the methods and `reset` (a call that would run past the cache starts a new sequence: the driver
+resets first); `path` the save path (`SAVE_PATHS`), `external` weights in a `.ptd`.
+`program.source()` is the module as standalone Python; inputs of call `i` are deterministic from
+the program's seed (`program.call_args(i, ...)`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+
+import torch
+from hypothesis import strategies as st
+
+F, S, RING = 8, 12, 3
+STATE_KINDS = ("kv", "counter", "ring", "ema", "cross")
+# role -> (takes tokens and positions, state kinds it may write)
+KINDS = {"prefill": (True, STATE_KINDS), "chunk": (True, STATE_KINDS),
+         "decode": (True, STATE_KINDS), "fill": (False, ("counter", "ring", "ema", "cross")),
+         "read": (False, ()), "encode": (False, ())}
+CHUNK = 3
+SAVE_PATHS = ("reference", "upstream", "recipe")
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    kind: str = "kv"
+    no_grad: bool = False       # its writes inside `with torch.no_grad():`
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    role: str = "decode"
+    writes: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    read_first: bool = False
+
+    @property
+    def tokens(self) -> bool:
+        return KINDS[self.role][0]
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodsProgram:
+    states: tuple[State, ...] = (State(),)
+    methods: tuple[Method, ...] = (Method("prefill", ("kv",)), Method("decode", ("kv",)))
+    calls: tuple[tuple[str, int], ...] = (("prefill", 3), ("decode", 1))
+    path: str = "reference"
+    external: bool = False
+    seed: int = 0
+
+    def names(self) -> list[str]:
+        return [m.role for m in self.methods]
+
+    def method(self, name: str) -> Method:
+        return self.methods[self.names().index(name)]
+
+    def fqns(self) -> list[str]:
+        """The buffers some method writes: the program's state (a buffer only read is a
+        constant, checked through the outputs that read it)."""
+        written = {k for m in self.methods for k in m.writes}
+        return [f"m.{s.kind}" for s in self.states if s.kind in written]
+
+    def kind_of(self, fqn: str) -> str:
+        return fqn.split(".")[-1]
+
+    def source(self) -> str:
+        return _source(self)
+
+    def build(self) -> torch.nn.Module:
+        return _namespace(self)["Model"]()
+
+    def example_args(self, name: str) -> tuple:
+        m = self.method(name)
+        t = {"prefill": 4, "chunk": CHUNK}.get(name, 1)
+        return _args(m, t, 0, torch.Generator().manual_seed(0))
+
+    def dynamic_shapes(self, name: str):
+        if name != "prefill":
+            return None
+        t = torch.export.Dim("T", min=1, max=S)
+        return {"x": {1: t}, "pos": {0: t}}
+
+    def call_args(self, i: int, name: str, tokens: int, start: int) -> tuple:
+        g = torch.Generator().manual_seed(self.seed * 1000 + i)
+        return _args(self.method(name), tokens, start, g)
+
+    def schedule(self) -> list[tuple[str, int, int]]:
+        """The calls as (method or "reset", tokens, start position), resets added where a
+        sequence would run past the cache."""
+        out, at = [], 0
+        for name, t in self.calls:
+            if name == "reset":
+                out.append(("reset", 0, 0))
+                at = 0
+                continue
+            tokens = t if self.method(name).tokens else 0
+            if at + tokens > S:
+                out.append(("reset", 0, 0))
+                at = 0
+            out.append((name, tokens, at))
+            at += tokens
+        return out
+
+
+def _args(m: Method, tokens: int, start: int, g: torch.Generator) -> tuple:
+    if not m.tokens:
+        return (torch.randn(1, F, generator=g),)
+    return torch.randn(1, tokens, F, generator=g), torch.arange(start, start + tokens)
+
+
+# --- source --------------------------------------------------------------------------------
+
+_INIT = {"kv": f"torch.zeros(1, {S}, {F})", "counter": "torch.zeros(1, dtype=torch.int64)",
+         "ring": f"torch.zeros(1, {RING}, {F})", "ema": f"torch.zeros(1, {F})",
+         "cross": f"torch.zeros(1, {F})"}
+_READ = {"kv": "self.kv.sum(1)", "counter": "self.counter.float()", "ring": "self.ring.mean(1)",
+         "ema": "self.ema", "cross": "self.cross"}
+
+
+def _write(kind: str, tokens: bool) -> str:
+    if kind == "kv":
+        return "self.kv.index_copy_(1, pos, self.wk(h))"
+    if kind == "counter":
+        return "self.counter.add_(x.shape[1])" if tokens else "self.counter.add_(1)"
+    if kind == "ring":
+        rows = "h" if tokens else "h[:, None]"
+        return f"self.ring.copy_(torch.cat([self.ring, {rows}], 1)[:, -{RING}:])"
+    if kind == "ema":
+        return "self.ema.mul_(0.5).add_(0.5 * self.we(hm))"
+    return "self.cross.copy_(self.wc(hm))"
+
+
+def _method_source(m: Method, states: dict[str, State]) -> list[str]:
+    args = "x, pos" if m.tokens else "x"
+    lines = [f"    def {m.role}(self, {args}):",
+             "        h = self.inp(x)",
+             "        hm = h.mean(1)" if m.tokens else "        hm = h"]
+    if m.role == "encode":
+        return lines + ["        return (torch.relu(self.enc(hm)) * 3 + 1,)", ""]
+    reads = ["        out = hm"] + [f"        out = out + {_READ[k]}" for k in m.reads]
+    writes = []
+    for k in m.writes:
+        code = _write(k, m.tokens)
+        writes += ["        with torch.no_grad():", f"            {code}"] \
+            if states[k].no_grad else [f"        {code}"]
+    body = reads + writes if m.read_first else writes + reads
+    return lines + body + ["        return (self.out(out),)", ""]
+
+
+def _source(p: MethodsProgram) -> str:
+    states = {s.kind: s for s in p.states}
+    lines = ["import torch", "", "", "class Model(torch.nn.Module):", "    def __init__(self):",
+             "        super().__init__()", f"        torch.manual_seed({p.seed})"]
+    for name in ("inp", "wk", "we", "wc", "enc", "out"):
+        lines.append(f"        self.{name} = torch.nn.Linear({F}, {F})")
+    for s in p.states:
+        lines.append(f"        self.register_buffer({s.kind!r}, {_INIT[s.kind]})")
+    lines.append("")
+    for m in p.methods:
+        lines += _method_source(m, states)
+    lines += ["", "class Method(torch.nn.Module):",
+              "    \"\"\"One method of `model` as the module torch.export takes.\"\"\"", "",
+              "    def __init__(self, model, name):", "        super().__init__()",
+              "        self.m, self.name = model, name", "",
+              "    def forward(self, x, pos=None):",
+              "        method = getattr(self.m, self.name)",
+              "        return method(x) if pos is None else method(x, pos)",
+              ""]
+    return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(source: str) -> dict:
+    name = f"<methods-program-{abs(hash(source)):x}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    namespace: dict = {}
+    exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own generated source
+    return namespace
+
+
+def _namespace(p: MethodsProgram) -> dict:
+    return _compiled(p.source())
+
+
+# --- strategies ----------------------------------------------------------------------------
+
+@st.composite
+def _method(draw, role: str, kinds: tuple[str, ...]) -> Method:
+    may = [k for k in kinds if k in KINDS[role][1]]
+    writes = tuple(draw(st.lists(st.sampled_from(may), unique=True, max_size=3))) if may else ()
+    reads = () if role == "encode" else tuple(draw(st.lists(st.sampled_from(kinds), unique=True,
+                                                          max_size=3)))
+    if role in ("fill",) and not writes and may:
+        writes = (may[0],)
+    if role == "read" and not reads:
+        reads = (kinds[0],)
+    return Method(role, writes, reads, draw(st.booleans()))
+
+
+@st.composite
+def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
+    kinds = tuple(draw(st.lists(st.sampled_from(STATE_KINDS), unique=True, min_size=1,
+                                max_size=4)))
+    states = tuple(State(k, draw(st.booleans()) and draw(st.booleans())) for k in kinds)
+    roles = draw(st.lists(st.sampled_from(tuple(KINDS)), unique=True, min_size=2, max_size=4))
+    methods = tuple(draw(_method(r, kinds)) for r in roles)
+    if not any(m.writes for m in methods):
+        first = next((i for i, m in enumerate(methods) if KINDS[m.role][1]), None)
+        if first is None:
+            methods = methods + (Method("decode", (kinds[0],)),)
+        else:
+            may = [k for k in kinds if k in KINDS[methods[first].role][1]] or [kinds[0]]
+            methods = tuple(dataclasses.replace(m, writes=(may[0],)) if i == first else m
+                            for i, m in enumerate(methods))
+    names = [m.role for m in methods]
+    call = st.tuples(st.sampled_from(names + ["reset"]), st.integers(1, 4))
+    calls = tuple(draw(st.lists(call, min_size=3, max_size=8)))
+    calls = tuple((n, t if n == "prefill" else (CHUNK if n == "chunk" else 1)) for n, t in calls)
+    return MethodsProgram(states, methods, calls, draw(st.sampled_from(paths)),
+                          draw(st.booleans()), draw(st.integers(0, 3)))
