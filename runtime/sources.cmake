@@ -17,6 +17,7 @@ set(TTE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/device_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/emulated_device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/reference_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/scratch_arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/shared_loads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/shared_plans.cpp

@@ -6,6 +6,7 @@
 #include "engine_weights.h"
 #include "payload_check.h"
 #include "refusal.h"
+#include "scratch_arena.h"
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -38,7 +39,6 @@ using executorch::extension::MallocMemoryAllocator;
 using executorch::runtime::EValue;
 using executorch::runtime::HierarchicalAllocator;
 using executorch::runtime::KernelRuntimeContext;
-using executorch::runtime::MemoryAllocator;
 using executorch::runtime::MemoryManager;
 using executorch::runtime::Method;
 using executorch::runtime::MethodMeta;
@@ -471,15 +471,13 @@ class ReferenceEngine final : public Engine {
       planned_spans_.emplace_back(planned_buffers_.back().get(), n);
     }
     planned_.emplace(Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
-    temp_buffer_ = aligned_bytes(kReferenceTempArenaBytes, 64);
-    if (!temp_buffer_) {
+    if (!temp_.reserve(kReferenceTempArenaBytes)) {
       return why.fail(Error::MemoryAllocationFailed, "runtime.out_of_memory",
                       format("cannot allocate the %zu-byte temp arena of the reference "
                              "payload's 'forward' (bindings %s)",
                              kReferenceTempArenaBytes, binding_names(info).c_str()));
     }
-    temp_.emplace(static_cast<uint32_t>(kReferenceTempArenaBytes), temp_buffer_.get());
-    memory_.emplace(&method_allocator_, &*planned_, &*temp_);
+    memory_.emplace(&method_allocator_, &*planned_, &temp_);
     return Error::Ok;
   }
 
@@ -604,8 +602,7 @@ class ReferenceEngine final : public Engine {
   std::vector<Bytes> planned_buffers_;
   std::vector<Span<uint8_t>> planned_spans_;
   std::optional<HierarchicalAllocator> planned_;
-  Bytes temp_buffer_;
-  std::optional<MemoryAllocator> temp_;
+  ScratchArena temp_;  // grows to what its kernels ask for (scratch_arena.h)
   std::optional<MemoryManager> memory_;
   std::optional<Method> method_;
   std::deque<InputView> inputs_;  // deque: TensorImpl pointers into it stay valid

@@ -8,10 +8,12 @@
 // Method::set_output_data_ptr. `create` refuses a payload whose inputs or outputs are memory
 // planned, or whose method signature (count, dtype, shape) differs from the bindings. All method
 // memory (planned arenas, method allocator, temp arena, device-mode staging) is allocated in
-// `create`. For a device delegate (its `target_device`) with a device active (device.h) the engine
-// runs "on the device" as a test engine:
-// bindings in device memory are staged through host memory with the device's copies (the only
-// copies it makes), its scratch is device memory and `copy` moves device to device.
+// `create`, but for scratch a kernel asks beyond the temp arena: served from the heap, once, and
+// the arena grown to it (scratch_arena.h), so no kernel fails or logs for want of scratch. For a
+// device delegate (its `target_device`) with a device active (device.h) the engine runs "on the
+// device" as a test engine: bindings in device memory are staged through host memory with the
+// device's copies (the only copies it makes), its scratch is device memory and `copy` moves
+// device to device.
 #pragma once
 
 #include "engine.h"
@@ -21,7 +23,8 @@
 
 namespace tte {
 
-// Temp-allocator arena a kernel may use during one `run` (allocated once, reset after each run).
+// The temp arena's first size: what kernels may ask for scratch without touching the heap (it
+// grows to the most one kernel asked for; ExecuTorch resets it after every kernel).
 constexpr size_t kReferenceTempArenaBytes = 1 << 20;
 
 // Device mode (a device is active): the bytes the engine moved between device memory and its host

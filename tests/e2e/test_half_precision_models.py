@@ -19,22 +19,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
-from hf_models import MAX_CACHE, MODELS, _eager, _model, _tokens  # noqa: E402
+from hf_models import (MAX_CACHE, MODELS, _as_near_fp32_as_eager, _eager, _model,  # noqa: E402
+                       _tokens)
 from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM  # noqa: E402
 
 import torch_tensorrt_ext as tte  # noqa: E402
 
 PROMPT, STEPS = 4, 4
-
-
-def _as_near_fp32_as_eager(got, want, exact, what):
-    """`got` (ours, bf16) no further from `exact` (fp32) than twice eager bf16's `want` is, plus
-    two bf16 rounding steps at the logits' magnitude: the engine sums in its own order, so it
-    cannot be eager's bits, but it must be as good an approximation."""
-    ours = (got.double() - exact.double()).abs().max().item()
-    eagers = (want.double() - exact.double()).abs().max().item()
-    step = 2.0 ** -8 * max(1.0, exact.abs().max().item())
-    assert ours <= 2 * eagers + 2 * step, f"{what}: {ours:.4g} from fp32, eager {eagers:.4g}"
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import torch
+from helpers import executorch_error_lines
 from model_families import ModelProgram
 
 import torch_tensorrt_ext as tte
@@ -34,13 +35,6 @@ from executorch.kernels import quantized
 prog, out = tte.executorch.load(sys.argv[1]), sys.argv[2]
 torch.save([prog.run(*a)[0] for a in torch.load(sys.argv[3])], out)
 """
-
-
-def _error_lines(stderr: str) -> list[str]:
-    """ExecuTorch's error lines ("E 00:00:08.000000 executorch:file.h:91] ..."), and any line
-    naming the temp allocator whatever emitter wrote it."""
-    return [line for line in stderr.splitlines()
-            if line.startswith("E ") or "temp allocator" in line]
 
 
 @pytest.fixture(scope="module", params=["llama_custom_sdpa", "llama_quantized_kv"])
@@ -64,7 +58,7 @@ def test_the_python_loader_steps_it_like_eager_without_error_lines(saved, tmp_pa
                            str(tmp_path / "args.pt")], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert _error_lines(done.stderr) == []
+    assert executorch_error_lines(done.stderr) == []
     for s, got in enumerate(torch.load(tmp_path / "out.pt")):
         torch.testing.assert_close(got, want[s], msg=lambda m: f"step {s}: {m}")
 

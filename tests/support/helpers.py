@@ -23,3 +23,12 @@ def kv_meta(**over) -> dict:
     md = json.loads((FIXTURES / "kv_meta.json").read_text())
     md.update(over)
     return md
+
+
+def executorch_error_lines(stderr: str) -> list[str]:
+    """ExecuTorch's error lines in what a process wrote to its stderr ("E 00:00:08.000000
+    executorch:file.h:91] ..."), and any line naming the temp allocator whatever emitter wrote
+    it (ExecuTorch's llama ops log through their own library's: "[kernel_runtime_context.h:91]
+    ...")."""
+    return [line for line in stderr.splitlines()
+            if line.startswith("E ") or "temp allocator" in line]

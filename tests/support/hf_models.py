@@ -1,6 +1,8 @@
 """transformers decoders with tiny random configs (nothing downloaded), as transformers documents
 their ExecuTorch export: `_model(name)` with a static cache, `_tokens(step, n)` deterministic
-token ids, `_eager(model)` the recipe module transformers exports, run in PyTorch."""
+token ids, `_eager(model)` the recipe module transformers exports, run in PyTorch (`Stepped(model)`
+called positionally and castable with `.to`), `_as_near_fp32_as_eager` the half-precision
+criterion."""
 from __future__ import annotations
 
 import os
@@ -54,6 +56,38 @@ def _tokens(step, n=1):
     return torch.tensor([[(7 * (step + i) + 3) % TINY["vocab_size"] for i in range(n)]])
 
 
+def _as_near_fp32_as_eager(got, want, exact, what):
+    """`got` (ours, half precision) no further from `exact` (fp32) than twice eager's `want` (the
+    same model in that precision) is, plus two rounding steps of that precision at the logits'
+    magnitude: the engine sums in its own order, so it cannot be eager's bits, but it must be as
+    good an approximation."""
+    ours = (got.double() - exact.double()).abs().max().item()
+    eagers = (want.double() - exact.double()).abs().max().item()
+    step = torch.finfo(want.dtype).eps / 2 * max(1.0, exact.abs().max().item())
+    assert ours <= 2 * eagers + 2 * step, f"{what}: {ours:.4g} from fp32, eager {eagers:.4g}"
+
+
 def _eager(model):
     """The eager reference: the same recipe module transformers exports, run in PyTorch."""
     return TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=MAX_CACHE).model
+
+
+class Stepped(torch.nn.Module):
+    """`_eager(model)` called positionally, `(input_ids, cache_position)`, as ExecuTorch's export
+    API passes example inputs; `.to(dtype)` casts it as it casts any module — transformers' static
+    cache keeps its layers on the buffers the wrapper registers, so they follow the cast."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.lm = _eager(model)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        for i, layer in enumerate(self.lm.static_cache.layers):
+            layer.keys = getattr(self.lm, f"key_cache_{i}")
+            layer.values = getattr(self.lm, f"value_cache_{i}")
+            layer.cumulative_length = getattr(self.lm, f"cumulative_length_{i}")
+        return self
+
+    def forward(self, input_ids, cache_position):
+        return self.lm(input_ids=input_ids, cache_position=cache_position)

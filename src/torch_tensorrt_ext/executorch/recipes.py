@@ -13,20 +13,26 @@ patched `torch_tensorrt.compile` with the engine kind in force when the recipe w
 buffer write declared (KV caches aliased, copy-back state copied once); torch-tensorrt's
 ExecuTorch preparation, partitioner and edge config lower it, and `to_executorch` runs with the
 stateful backend config and its checks (`saving.config.stateful_edge`). The precision is the
-model's dtype: FP16 / BF16 cast the model and its floating inputs (the `.pte` takes and returns
-that dtype). A precision the engine kind cannot build is refused when the recipe is made, naming
-the recipe and the engine kind.
+model's dtype: FP16 / BF16 cast the *module* before torch.export — ExecuTorch's source-transform
+stage, on its copy of the model, as eager's `model.to(dtype)` — and its floating inputs on entry,
+so the exported program is the cast module's own (a `.float()` in the model stays a cast, its
+dtypes hold); the `.pte` takes floating inputs in that dtype. A precision the engine kind cannot
+build is refused when the recipe is made, naming the recipe and the engine kind.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from executorch.export import (BackendRecipeProvider, ExportRecipe, LoweringRecipe, RecipeType,
-                               recipe_registry)
+from executorch.export import (AOQuantizationConfig, BackendRecipeProvider, ExportRecipe,
+                               LoweringRecipe, QuantizationRecipe, RecipeType, recipe_registry)
 from torch.export import ExportedProgram
+from torchao.core.config import AOBaseConfig
+from torchao.quantization.transform_module import register_quantize_module_handler
 
 from ..errors import UsageError
 from ..upstream_api import torch_tensorrt_module
@@ -105,6 +111,7 @@ class TensorRTRecipeProvider(BackendRecipeProvider):
         compile_one = _compile_method(kind, DTYPES[recipe_type], kwargs)
         return ExportRecipe(
             name=recipe_type.value, strict=strict, aten_transform_passes=[compile_one],
+            quantization_recipe=_cast_source(DTYPES[recipe_type]),
             lowering_recipe=LoweringRecipe(
                 partitioners=[_partitioner()], edge_compile_config=_edge_config(),
                 edge_manager_transform_passes=[_stateful]))
@@ -158,17 +165,81 @@ def _dims(gm: torch.fx.GraphModule):
     return partition_dims(inputs).export_spec(gm)
 
 
+@dataclass(frozen=True)
+class InPrecision(AOBaseConfig):
+    """The source transform of a half-precision recipe: the model in `dtype` (torchao's
+    `quantize_` applies it to the root module only, through ExecuTorch's source-transform stage)."""
+
+    dtype: torch.dtype
+
+
+def _root_only(module: torch.nn.Module, fqn: str) -> bool:
+    return fqn == ""
+
+
+def _cast_source(dtype: torch.dtype) -> QuantizationRecipe | None:
+    """ExecuTorch's source transform casting the model to `dtype` before torch.export; none for
+    float32 (the model as given)."""
+    if dtype == torch.float32:
+        return None
+    return QuantizationRecipe(ao_quantization_configs=[
+        AOQuantizationConfig(InPrecision(dtype), filter_fn=_root_only)])
+
+
+@register_quantize_module_handler(InPrecision)
+def _cast_module(module: torch.nn.Module, config: InPrecision) -> torch.nn.Module:
+    """`module` (ExecuTorch's copy) as eager's `module.to(dtype)`, its floating inputs cast to
+    `dtype` on entry; once per module (a dict of methods may name one model twice)."""
+    if getattr(module, "_tte_precision", None) != config.dtype:
+        module.to(config.dtype)
+        module.register_forward_pre_hook(functools.partial(_cast_inputs, dtype=config.dtype),
+                                         with_kwargs=True)
+        module._tte_precision = config.dtype
+    return module
+
+
+def _cast_inputs(module, args, kwargs, dtype: torch.dtype):
+    def cast(a):
+        return a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+    return torch.utils._pytree.tree_map(cast, (args, kwargs))
+
+
 def _in_precision(ep: ExportedProgram, dtype: torch.dtype) -> tuple[ExportedProgram, tuple]:
-    """`ep` and its example inputs with every floating tensor (weights, state, inputs) in
-    `dtype`, re-exported with its own dynamic dimensions; as it is for float32."""
+    """`ep`, the cast module's program, taking its floating inputs in `dtype`: the entry casts
+    `_cast_inputs` traced (and their dtype assertions on the caller's example inputs) dropped,
+    re-exported with its own dynamic dimensions; as it is for float32."""
     args = _user_args(ep)
     if dtype == torch.float32:
         return ep, args
     cast = tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                  for a in args)
     module = ep.module()   # its placeholders are the user inputs, as `_dims` reads them
+    _drop_entry_casts(module.graph, dtype)
+    module.recompile()
     dims = _dims(module)
-    return torch.export.export(module.to(dtype), cast, dynamic_shapes=dims, strict=False), cast
+    return torch.export.export(module, cast, dynamic_shapes=dims, strict=False), cast
+
+
+ENTRY_CASTS = (torch.ops.aten.to.dtype, torch.ops.aten._to_copy.default)
+
+
+def _drop_entry_casts(graph: torch.fx.Graph, dtype: torch.dtype) -> None:
+    """Every floating user input read directly, as `_cast_inputs` leaves it: its cast to `dtype`
+    replaced by the input itself, its dtype assertion dropped (the input arrives in `dtype`)."""
+    for node in graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.is_floating_point()):
+            continue
+        for user in list(node.users):
+            if user.target is torch.ops.aten._assert_tensor_metadata.default:
+                graph.erase_node(user)
+            elif user.target in ENTRY_CASTS and _cast_dtype(user) == dtype:
+                user.replace_all_uses_with(node)
+                graph.erase_node(user)
+
+
+def _cast_dtype(node: torch.fx.Node):
+    return node.kwargs.get("dtype", node.args[1] if len(node.args) > 1 else None)
 
 
 def _declared(gm: torch.fx.GraphModule, args: tuple) -> ExportedProgram:

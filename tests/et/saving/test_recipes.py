@@ -4,7 +4,8 @@ decoder (KV caches, a conv ring buffer, a step counter) in each precision and a 
 pair sharing one cache (a dict of models and inputs, the prefill's length dynamic) — each `.pte`
 stepped against eager, KV caches moving 0 bytes and copy-back state its own size per call; the
 TensorRT-RTX recipe saves ahead of time here; a precision the engine kind cannot build is refused
-naming both.
+naming both. Issue 55 item 4: transformers decoders, whose RMSNorm and rotary embedding cast with
+`.float()`, through the FP16 / BF16 recipes, each step as near the fp32 model as eager's.
 """
 from __future__ import annotations
 
@@ -101,6 +102,35 @@ def test_prefill_and_decode_as_two_methods_share_the_cache_like_eager(tmp_path, 
                                        **TOLERANCE[recipe])
     for method in ("prefill", "decode"):
         assert prog.state_traffic(method) == _per_call(tmp_path / "two.pte", method, eager)
+
+
+@pytest.mark.parametrize("recipe", [R.FP16, R.BF16], ids=lambda r: r.value)
+@pytest.mark.parametrize("name", ["llama", "qwen3"])
+def test_a_transformers_decoder_casting_to_float32_steps_as_near_fp32_as_eager(tmp_path, name,
+                                                                              recipe):
+    """Found here: refused, "Tensor dtype mismatch! Expected: torch.float32, Got: torch.float16" —
+    the recipe cast torch.export's program of the fp32 model and re-exported it, where each
+    `.float()` had been traced as a no-op with a float32 assertion. The module is cast instead,
+    as eager casts it: a prompt, then single tokens, through one method of dynamic length, each
+    call's logits as near the fp32 model's as the eager cast model's; the caller's model stays
+    fp32."""
+    torch_tensorrt_or_skip()
+    from hf_models import Stepped, _as_near_fp32_as_eager, _model, _tokens
+    model, dtype = Stepped(_model(name)), DTYPES[recipe]
+    exact, eager = copy.deepcopy(model), copy.deepcopy(model).to(dtype)
+    t = torch.export.Dim("T", min=1, max=8)
+    with tte.reference.engines():
+        prog = _export(model, [(_tokens(0, 4), torch.arange(4))], recipe, tmp_path / "lm.pte",
+                       dynamic_shapes=({1: t}, {0: t}))
+    assert model.lm.key_cache_0.dtype == torch.float32
+    at = 0
+    for n in (4, 1, 1, 1, 1):
+        ids, pos = _tokens(at, n), torch.arange(at, at + n)
+        with torch.no_grad():
+            got = prog.run(ids, pos)[0]
+            assert got.dtype == dtype and tuple(got.shape) == (1, n, 64)
+            _as_near_fp32_as_eager(got, eager(ids, pos), exact(ids, pos), f"{name} at {at}")
+        at += n
 
 
 def test_the_tensorrt_rtx_recipe_saves_ahead_of_time(tmp_path):
