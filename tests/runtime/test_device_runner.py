@@ -13,13 +13,8 @@ import torch
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 from helpers import buffer_nbytes
-from runtime_helpers import (
-    PREFILL_THEN_DECODE,
-    read_output,
-    run_runner,
-    runner_cases,
-    save_on_device,
-)
+from device_cases import DEVICE_CASES, save_case
+from runtime_helpers import read_output, run_runner
 
 from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.executorch.inspecting.traffic import mutable_buffers
@@ -29,11 +24,11 @@ STEPS = 4
 
 # one method each (the two-method case, one cache across methods:
 # tests/et/saving/test_shared_arenas.py)
-CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
+CASES = {n: c for n, c in DEVICE_CASES.items() if list(c.methods) == ["forward"]}
 
 
 def _saved(tmp_path, name, steps: int = STEPS):
-    return save_on_device(tmp_path, name, steps)
+    return save_case(tmp_path, name, steps)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -41,10 +36,8 @@ def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
     eager, plan, data = _saved(tmp_path, name)
     done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS, "emulated", "--reset")
     assert done.returncode == 0, done.stderr[-2000:]
-    _, args_of = CASES[name]
     for s in range(STEPS):
-        with torch.no_grad():
-            want = eager(*args_of(s))
+        want = CASES[name].call_eager(eager, s)
         want = want if isinstance(want, (tuple, list)) else (want,)
         for j, w in enumerate(want):
             torch.testing.assert_close(read_output(tmp_path, s, j, w), w,
