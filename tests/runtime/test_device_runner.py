@@ -80,3 +80,47 @@ def test_a_callers_stream_needs_a_device_with_streams(tmp_path):
     done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--stream")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
         3, "tte_run: --stream: device emulated has no streams")
+
+
+class _DecodeAndEmbed(torch.nn.Module):
+    """A decode step (a KV write and a counter) and a stateless method between decode steps that
+    reads both live (`embed`): the shape of a multi-method case."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("n", torch.zeros(1))
+
+    def forward(self, x, pos):
+        self.k.index_copy_(2, pos, x)
+        self.n.add_(1)
+        return self.k.sum(2) * self.n
+
+    def embed(self, x):
+        return x.sum(2) + self.k.sum(2) + self.n
+
+
+def _decode_or_embed(s: int):
+    x = torch.randn(1, 2, 1, 4, generator=torch.Generator().manual_seed(s))
+    return ("forward", (x, torch.tensor([s // 2]))) if s % 2 == 0 else ("embed", (x,))
+
+
+def test_a_case_of_several_methods_is_one_entry(tmp_path, monkeypatch):
+    """A case whose steps alternate a decode (`forward`) and a stateless method of the model
+    (`method_of("embed")`) is one `DEVICE_CASES` entry: written as a case folder, stepped by the
+    runner, every output equals eager — the stateless method reads the state the decode steps
+    wrote — and every delegate copy stays on the device, reset + rerun identical."""
+    from device_cases import DeviceCase, method_of, write_case
+    from device_outputs import eager_mismatches, summary_mismatches
+    monkeypatch.setitem(DEVICE_CASES, "decode_and_embed", DeviceCase(
+        _DecodeAndEmbed, _decode_or_embed,
+        methods={"forward": lambda m: m, "embed": method_of("embed")}))
+    write_case(tmp_path, "decode_and_embed", 6)
+    assert [(tmp_path / f"method.{s}").read_text() for s in range(4)] == [
+        "forward", "embed", "forward", "embed"]
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, 6, "emulated", "--reset")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert eager_mismatches(tmp_path, tmp_path)[0] == []
+    assert summary_mismatches(tmp_path, summary, reset=True) == []
+    # the stateless method saw the state move on (eager's own outputs differ step to step)
+    assert (tmp_path / "want.1.0.bin").read_bytes() != (tmp_path / "want.3.0.bin").read_bytes()

@@ -31,21 +31,15 @@ def itself(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-class MethodView(torch.nn.Module):
-    """`model.<name>` as a module's forward, sharing the model's parameters and buffers: how a
-    method other than `forward` (an encoder, a stateless `embed`) is exported and called."""
-
-    def __init__(self, model: torch.nn.Module, name: str):
-        super().__init__()
-        self.model, self.name = model, name
-
-    def forward(self, *args):
-        return getattr(self.model, self.name)(*args)
-
-
 def method_of(name: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
-    """`methods` entry for a method of the model other than its forward."""
-    return lambda model: MethodView(model, name)
+    """`methods` entry for a method of the model other than its forward (`model.<name>`): a
+    shallow copy of the model whose forward is that method — the same parameters and buffers
+    under the same names, so every method of the program shares the model's state by FQN."""
+    def view(model: torch.nn.Module) -> torch.nn.Module:
+        module = copy.copy(model)
+        module.forward = getattr(model, name)
+        return module
+    return view
 
 
 @dataclass(frozen=True)
@@ -56,7 +50,7 @@ class DeviceCase:
     step: step s -> (method name, input tensors);
     methods: method name -> the module whose forward is that method (default: `forward`, the
         model itself; `method_of("encode")` for `model.encode`); every method is exported from
-        the same model and saved in one program, sharing its state;
+        the same model and saved in one program, sharing its state by FQN;
     dynamic: method name -> the `dynamic_shapes` it is exported with (its inputs' shapes then
         travel per step as in.<s>.<i>.shape).
     """
