@@ -12,7 +12,8 @@ delegate must be a valid blob, and every mutable buffer must carry its FQN and i
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
 
 The GPU tier (`gpu/`, marker `gpu`) needs a CUDA device: where the driver finds none the folder is
-skipped as a whole, with one line saying why (`gpu_env.cuda_missing`).
+skipped as a whole, with one line saying why (`gpu_env.cuda_missing`). With $TTE_DEVICE_BUNDLE set
+(its bundle mode) nothing else is collected.
 
 Test support — paths, models, harnesses shared by several test files — lives in `support/`, put on
 `sys.path` here, so a test imports it by module name (`from helpers import REPO`). The folders
@@ -31,6 +32,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 GPU_TIER = Path(__file__).resolve().parent / "gpu"
+# In bundle mode (a GPU machine with python3 and pytest alone: tests/gpu) only the GPU tier can be
+# imported, so a plain `pytest -m gpu` collects nothing else.
+if os.environ.get("TTE_DEVICE_BUNDLE"):
+    collect_ignore = [p.name for p in GPU_TIER.parent.iterdir()
+                      if p.is_dir() and p.name not in ("gpu", "support")]
 
 
 class _WithoutCuda(pytest.Dir):

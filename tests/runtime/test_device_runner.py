@@ -5,7 +5,8 @@ emulated device, whose memory faults on any host access. Device arenas come from
 buffers are copied once by the delegate — and every output equals eager, step after step.
 
 What this cannot show (no GPU here): real CUDA pointers and streams; the runner takes
-`--device cuda` on a GPU machine (issue 22's device run)."""
+`--device cuda` on a GPU machine: the GPU tier, tests/gpu/test_device_path.py, steps these
+cases there."""
 from __future__ import annotations
 
 import pytest
@@ -75,7 +76,7 @@ def test_the_runner_refuses_device_state_without_a_device(tmp_path):
 def test_a_callers_stream_needs_a_device_with_streams(tmp_path):
     """`--stream` (a caller's non-blocking stream, tte::use_stream) is a CUDA notion: on the
     emulated device the runner refuses it before loading anything (the GPU run steps every case
-    with and without one: scripts/device_run.sh)."""
+    with and without one: tests/gpu/test_device_path.py)."""
     _saved(tmp_path, "kv_index_copy")
     done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--stream")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (

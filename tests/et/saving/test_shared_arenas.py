@@ -159,7 +159,7 @@ def test_the_runner_steps_prefill_then_decode_on_one_device_cache(tmp_path):
     """`tte_run` (the C++ runner, the emulated device) runs the step's method from
     io_dir/method.<s>: a 4-token prefill, then decodes that read the cache prefill wrote, each
     equal to eager; the decode delegate copies the cache back once per call (512 B), and a reset
-    plus rerun gives identical bytes (the scripts/device_run.sh case on a GPU)."""
+    plus rerun gives identical bytes (on a GPU: tests/gpu/test_device_path.py)."""
     from device_cases import (DEVICE_CASES, PREFILL_THEN_DECODE, delegate_copies_over_steps,
                               save_case)
     from runtime_helpers import read_output, run_runner
