@@ -1,16 +1,17 @@
-"""Build `.devrun/` (gitignored): everything the GPU machine's run of the device path needs,
-made on this CPU machine — that machine has CUDA, cmake and Python but no ExecuTorch and no
-network (issue 22; `scripts/device_run.sh` runs there).
+"""Build `.devrun/` (gitignored): everything the GPU tier (tests/gpu, `scripts/test.sh --gpu`)
+needs in bundle mode, made on this CPU machine — for a GPU machine that has CUDA, cmake and
+python3 but no ExecuTorch, no torch_tensorrt_ext and no network (issues 22, 57; there
+`TTE_DEVICE_BUNDLE=.devrun bash scripts/test.sh --gpu`, or `scripts/device_run.sh`).
 
 * `sdk/`: the C++ side of the installed executorch wheel (headers, shared libraries, CMake
   package; Python-version independent), nlohmann-json's headers + CMake package and OpenSSL's
   libcrypto (headers + library);
 * `payloads/`: the runtime's ctest fixtures (runtime/tests/gen_payloads.py, run here);
-* `cases/<name>/`: `.pte` files saved with reference engines and state on `cuda:0` — every
-  end-to-end model (tests/support/e2e_models.py, which includes a Gated-DeltaNet-shaped one) and
-  the demo decoder — with random initial buffer values, the inputs of STEPS calls, eager's outputs
-  (`want.<step>.<j>.npy`) and `expect.json`: the bytes the delegate must copy per buffer over the
-  run (KV 0; an engine-copied buffer its size per call).
+* `cases/<name>/`: every case of tests/support/device_cases.py's `DEVICE_CASES` as a case folder
+  (`device_cases.write_case`: the `.pte` saved with reference engines and state on `cuda:0`, the
+  inputs and method of STEPS calls, eager's outputs, `expect.json`);
+* `wheels/`: pytest and what it needs, for the GPU machine's Python (3.12; pure-Python wheels,
+  the versions installed here), installed there by `scripts/test.sh --gpu`.
 
 Usage: .venv/bin/python scripts/device_bundle.py [STEPS]
 """
@@ -52,9 +53,20 @@ def _payloads() -> None:
 
 
 def _cases(steps: int) -> None:
-    from runtime_helpers import runner_cases, write_runner_case   # the suite's own cases
-    for name in sorted(runner_cases()):
-        write_runner_case(OUT / "cases" / name, name, steps)
+    from device_cases import DEVICE_CASES, write_case   # the suite's own cases
+    for name in sorted(DEVICE_CASES):
+        write_case(OUT / "cases" / name, name, steps)
+
+
+PYTEST_WHEELS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
+
+
+def _wheels() -> None:
+    """pytest's wheels at the versions installed here (all pure Python: any Python 3 takes them)."""
+    from importlib.metadata import version
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                    "--only-binary=:all:", "-d", str(OUT / "wheels"),
+                    *(f"{n}=={version(n)}" for n in PYTEST_WHEELS)], check=True)
 
 
 def main() -> None:
@@ -63,6 +75,7 @@ def main() -> None:
     _sdk()
     _payloads()
     _cases(steps)
+    _wheels()
     size = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
     print(f"{OUT}: {size / 2**20:.1f} MiB")
 

@@ -11,6 +11,10 @@ goes through `inspect_pte` (the `inspect` command's reader): it must parse, ever
 delegate must be a valid blob, and every mutable buffer must carry its FQN and initial value.
 Tests that write hostile files on purpose are marked `writes_bad_pte` (or live elsewhere).
 
+The GPU tier (`gpu/`, marker `gpu`) needs a CUDA device: where the driver finds none the folder is
+skipped as a whole, with one line saying why (`gpu_env.cuda_missing`). With $TTE_DEVICE_BUNDLE set
+(its bundle mode) nothing else is collected.
+
 Test support — paths, models, harnesses shared by several test files — lives in `support/`, put on
 `sys.path` here, so a test imports it by module name (`from helpers import REPO`). The folders
 follow the package's layers; the ExecuTorch layer's tests are in `et/` (a folder per
@@ -27,6 +31,32 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+GPU_TIER = Path(__file__).resolve().parent / "gpu"
+# In bundle mode (a GPU machine with python3 and pytest alone: tests/gpu) only the GPU tier can be
+# imported, so a plain `pytest -m gpu` collects nothing else.
+if os.environ.get("TTE_DEVICE_BUNDLE"):
+    collect_ignore = [p.name for p in GPU_TIER.parent.iterdir()
+                      if p.is_dir() and p.name not in ("gpu", "support")]
+
+
+class _WithoutCuda(pytest.Dir):
+    """tests/gpu on a machine without a CUDA device: one skip for the whole folder."""
+
+    why = ""
+
+    def collect(self):
+        pytest.skip(f"the GPU tier (tests/gpu) needs CUDA: {self.why}")
+
+
+def pytest_collect_directory(path, parent):
+    if Path(path) == GPU_TIER:
+        from gpu_env import cuda_missing
+        why = cuda_missing()
+        if why is not None:
+            tier = _WithoutCuda.from_parent(parent, path=Path(path))
+            tier.why = why
+            return tier
+    return None
 
 
 def pytest_configure(config):

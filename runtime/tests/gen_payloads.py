@@ -11,6 +11,7 @@ from pathlib import Path
 root = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(root / "src"), str(root / "tests" / "support")]
 
+import device_cases  # noqa: E402
 import runtime_helpers as H  # noqa: E402
 
 RUNNER_CASES = ("demo_decoder", "gated_deltanet_states")   # runtime/tests/CMakeLists.txt
@@ -74,7 +75,7 @@ def main(out: Path) -> None:
         print(f"wrote {out / name} ({len(data)} bytes)")
     # the example runner's cases (runtime.tte_run.*): state on cuda:0, eager's outputs beside
     for case in RUNNER_CASES:
-        H.write_runner_case(out / "runner" / case, case, 8)
+        device_cases.write_case(out / "runner" / case, case, 8)
         print(f"wrote {out / 'runner' / case}")
 
 

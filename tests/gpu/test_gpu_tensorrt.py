@@ -1,29 +1,27 @@
 """GPU tier: our KV predictions against what real TensorRT engines alias (torch-tensorrt 2.14.0).
 
 Runs only on a GPU runner with CUDA, TensorRT and torch-tensorrt importable (`pytest -m gpu`);
-skipped everywhere else. It has never run in this project's CI (no machine here has TensorRT).
+where TensorRT is not, the module skips naming what is missing (`gpu_env.tensorrt_or_skip`). It
+has never run in this project's CI (no machine here has TensorRT).
 """
 from __future__ import annotations
 
 import copy
 
 import pytest
-import torch
-
-import torch_tensorrt_ext as tte
-from plan_models import Stateful
+from gpu_env import tensorrt_or_skip
 
 pytestmark = pytest.mark.gpu
+TORCH_TENSORRT = tensorrt_or_skip()
+
+import torch  # noqa: E402
+
+import torch_tensorrt_ext as tte  # noqa: E402
+from plan_models import Stateful  # noqa: E402
 
 
 def _torch_tensorrt():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        import torch_tensorrt  # noqa: F401
-    except Exception as e:  # ImportError, or OSError for missing libnvinfer
-        pytest.skip(f"torch_tensorrt not importable: {e}")
-    return torch_tensorrt
+    return TORCH_TENSORRT
 
 
 def _kv_and_strided(m, x, p):

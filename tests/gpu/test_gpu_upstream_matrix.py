@@ -3,31 +3,29 @@ that run — `torch_tensorrt.compile`'s module decoded step by step against eage
 copy-back state included), then every save cell checked like the CPU tier.
 
 Runs only on a GPU runner where torch_tensorrt (with this project's series applied) can build
-and run engines (`pytest -m gpu`); everywhere else it skips and says why. It has never run in
-this project's CI: no machine here can run a TensorRT or TensorRT-RTX engine.
+and run engines (`pytest -m gpu`); where it cannot, the module skips naming what is missing
+(`gpu_env.tensorrt_or_skip`). It has never run in this project's CI: no machine here can run a
+TensorRT or TensorRT-RTX engine.
 """
 from __future__ import annotations
 
 import copy
 
 import pytest
-import torch
-from e2e_models import MODELS
-from upstream_matrix import CELLS, SAVE_MODELS, check_pte, declared, expected_declarations, nbytes
+from gpu_env import tensorrt_or_skip
 
 pytestmark = pytest.mark.gpu
+TORCH_TENSORRT = tensorrt_or_skip()
 STEPS = 8
+
+import torch  # noqa: E402
+from e2e_models import MODELS  # noqa: E402
+from upstream_matrix import (CELLS, SAVE_MODELS, check_pte, declared,  # noqa: E402
+                             expected_declarations, nbytes)
 
 
 def _gpu_torch_tensorrt():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device: TensorRT engines cannot run here")
-    from rtx_env import torch_tensorrt_or_skip
-    torch_tensorrt = torch_tensorrt_or_skip()
-    major, minor = torch.cuda.get_device_capability()
-    if torch_tensorrt.ENABLED_FEATURES.tensorrt_rtx and (major, minor) == (9, 0):
-        pytest.skip("TensorRT-RTX does not run on compute capability 9.0")
-    return torch_tensorrt
+    return TORCH_TENSORRT
 
 
 def _to(args, device):

@@ -188,20 +188,19 @@ def test_a_cpp_project_finds_the_installed_runtime_with_find_package(installed, 
     assert f"tte_runtime_DIR:PATH={fake / LIB / 'lib' / 'cmake' / 'tte_runtime'}\n" in cache
     assert f"executorch_DIR:PATH={fake / 'executorch' / 'lib' / 'cmake' / 'executorch'}\n" in cache
     # it steps a reference-engine .pte: outputs equal eager's, state persisting across steps
-    from runtime_helpers import read_output, runner_cases, save_on_device
+    from device_cases import DEVICE_CASES, save_case
+    from runtime_helpers import read_output
     steps = 4
     io = tmp / "io"
     io.mkdir()
-    eager, _, _ = save_on_device(io, "ring_buffer", steps)
+    eager, _, _ = save_case(io, "ring_buffer", steps)
     ran = subprocess.run([str(app / "build" / "tte_run"), str(io / "m.pte"), "--io", str(io),
                           "--steps", str(steps), "--device", "emulated", "--reset"],
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert json.loads(ran.stdout.splitlines()[-1])["reset"] is True
-    args_of = runner_cases()["ring_buffer"][1]
     for step in range(steps):
-        with torch.no_grad():
-            want = eager(*args_of(step))
+        want = DEVICE_CASES["ring_buffer"].call_eager(eager, step)
         torch.testing.assert_close(read_output(io, step, 0, want), want)
 
 

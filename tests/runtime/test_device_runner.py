@@ -5,7 +5,8 @@ emulated device, whose memory faults on any host access. Device arenas come from
 buffers are copied once by the delegate — and every output equals eager, step after step.
 
 What this cannot show (no GPU here): real CUDA pointers and streams; the runner takes
-`--device cuda` on a GPU machine (issue 22's device run)."""
+`--device cuda` on a GPU machine: the GPU tier, tests/gpu/test_device_path.py, steps these
+cases there."""
 from __future__ import annotations
 
 import pytest
@@ -13,13 +14,8 @@ import torch
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 from helpers import buffer_nbytes
-from runtime_helpers import (
-    PREFILL_THEN_DECODE,
-    read_output,
-    run_runner,
-    runner_cases,
-    save_on_device,
-)
+from device_cases import DEVICE_CASES, save_case
+from runtime_helpers import read_output, run_runner
 
 from torch_tensorrt_ext.contracts.plan import Copier
 from torch_tensorrt_ext.executorch.inspecting.traffic import mutable_buffers
@@ -29,11 +25,11 @@ STEPS = 4
 
 # one method each (the two-method case, one cache across methods:
 # tests/et/saving/test_shared_arenas.py)
-CASES = {n: c for n, c in runner_cases().items() if n != PREFILL_THEN_DECODE}
+CASES = {n: c for n, c in DEVICE_CASES.items() if list(c.methods) == ["forward"]}
 
 
 def _saved(tmp_path, name, steps: int = STEPS):
-    return save_on_device(tmp_path, name, steps)
+    return save_case(tmp_path, name, steps)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -41,10 +37,8 @@ def test_state_on_the_emulated_device_steps_like_eager(tmp_path, name):
     eager, plan, data = _saved(tmp_path, name)
     done, summary = run_runner(tmp_path / "m.pte", tmp_path, STEPS, "emulated", "--reset")
     assert done.returncode == 0, done.stderr[-2000:]
-    _, args_of = CASES[name]
     for s in range(STEPS):
-        with torch.no_grad():
-            want = eager(*args_of(s))
+        want = CASES[name].call_eager(eager, s)
         want = want if isinstance(want, (tuple, list)) else (want,)
         for j, w in enumerate(want):
             torch.testing.assert_close(read_output(tmp_path, s, j, w), w,
@@ -82,8 +76,52 @@ def test_the_runner_refuses_device_state_without_a_device(tmp_path):
 def test_a_callers_stream_needs_a_device_with_streams(tmp_path):
     """`--stream` (a caller's non-blocking stream, tte::use_stream) is a CUDA notion: on the
     emulated device the runner refuses it before loading anything (the GPU run steps every case
-    with and without one: scripts/device_run.sh)."""
+    with and without one: tests/gpu/test_device_path.py)."""
     _saved(tmp_path, "kv_index_copy")
     done, _ = run_runner(tmp_path / "m.pte", tmp_path, 1, "emulated", "--stream")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
         3, "tte_run: --stream: device emulated has no streams")
+
+
+class _DecodeAndEmbed(torch.nn.Module):
+    """A decode step (a KV write and a counter) and a stateless method between decode steps that
+    reads both live (`embed`): the shape of a multi-method case."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("n", torch.zeros(1))
+
+    def forward(self, x, pos):
+        self.k.index_copy_(2, pos, x)
+        self.n.add_(1)
+        return self.k.sum(2) * self.n
+
+    def embed(self, x):
+        return x.sum(2) + self.k.sum(2) + self.n
+
+
+def _decode_or_embed(s: int):
+    x = torch.randn(1, 2, 1, 4, generator=torch.Generator().manual_seed(s))
+    return ("forward", (x, torch.tensor([s // 2]))) if s % 2 == 0 else ("embed", (x,))
+
+
+def test_a_case_of_several_methods_is_one_entry(tmp_path, monkeypatch):
+    """A case whose steps alternate a decode (`forward`) and a stateless method of the model
+    (`method_of("embed")`) is one `DEVICE_CASES` entry: written as a case folder, stepped by the
+    runner, every output equals eager — the stateless method reads the state the decode steps
+    wrote — and every delegate copy stays on the device, reset + rerun identical."""
+    from device_cases import DeviceCase, method_of, write_case
+    from device_outputs import eager_mismatches, summary_mismatches
+    monkeypatch.setitem(DEVICE_CASES, "decode_and_embed", DeviceCase(
+        _DecodeAndEmbed, _decode_or_embed,
+        methods={"forward": lambda m: m, "embed": method_of("embed")}))
+    write_case(tmp_path, "decode_and_embed", 6)
+    assert [(tmp_path / f"method.{s}").read_text() for s in range(4)] == [
+        "forward", "embed", "forward", "embed"]
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, 6, "emulated", "--reset")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert eager_mismatches(tmp_path, tmp_path)[0] == []
+    assert summary_mismatches(tmp_path, summary, reset=True) == []
+    # the stateless method saw the state move on (eager's own outputs differ step to step)
+    assert (tmp_path / "want.1.0.bin").read_bytes() != (tmp_path / "want.3.0.bin").read_bytes()

@@ -61,8 +61,8 @@ def test_executorchs_python_loader_writes_device_memory_with_host_code_and_is_ca
     """ExecuTorch's pybindings loader takes the device arenas from the registered allocator but
     copies each buffer's initial value into them with host code: on a GPU a crash, here a fault
     reported naming the device allocation — why `tte.executorch.load` is the runtime's loader."""
-    from runtime_helpers import save_on_device
-    save_on_device(tmp_path, "kv_index_copy", 4)
+    from device_cases import save_case
+    save_case(tmp_path, "kv_index_copy", 4)
     done = subprocess.run([sys.executable, "-c", _PYBINDINGS_LOAD, str(tmp_path / "m.pte")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGSEGV, (done.returncode, done.stderr[-2000:])

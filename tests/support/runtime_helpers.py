@@ -8,14 +8,13 @@ themselves: the engine is an explicit `nn.Module` whose inputs/outputs are the e
 The test backend class has a private name (so it never shadows the product's `TensorRTBackend`
 preprocess in `BackendDetails.__subclasses__()`); the lowered module is renamed afterwards.
 
-Used by tests/runtime/test_runtime_*.py and runtime/tests/gen_payloads.py (ctest fixtures).
+Used by tests/runtime/test_runtime_*.py, runtime/tests/gen_payloads.py (ctest fixtures) and
+tests/support/device_cases.py (the runner's cases).
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Sequence
 
 import torch
@@ -253,140 +252,3 @@ def run_runner(pte, io_dir, steps: int, device: str = "emulated", *extra: str):
                           capture_output=True, text=True, timeout=300)
     last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
     return done, (json.loads(last[0]) if last else None)
-
-
-# ---- the runner's cases (tests/runtime/test_device_runner.py, scripts/device_bundle.py, ctest's
-# tte_run)
-
-def _random_state(model: torch.nn.Module) -> torch.nn.Module:
-    """Non-zero initial values, so a lost or host-written initial value shows in the outputs."""
-    torch.manual_seed(1)
-    for b in model.buffers():
-        if b.is_floating_point():
-            b.normal_()
-    return model
-
-
-# the dynamic-length case: a prompt length per step (their sum fits the 16-position cache)
-PREFILL_LENGTHS = (4, 1, 3, 1, 2, 1, 2, 1)
-
-
-def _prefill_args(step: int):
-    from dynamic_models import prefill_args
-    start = sum(PREFILL_LENGTHS[:step % len(PREFILL_LENGTHS)])
-    return prefill_args(PREFILL_LENGTHS[step % len(PREFILL_LENGTHS)], start,
-                        generator=torch.Generator().manual_seed(step))
-
-
-# the two-method case: a 4-token prefill, then one-token decodes, on one cache (`shared_arenas`)
-PREFILL_THEN_DECODE = "prefill_decode_shared"
-
-
-def method_of_step(name: str, step: int) -> str:
-    """The method call `step` of case `name` runs (`tte_run` reads it from io_dir/method.<s>)."""
-    if name != PREFILL_THEN_DECODE:
-        return "forward"
-    return "prefill" if step == 0 else "decode"
-
-
-def _prefill_then_decode_args(step: int):
-    from dynamic_models import prefill_args
-    g = torch.Generator().manual_seed(step)
-    return prefill_args(4, 0, generator=g) if step == 0 else prefill_args(1, 3 + step, generator=g)
-
-
-def runner_cases() -> dict[str, tuple]:
-    """name -> (model factory, args_of(step)): every end-to-end model, the demo decoder and a
-    prefill whose length changes every step (`dynamic_runner_cases`)."""
-    from dynamic_models import PrefillCache
-    from e2e_models import MODELS
-    from torch_tensorrt_ext.demo.models import Decoder
-    cases = {name: (factory, args_of) for name, (factory, args_of, _) in MODELS.items()}
-    cases["demo_decoder"] = (lambda: Decoder(layers=2).eval(), lambda s: (
-        torch.randn(1, 1, 16, generator=torch.Generator().manual_seed(s)), torch.tensor([s])))
-    cases["prefill_dynamic"] = (lambda: PrefillCache().eval(), _prefill_args)
-    cases[PREFILL_THEN_DECODE] = (lambda: PrefillCache().eval(), _prefill_then_decode_args)
-    return cases
-
-
-def dynamic_runner_cases() -> dict[str, dict]:
-    """name -> the `dynamic_shapes` its program is exported with (its inputs' shapes per step
-    go to `tte_run` as in.<s>.<i>.shape)."""
-    from dynamic_models import prefill_dims
-    return {"prefill_dynamic": prefill_dims()}
-
-
-def save_on_device(io_dir, name: str, steps: int):
-    """Case `name` (random initial state) saved with reference engines and its state on
-    `cuda:0` as io_dir/m.pte, with the inputs of `steps` calls: (eager model, plan, .pte)."""
-    import copy
-    from torch_tensorrt_ext import reference
-    from torch_tensorrt_ext.executorch.saving import lower
-    factory, args_of = runner_cases()[name]
-    model = _random_state(factory().eval())
-    eager = copy.deepcopy(model)
-    if name == PREFILL_THEN_DECODE:
-        return eager, None, _save_prefill_then_decode(io_dir, model, args_of, steps)
-    dims = dynamic_runner_cases().get(name)
-    program = copy.deepcopy(model) if dims is None else torch.export.export(
-        copy.deepcopy(model), args_of(0), dynamic_shapes=dims)
-    ep, compiled = reference.export_program(program, args_of(0))
-    data = bytes(lower.to_executorch(ep, device="cuda:0").buffer)
-    (io_dir / "m.pte").write_bytes(data)
-    write_steps(io_dir, args_of, steps, shapes=dims is not None)
-    return eager, compiled.plan, data
-
-
-def _save_prefill_then_decode(io_dir, model, args_of, steps: int) -> bytes:
-    """Prefill (dynamic length) and decode of one model as two methods sharing its cache, state
-    on cuda:0; the inputs and each step's method (io_dir/method.<s>)."""
-    from dynamic_models import prefill_dims
-    from torch_tensorrt_ext import reference
-    from torch_tensorrt_ext.executorch.saving import lower
-    programs = reference.export_methods({
-        "prefill": (torch.export.export(copy.deepcopy(model), args_of(0),
-                                        dynamic_shapes=prefill_dims()), None),
-        "decode": (torch.export.export(copy.deepcopy(model), args_of(1)), None)})
-    data = bytes(lower.to_executorch(programs, device="cuda:0").buffer)
-    (io_dir / "m.pte").write_bytes(data)
-    write_steps(io_dir, args_of, steps, shapes=True)
-    for s in range(steps):
-        (io_dir / f"method.{s}").write_text(method_of_step(PREFILL_THEN_DECODE, s))
-    return data
-
-
-def delegate_copies_over_steps(pte, name: str, steps: int) -> dict[str, int]:
-    """FQN -> the bytes the delegates copy into it over `steps` calls of case `name`: the sum of
-    each step's method's `delegate_copy_bytes` (what its blobs say their delegate copies back)."""
-    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
-    info = inspect_pte(Path(pte).read_bytes())
-    total: dict[str, int] = {}
-    for s in range(steps):
-        for b in info.method(method_of_step(name, s)).buffers:
-            total[b.fqn] = total.get(b.fqn, 0) + b.delegate_copy_bytes
-    return total
-
-
-def write_runner_case(io_dir, name: str, steps: int) -> None:
-    """What scripts/device_compare.py checks a `tte_run` case against: `save_on_device`, eager's
-    outputs (want.<step>.<j>.npy) and expect.json (the bytes the delegate must copy per buffer
-    over the run: KV 0, an engine-copied buffer its size per call)."""
-    import numpy as np
-    from torch_tensorrt_ext.contracts.plan import Copier
-    io_dir.mkdir(parents=True, exist_ok=True)
-    eager, plan, _ = save_on_device(io_dir, name, steps)
-    args_of = runner_cases()[name][1]
-    for s in range(steps):
-        with torch.no_grad():
-            want = eager(*args_of(s))
-        for j, w in enumerate(want if isinstance(want, (tuple, list)) else (want,)):
-            np.save(io_dir / f"want.{s}.{j}.npy", w.detach().contiguous().numpy())
-    if plan is None:   # several methods: what each step's method's delegates copy, per its blob
-        expect = delegate_copies_over_steps(io_dir / "m.pte", name, steps)
-    else:
-        expect = {}
-        for w in plan:
-            b = eager.get_buffer(w.fqn)
-            copied = w.copier is Copier.ENGINE and not w.is_kv
-            expect[w.fqn] = steps * b.numel() * b.element_size() if copied else 0
-    (io_dir / "expect.json").write_text(json.dumps({"steps": steps, "copy_bytes": expect}))

@@ -159,19 +159,19 @@ def test_the_runner_steps_prefill_then_decode_on_one_device_cache(tmp_path):
     """`tte_run` (the C++ runner, the emulated device) runs the step's method from
     io_dir/method.<s>: a 4-token prefill, then decodes that read the cache prefill wrote, each
     equal to eager; the decode delegate copies the cache back once per call (512 B), and a reset
-    plus rerun gives identical bytes (the scripts/device_run.sh case on a GPU)."""
-    from runtime_helpers import (PREFILL_THEN_DECODE, delegate_copies_over_steps, read_output,
-                                 run_runner, runner_cases, save_on_device)
+    plus rerun gives identical bytes (on a GPU: tests/gpu/test_device_path.py)."""
+    from device_cases import (DEVICE_CASES, PREFILL_THEN_DECODE, delegate_copies_over_steps,
+                              save_case)
+    from runtime_helpers import read_output, run_runner
     steps = 5
-    eager, _, _ = save_on_device(tmp_path, PREFILL_THEN_DECODE, steps)
+    eager, _, _ = save_case(tmp_path, PREFILL_THEN_DECODE, steps)
     done, summary = run_runner(tmp_path / "m.pte", tmp_path, steps, "emulated", "--reset")
     assert done.returncode == 0, done.stderr[-2000:]
-    _, args_of = runner_cases()[PREFILL_THEN_DECODE]
+    case = DEVICE_CASES[PREFILL_THEN_DECODE]
     assert [(tmp_path / f"method.{s}").read_text() for s in range(steps)] == \
         ["prefill"] + ["decode"] * (steps - 1)
     for s in range(steps):
-        with torch.no_grad():
-            want = eager(*args_of(s))
+        want = case.call_eager(eager, s)
         torch.testing.assert_close(read_output(tmp_path, s, 0, want), want,
                                    msg=lambda m: f"step {s}: {m}")
     assert delegate_copies_over_steps(tmp_path / "m.pte", PREFILL_THEN_DECODE, steps) == \
