@@ -102,6 +102,32 @@ def _prefill_then_decode(step: int):
     return "decode", prefill_args(1, 3 + step, generator=g)
 
 
+# three methods: a 4-token prefill, then decodes with the stateless encoder between them
+PREFILL_DECODE_ENCODE = "prefill_decode_encode"
+
+
+def _prefill_decode_encode(step: int):
+    from dynamic_models import prefill_args
+    g = torch.Generator().manual_seed(step)
+    if step == 0:
+        return "prefill", prefill_args(4, 0, generator=g)
+    if step % 2:
+        return "encode", (torch.randn(1, 8, generator=g),)
+    return "decode", prefill_args(1, 3 + step // 2, generator=g)
+
+
+# Whisper's shape: `fill` writes the cross state (steps 0 and 4), decodes only read it
+WHISPER_SHAPED = "whisper_shaped"
+
+
+def _fill_then_decode(step: int):
+    from dynamic_models import prefill_args
+    g = torch.Generator().manual_seed(step)
+    if step % 4 == 0:
+        return "fill", (torch.randn(1, 8, generator=g),)
+    return "decode", prefill_args(1, step, generator=g)
+
+
 def _demo_step(s: int):
     return "forward", (torch.randn(1, 1, 16, generator=torch.Generator().manual_seed(s)),
                        torch.tensor([s]))
@@ -109,11 +135,13 @@ def _demo_step(s: int):
 
 def _cases() -> dict[str, DeviceCase]:
     """Every end-to-end model (tests/support/e2e_models.py), the demo decoder, a prefill whose
-    length changes every step, and prefill + decode as two methods of one program.
+    length changes every step, prefill + decode as two methods of one program, prefill + decode
+    + a stateless encoder called between decode steps, and Whisper's shape (a `fill` writing the
+    cross state that decode steps only read).
 
     To add a case, add one entry here (a multi-method one names its `methods` and, per step,
     which method it calls); the emulated-device test, the bundle and the GPU tier pick it up."""
-    from dynamic_models import PrefillCache, prefill_dims
+    from dynamic_models import CrossDecoder, PrefillCache, PrefillDecodeEncode, prefill_dims
     from e2e_models import MODELS
     from torch_tensorrt_ext.demo.models import Decoder
     cases = {name: DeviceCase(factory, _forward(args_of))
@@ -124,6 +152,12 @@ def _cases() -> dict[str, DeviceCase]:
     cases[PREFILL_THEN_DECODE] = DeviceCase(
         PrefillCache, _prefill_then_decode, methods={"prefill": itself, "decode": itself},
         dynamic={"prefill": prefill_dims()})
+    cases[PREFILL_DECODE_ENCODE] = DeviceCase(
+        PrefillDecodeEncode, _prefill_decode_encode,
+        methods={"prefill": itself, "decode": itself, "encode": method_of("encode")},
+        dynamic={"prefill": prefill_dims()})
+    cases[WHISPER_SHAPED] = DeviceCase(
+        CrossDecoder, _fill_then_decode, methods={"fill": method_of("fill"), "decode": itself})
     return cases
 
 

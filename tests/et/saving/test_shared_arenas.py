@@ -181,6 +181,29 @@ def test_the_runner_steps_prefill_then_decode_on_one_device_cache(tmp_path):
     assert summary["reset"] is True
 
 
+@pytest.mark.parametrize("name", ["prefill_decode_encode", "whisper_shaped"])
+def test_the_runner_steps_every_method_of_one_device_state(tmp_path, name):
+    """Three methods (a stateless encoder between decode steps) and Whisper's shape (a `fill`
+    writing the cross state decodes only read), stepped by `tte_run` on the emulated device:
+    every call equal to eager's, with eager's state carried across methods; the encoder copies
+    nothing; a reset plus rerun gives identical bytes (on a GPU: tests/gpu/test_device_path.py)."""
+    from device_cases import DEVICE_CASES, delegate_copies_over_steps, save_case
+    from runtime_helpers import read_output, run_runner
+    steps, case = 8, DEVICE_CASES[name]
+    eager, _, _ = save_case(tmp_path, name, steps)
+    done, summary = run_runner(tmp_path / "m.pte", tmp_path, steps, "emulated", "--reset")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len({case.method(s) for s in range(steps)}) == len(case.methods)
+    for s in range(steps):
+        want = case.call_eager(eager, s)
+        torch.testing.assert_close(read_output(tmp_path, s, 0, want), want,
+                                   msg=lambda m: f"step {s} ({case.method(s)}): {m}")
+    copied = delegate_copies_over_steps(tmp_path / "m.pte", name, steps)
+    assert {f: n for f, n in summary["copy_bytes"].items() if n} == \
+        {f: n for f, n in copied.items() if n} != {}
+    assert summary["reset"] is True
+
+
 # --- the planner alone, over hand-made method graphs (what ExecuTorch hands it per method) -------
 
 def _method_graph(buffers, activations: int):
