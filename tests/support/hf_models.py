@@ -91,3 +91,30 @@ class Stepped(torch.nn.Module):
 
     def forward(self, input_ids, cache_position):
         return self.lm(input_ids=input_ids, cache_position=cache_position)
+
+
+def whisper_methods(max_cache: int = MAX_CACHE):
+    """A tiny random Whisper as two methods of one program: `encoder` (input features -> hidden
+    states, stateless) and `decoder` (transformers' own static-cache decoder export module:
+    token, encoder states, position -> logits; its self-attention caches are the state)."""
+    from transformers.integrations.executorch import (
+        Seq2SeqLMDecoderExportableModuleWithStaticCache)
+    torch.manual_seed(0)
+    cfg = transformers.WhisperConfig(
+        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
+        max_source_positions=8, max_target_positions=max_cache, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, decoder_start_token_id=1)
+    model = transformers.WhisperForConditionalGeneration(cfg).eval()
+    model.lm_head = model.proj_out      # the name transformers' decoder module reads
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = model.get_encoder()
+
+        def forward(self, features):
+            return self.encoder(input_features=features).last_hidden_state
+
+    decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_cache, 1).eval()
+    return Encoder().eval(), decoder
