@@ -95,6 +95,8 @@ def _save_recipe(program, eps, path: Path) -> None:
                          export_recipe=ExportRecipe.get_recipe(TensorRTRecipeType.FP32),
                          dynamic_shapes=dims or None)
     session.save_to_pte(str(path))
+    # ExecuTorch's session writes the .pte alone: its program manager writes the .ptd
+    session.get_executorch_program_manager().write_tensor_data_to_file(str(path.parent))
 
 
 SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
