@@ -31,8 +31,8 @@ from ..lowering import reconcile
 from ..lowering.graph_record import GraphRecord
 from .carried_writes import check_carried
 from .engine_records import bind_reference_buffers, engine_infos, engine_modules, recorded_copy_back
-from .module_form import (calling_convention_of, engine_results_as_returned,
-                          sizes_read_from_inputs, to_module_form)
+from .module_form import (bodies_held_on_top, calling_convention_of,
+                          engine_results_as_returned, sizes_read_from_inputs, to_module_form)
 from .planned_lift import as_copy_back, mark_copy_back, plan_and_lift
 from .trt_log import install as _quiet_unused_state_inputs
 
@@ -90,6 +90,7 @@ class StatefulCompile:
         trt_gm.engine_infos = tuple(
             dataclasses.replace(i, copy_back=recorded_copy_back(modules[i.name])) for i in infos)
         engine_results_as_returned(trt_gm)
+        bodies_held_on_top(trt_gm)
         calling_convention_of(trt_gm, self._codegen)
         if self._written is not None:
             check_carried(trt_gm, final, self._written)
@@ -151,6 +152,7 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     changes nothing on a graph where it finds nothing, so 0 with `apply=False` means the
     program goes on as it is."""
     from ..lowering.copy_sources import own_copy_sources
+    from ..lowering.dynamic_scatters import accumulate_dynamic_scatters
     from ..lowering.empty_cat import drop_empty_cat_operands
     from ..lowering.fill_writes import expand_fill_values
     from ..lowering.negative_indices import normalize_select_scatter
@@ -158,6 +160,7 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
             + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
             + expand_fill_values(gm, apply)       # and the broadcast of a 0-d fill_ value
+            + accumulate_dynamic_scatters(gm, apply)   # it unrolls a dynamic scatter_add
             + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 
 
