@@ -59,8 +59,8 @@ class ScatterPrefill(torch.nn.Module):
     """An accumulator written at T runtime positions by one of the scatter / index ops the
     converters take (`op`), read whole."""
 
-    OPS = ("scatter_add", "scatter_reduce_sum", "scatter", "index_add", "index_copy",
-           "index_put_accumulate", "index_fill")
+    OPS = ("scatter_add", "scatter_add_functional", "scatter_reduce_sum", "scatter", "index_add",
+           "index_copy", "index_put_accumulate", "index_fill")
 
     def __init__(self, op: str = "scatter_add", width: int = 8, max_t: int = MAX_T):
         super().__init__()
@@ -73,6 +73,8 @@ class ScatterPrefill(torch.nn.Module):
         rows = pos.view(1, -1, 1).expand(1, pos.shape[0], k.shape[-1])
         if self.op == "scatter_add":
             acc.scatter_add_(1, rows, k)
+        elif self.op == "scatter_add_functional":
+            acc.copy_(torch.scatter_add(acc, 1, rows, k))
         elif self.op == "scatter_reduce_sum":
             acc.scatter_reduce_(1, rows, k, "sum")
         elif self.op == "scatter":
