@@ -1,6 +1,7 @@
 """`lowering.dynamic_scatters`: a scatter-add whose index has a symbolic size becomes an
 accumulating `index_put` (torch-tensorrt's decomposition would unroll it over the length and
-specialize it); a static one, and another reduction, are left as they are."""
+specialize it); a static one is left as it is; another reduction over a dynamic length is
+refused naming the node."""
 from __future__ import annotations
 
 import copy
@@ -9,6 +10,7 @@ import pytest
 import torch
 from dynamic_models import ScatterPrefill, prefill_args, prefill_dims
 
+from torch_tensorrt_ext.errors import Unsupported
 from torch_tensorrt_ext.lowering.dynamic_scatters import accumulate_dynamic_scatters
 
 _aten = torch.ops.aten
@@ -40,9 +42,14 @@ def test_a_dynamic_scatter_add_becomes_an_accumulating_index_put_of_the_same_val
         torch.testing.assert_close(rewritten.acc, eager.acc)
 
 
-def test_a_static_scatter_add_and_another_reduction_are_left_to_torch_tensorrt():
+def test_a_static_scatter_add_is_left_to_torch_tensorrt():
     static = torch.export.export(ScatterPrefill("scatter_add").eval(), prefill_args(4))
     assert accumulate_dynamic_scatters(static.graph_module) == 0
+
+
+def test_another_reduction_over_a_dynamic_length_is_refused_naming_the_node():
+    """torch-tensorrt would unroll it and fix the length to the example's (a reference engine
+    then refused "engine binding 'pos' has dimension 0 = 4")."""
 
     class Amax(ScatterPrefill):
         def forward(self, x, pos):
@@ -51,4 +58,11 @@ def test_a_static_scatter_add_and_another_reduction_are_left_to_torch_tensorrt()
             return self.acc.sum()
 
     amax = torch.export.export(Amax().eval(), prefill_args(4), dynamic_shapes=prefill_dims())
-    assert accumulate_dynamic_scatters(amax.graph_module) == 0
+    with pytest.raises(Unsupported) as e:
+        accumulate_dynamic_scatters(amax.graph_module, apply=False)
+    assert str(e.value) == (
+        "node 'scatter_reduce_': scatter_reduce(reduce='amax', include_self=True) over an index "
+        "of dynamic size [1, s11, 8]: torch-tensorrt 2.14.0 unrolls scatter_reduce over the "
+        "index's length, which fixes the length to the example's; only a sum including the "
+        "input is rewritten (as an accumulating index_put). Export this write with a static "
+        "length, or write it as a sum (scatter_add_)")

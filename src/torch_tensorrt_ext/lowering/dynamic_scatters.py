@@ -16,7 +16,9 @@ from the source narrowed to the index's shape — the values `scatter_add` defin
 in which floating-point additions are made, as for `scatter_add` itself), the in-place form still
 in place; it changes nothing else and returns how many it rewrote (with `apply=False` it only
 counts them). A scatter whose sizes are all static is left to torch-tensorrt (its loop is exact
-there). The other reductions keep torch-tensorrt's decomposition.
+there); another reduction (`prod`, `mean`, `amax`, `amin`, or a sum without the input) over an
+index of symbolic size is refused (`Unsupported`, naming the node) rather than left to be
+specialized.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..errors import Unsupported
 from .subgraphs import graphs
 
 __all__ = ["accumulate_dynamic_scatters"]
@@ -60,16 +63,26 @@ def _val(a):
 
 
 def _dynamic_sum(n: Node) -> bool:
-    """A scatter-add (or sum scatter_reduce including the input) with a symbolic index size."""
-    if n.target in (_aten.scatter_reduce.two, _aten.scatter_reduce_.two):
-        reduce = n.args[4] if len(n.args) > 4 else n.kwargs.get("reduce")
-        if reduce != "sum" or n.kwargs.get("include_self", True) is False:
-            return False
+    """A scatter-add (or sum scatter_reduce including the input) with a symbolic index size;
+    another reduction with one is refused (torch-tensorrt would fix the length)."""
     x, dim, index, src = n.args[:4]
     ival = _val(index)
-    return isinstance(dim, int) and isinstance(ival, torch.Tensor) and \
-        isinstance(_val(x), torch.Tensor) and isinstance(_val(src), torch.Tensor) and \
-        any(isinstance(s, torch.SymInt) for s in ival.shape)
+    if not (isinstance(dim, int) and isinstance(ival, torch.Tensor) and
+            isinstance(_val(x), torch.Tensor) and isinstance(_val(src), torch.Tensor) and
+            any(isinstance(s, torch.SymInt) for s in ival.shape)):
+        return False
+    if n.target in (_aten.scatter_reduce.two, _aten.scatter_reduce_.two):
+        reduce = n.args[4] if len(n.args) > 4 else n.kwargs.get("reduce")
+        include_self = n.kwargs.get("include_self", True)
+        if reduce != "sum" or include_self is False:
+            raise Unsupported(
+                f"node {n.name!r}: scatter_reduce(reduce={reduce!r}, include_self="
+                f"{include_self}) over an index of dynamic size {list(ival.shape)}: "
+                "torch-tensorrt 2.14.0 unrolls scatter_reduce over the index's length, which "
+                "fixes the length to the example's; only a sum including the input is "
+                "rewritten (as an accumulating index_put). Export this write with a static "
+                "length, or write it as a sum (scatter_add_)")
+    return True
 
 
 def _as_index_put(gm: GraphModule, n: Node) -> None:

@@ -126,10 +126,11 @@ def stateful_program(program: torch.export.ExportedProgram
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
     to the same values: a negative `select` index (`buf[-1]`) and a 0-d `fill_` value's
-    broadcast; and a buffer copied whole from a value another write also ends on gets its own
-    copy of it, which functionalization would refuse (`copy_sources`). The rewrites edit a copy
-    of the program's graphs, made only when one applies: the caller's program is left as it
-    was."""
+    broadcast; a scatter-add over a dynamic length, which its decomposition would unroll and so
+    make static, becomes an accumulating `index_put` (`dynamic_scatters`); and a buffer copied
+    whole from a value another write also ends on gets its own copy of it, which
+    functionalization would refuse (`copy_sources`). The rewrites edit a copy of the program's
+    graphs, made only when one applies: the caller's program is left as it was."""
     from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state

@@ -5,7 +5,9 @@ and the model's own calling convention.
 Invariant: after `to_module_form` every planned buffer is read through a `get_attr` of its FQN
 and written exactly once per call — in place by its engine (KV), by the engine's own copy
 (recorded in the engine, `engine_records.record_copy`), or by an `aten.copy_` the graph ends
-with; a user output that is a written buffer returns its value before the call.
+with; a user output that is a written buffer returns its value before the call; every
+higher-order op body a PyTorch partition calls is an attribute of the module too
+(`bodies_held_on_top`), so an exporter inlining the partition finds it.
 """
 from __future__ import annotations
 
