@@ -22,6 +22,7 @@ from torch.fx import GraphModule, Node
 from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
+from .dynamic_copies import copies_as_broadcasts
 from .edge_replay import replayed_edge
 from .fake_calls import add_call
 from .lifted_program import lifted_program
@@ -496,13 +497,16 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
     (`lifted_program`) and each distinct operator call lowered once and replayed
     (`edge_replay`); else exported (with `dynamic_shapes`: `Dim`s bounded as the partition's
     symbols, so ExecuTorch plans every intermediate for the largest shape) and lowered through
-    ExecuTorch's whole `to_edge`."""
+    ExecuTorch's whole `to_edge` (a copy into a view of dynamic size first made the broadcast
+    it computes, `dynamic_copies`)."""
 
     prims_to_aten(gm)     # ATen for the prims torch-tensorrt's decompositions leave
     kernel_forms(gm)      # forms ExecuTorch's kernels compute like eager
     dense_inputs(gm)
     dense_copies(gm)
     dense_constants(gm)
+    if dynamic_shapes is not None:
+        copies_as_broadcasts(gm)   # a copy into a dynamic view: its export cannot decide it
     config = edge_config()
     lifted = lifted_program(gm) if dynamic_shapes is None else None
     edge = replayed_edge(lifted, config) if lifted is not None else None

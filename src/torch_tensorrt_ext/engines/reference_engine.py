@@ -157,7 +157,7 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     graph = sub.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
     dims = partition_dims(phs)
-    if dims.first:   # exported with its dynamic dims (`to_executorch_program`): give it facts
+    if dims.first or scalars:   # exported (`to_executorch_program`): give it the facts
         bind_scalar_reads(sub, dims.first)
     index = {p: i for i, p in enumerate(phs)}
     out_node = graph.output_node()

@@ -31,8 +31,8 @@ from ..lowering import reconcile
 from ..lowering.graph_record import GraphRecord
 from .carried_writes import check_carried
 from .engine_records import bind_reference_buffers, engine_infos, engine_modules, recorded_copy_back
-from .module_form import (calling_convention_of, engine_results_as_returned,
-                          sizes_read_from_inputs, to_module_form)
+from .module_form import (bodies_held_on_top, calling_convention_of,
+                          engine_results_as_returned, sizes_read_from_inputs, to_module_form)
 from .planned_lift import as_copy_back, mark_copy_back, plan_and_lift
 from .trt_log import install as _quiet_unused_state_inputs
 
@@ -90,6 +90,7 @@ class StatefulCompile:
         trt_gm.engine_infos = tuple(
             dataclasses.replace(i, copy_back=recorded_copy_back(modules[i.name])) for i in infos)
         engine_results_as_returned(trt_gm)
+        bodies_held_on_top(trt_gm)
         calling_convention_of(trt_gm, self._codegen)
         if self._written is not None:
             check_carried(trt_gm, final, self._written)
@@ -125,10 +126,11 @@ def stateful_program(program: torch.export.ExportedProgram
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
     to the same values: a negative `select` index (`buf[-1]`) and a 0-d `fill_` value's
-    broadcast; and a buffer copied whole from a value another write also ends on gets its own
-    copy of it, which functionalization would refuse (`copy_sources`). The rewrites edit a copy
-    of the program's graphs, made only when one applies: the caller's program is left as it
-    was."""
+    broadcast; a scatter-add over a dynamic length, which its decomposition would unroll and so
+    make static, becomes an accumulating `index_put` (`dynamic_scatters`); and a buffer copied
+    whole from a value another write also ends on gets its own copy of it, which
+    functionalization would refuse (`copy_sources`). The rewrites edit a copy of the program's
+    graphs, made only when one applies: the caller's program is left as it was."""
     from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
@@ -151,6 +153,7 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     changes nothing on a graph where it finds nothing, so 0 with `apply=False` means the
     program goes on as it is."""
     from ..lowering.copy_sources import own_copy_sources
+    from ..lowering.dynamic_scatters import accumulate_dynamic_scatters
     from ..lowering.empty_cat import drop_empty_cat_operands
     from ..lowering.fill_writes import expand_fill_values
     from ..lowering.negative_indices import normalize_select_scatter
@@ -158,6 +161,7 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
             + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
             + expand_fill_values(gm, apply)       # and the broadcast of a 0-d fill_ value
+            + accumulate_dynamic_scatters(gm, apply)   # it unrolls a dynamic scatter_add
             + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 
 

@@ -5,7 +5,9 @@ and the model's own calling convention.
 Invariant: after `to_module_form` every planned buffer is read through a `get_attr` of its FQN
 and written exactly once per call — in place by its engine (KV), by the engine's own copy
 (recorded in the engine, `engine_records.record_copy`), or by an `aten.copy_` the graph ends
-with; a user output that is a written buffer returns its value before the call.
+with; a user output that is a written buffer returns its value before the call; every
+higher-order op body a PyTorch partition calls is an attribute of the module too
+(`bodies_held_on_top`), so an exporter inlining the partition finds it.
 """
 from __future__ import annotations
 
@@ -178,6 +180,37 @@ def sizes_read_from_inputs(gm: GraphModule) -> None:
         gm.recompile()
 
 
+def bodies_held_on_top(gm: GraphModule) -> None:
+    """Hold every higher-order op body (a `torch.cond` branch, a `map` body) that a PyTorch
+    partition (`_run_on_gpu_N`) calls through `get_attr` on the compiled module itself too,
+    under a name unique there (`<partition>_<body>`), and make the partition read it by that
+    name. Every exporter inlines a PyTorch partition by copying its graph into the module's
+    (torch-tensorrt's `inline_torch_modules`): the copied `get_attr` then names an attribute of
+    the module, which — held only by the partition — did not exist ("Node true_graph_0 ...
+    references nonexistent attribute"), so no program with such an op in a PyTorch partition
+    could be saved through `torch_tensorrt.dynamo.export` (a dynamic length's save path, and
+    every `tte.reference.export`). The partition runs as before (the same body objects)."""
+    for name, child in list(gm.named_children()):
+        if not isinstance(child, GraphModule) or not name.startswith("_run_on_gpu"):
+            continue
+        changed = False
+        for node in child.graph.find_nodes(op="get_attr"):
+            body = getattr(child, node.target, None)
+            if not isinstance(body, GraphModule) or "." in node.target:
+                continue
+            top = f"{name}_{node.target}"
+            if getattr(gm, top, body) is not body:
+                raise PlanError(f"partition {name!r}: the compiled module already holds an "
+                                f"attribute {top!r}; please report this with the program")
+            gm.add_submodule(top, body)
+            child.add_submodule(top, body)
+            node.target = top
+            changed = True
+        if changed:
+            child.delete_all_unused_submodules()
+            child.recompile()
+
+
 def calling_convention_of(gm: GraphModule, codegen: object) -> None:
     """Take the exported module's own calling convention (its pytree of inputs and outputs,
     `codegen`): the compiled module is called, and returns, exactly like the model it was
@@ -188,4 +221,4 @@ def calling_convention_of(gm: GraphModule, codegen: object) -> None:
 
 
 __all__ = ["to_module_form", "engine_results_as_returned", "sizes_read_from_inputs",
-           "calling_convention_of"]
+           "bodies_held_on_top", "calling_convention_of"]

@@ -275,3 +275,63 @@ def test_a_write_from_a_cond_result_a_later_cond_overwrote_is_refused():
     ep, program = _two_conds(CopyBranchResults(exir_ops.edge.dim_order_ops._clone_dim_order
                                                .default))
     vw.verify_writes(program, vw.mutated_by(ep))
+
+
+class _UpdateCache(torch.nn.Module):
+    """ExecuTorch llama's custom KV write: `llama::update_cache` writes T positions of the cache
+    in place from a start read with `.item()` (T dynamic), the cache read whole after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(1, 16, 2, 4))
+
+    def forward(self, x, input_pos):
+        start = input_pos[0].item()
+        torch._check(start >= 0)
+        torch._check(start + x.shape[1] <= 16)
+        torch.ops.llama.update_cache(x, self.k_cache, start)
+        return self.k_cache.sum(1) * 2
+
+    @staticmethod
+    def args(t: int, start: int):
+        return (torch.randn(1, t, 2, 4, generator=torch.Generator().manual_seed(start)),
+                torch.tensor([start]))
+
+
+def test_a_kernel_writing_part_of_a_buffer_in_place_is_accepted(tmp_path):
+    """Issue 54 item 4: `llama::update_cache` (schema `Tensor(a!) cache`) writes T of the cache's
+    16 positions in place: a write of part of the buffer, not a dropped one — the save accepts it
+    (it was refused: "written by kernel llama::update_cache.out with 256 bytes; the write must
+    cover the whole buffer") and the `.pte` steps like eager, prompts of 5 and 3, then decodes."""
+    pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
+    model = _UpdateCache().eval()
+    t = torch.export.Dim("T", max=8)
+    ep = torch.export.export(model, _UpdateCache.args(4, 0), dynamic_shapes=({1: t}, None))
+    path = reference.export(ep, str(tmp_path / "u.pte"))
+    data = open(path, "rb").read()
+    (writer,) = vw.method_writers(data)["forward"]["k_cache"]
+    assert (writer.kind, writer.what, writer.nbytes, writer.in_place) == (
+        "kernel", "llama::update_cache.out", 8 * 2 * 4 * 4, True)
+    prog, eager = tte.executorch.load(path), copy.deepcopy(model)
+    for t, start in ((5, 0), (3, 5), (1, 8), (1, 9)):
+        args = _UpdateCache.args(t, start)
+        with torch.no_grad():
+            want = eager(*args)
+        torch.testing.assert_close(prog.run(*args)[0], want, msg=lambda m: f"T={t}: {m}")
+        torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
+
+
+def test_a_copy_covering_part_of_a_buffer_is_still_refused(tmp_path):
+    """A copy is no in-place update: the write-back `copy_` of a value covering half the buffer
+    (its source value's recorded shape cut to [1, 4] of the buffer's [1, 8]) is refused."""
+    ep, data = _host_read(tmp_path)
+    program = _program(data)
+    plan = program.execution_plan[0]
+    chain, k = _write_back(plan, "state")
+    source = chain.instructions[k].instr_args.args[1]
+    plan.values[source].val.sizes = [1, 4]
+    with pytest.raises(vw.WriteVerifyError) as e:
+        vw.verify_writes(program, vw.mutated_by(ep))
+    assert str(e.value) == (
+        "method 'forward': buffer 'state' (32 bytes) is written by kernel aten::copy_ with 16 "
+        "bytes; the write must cover the whole buffer")

@@ -56,9 +56,25 @@ _EMITTED = {"executorch_prim::et_copy_index": [0]}
 def written_args(op: schema.Operator, n_args: int) -> list[int]:
     """Argument positions a kernel writes, from its schema's alias annotations (`Tensor(a!)`);
     an op torch does not know: the out variant's last argument, or an in-place op's first."""
+    return [k for k, _ in _writes(op, n_args)]
+
+
+def in_place_args(op: schema.Operator, n_args: int) -> list[int]:
+    """Argument positions a kernel updates in place — an input its schema marks `Tensor(a!)`,
+    not its `out=` argument — of an op that is not a copy (`COPY_OPS`): such a kernel may write
+    part of the tensor (`llama::update_cache` writes T positions of its cache, `index_put_` the
+    rows it indexes) and leaves the rest as it was; an out argument, or a copy's destination,
+    is written whole."""
+    if op.name in COPY_OPS:
+        return []
+    return [k for k, out in _writes(op, n_args) if not out]
+
+
+def _writes(op: schema.Operator, n_args: int) -> list[tuple[int, bool]]:
+    """(position, is an out= argument) of each argument the kernel writes."""
     import torch
     if op.name in _EMITTED:
-        return list(_EMITTED[op.name])
+        return [(k, False) for k in _EMITTED[op.name]]
     ns, _, name = op.name.partition("::")
     _register_namespace(ns)
     try:
@@ -67,10 +83,10 @@ def written_args(op: schema.Operator, n_args: int) -> list[int]:
         args = overload._schema.arguments
     except (AttributeError, RuntimeError):
         if op.overload == "out":
-            return [n_args - 1]
-        return [0] if name.endswith("_") else []
-    return [k for k, a in enumerate(args) if k < n_args and a.alias_info is not None
-            and a.alias_info.is_write]
+            return [(n_args - 1, True)]
+        return [(0, False)] if name.endswith("_") else []
+    return [(k, a.kwarg_only) for k, a in enumerate(args) if k < n_args
+            and a.alias_info is not None and a.alias_info.is_write]
 
 
 def mutable_buffers(plan: schema.ExecutionPlan) -> dict[str, tuple[int, schema.Tensor]]:

@@ -13,12 +13,14 @@ memory (a write-back `copy_`, an `_h2d_copy` into a device buffer, any out-varia
 out is the buffer) or by a delegate that writes the buffer's own input in place or copies an
 output into it — with a value that call has (an instruction's result, a method input or a
 constant; never memory nothing wrote in the call, nor the buffer's own old value) of the
-buffer's byte size; and a buffer the source does not
-mutate is written by nothing. Control flow is followed: the walk takes each forward jump
-(`cond`'s branches, inlined by the emitter, their results moved into the op's output by a
-`MoveCall`), so a value counts as computed where every path to it computed it, and a buffer
-must be written as often on every path (a back edge, the end of a `map`/`scan` body that runs
-at least once, adds nothing). A moved value is the branch's own tensor (the move hands the
+buffer's byte size — except a kernel updating the buffer in place (an input its schema marks
+`Tensor(a!)`, of an op that is not a copy: `llama::update_cache` writing T positions of its
+cache), which may write part of it, the rest keeping its value as in eager; and a buffer the
+source does not mutate is written by nothing. Control flow is followed: the walk takes each
+forward jump (`cond`'s branches, inlined by the emitter, their results moved into the op's
+output by a `MoveCall`), so a value counts as computed where every path to it computed it, and
+a buffer must be written as often on every path (a back edge, the end of a `map`/`scan` body
+that runs at least once, adds nothing). A moved value is the branch's own tensor (the move hands the
 EValue on): its memory is the branch value's, and an instruction writing that memory after the
 move (the next control-flow op's branch, planned in the same region) leaves it no longer
 computed — a write from it is refused, naming what overwrote it
@@ -35,7 +37,7 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ...errors import TteError
-from .traffic import _nbytes, mutable_buffers, written_args
+from .traffic import _nbytes, in_place_args, mutable_buffers, written_args
 
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
 
@@ -55,6 +57,7 @@ class Writer:
     value: int | None
     nbytes: int
     shape: tuple[int, ...] = ()   # a kernel's source shape (a copy_ broadcasts it)
+    in_place: bool = False        # a kernel updating the buffer in place (`in_place_args`)
 
 
 def _blob_writes(blob: bytes) -> list[tuple[str, str, str]]:
@@ -169,6 +172,7 @@ class _Method:
         op = self.plan.operators[call.op_index]
         args = list(call.args)
         written = written_args(op, len(args))
+        in_place = set(in_place_args(op, len(args)))
         targets = {args[k] for k in written}   # an in-place op lists its result again, last
         sources = [a for k, a in enumerate(args) if k not in written and a not in targets
                    and isinstance(self.plan.values[a].val, schema.Tensor)]
@@ -178,7 +182,8 @@ class _Method:
         src = sources[0] if len(sources) == 1 else None   # a copy; else the kernel computes it
         for k in written:
             at = src if src is not None else args[k]
-            self._record(args[k], Writer("kernel", name, src, self._size(at), self._shape(at)))
+            self._record(args[k], Writer("kernel", name, src, self._size(at), self._shape(at),
+                                         k in in_place))
         for k in written:   # after its reads: a kernel reads its sources, then writes
             self._overwrite(args[k], f"kernel {name}")
         self.produced |= {args[k] for k in written}
@@ -354,8 +359,9 @@ def _check_buffer(method: str, fqn: str, writers: list[Writer], mutated: bool,
         raise WriteVerifyError(
             f"method {method!r}: buffer {fqn!r} is not mutated by the source, but the saved "
             f"program writes it ({_text(writers)}); it would not keep its value like eager")
-    for w in writers:
-        if w.nbytes != nbytes and not (w.kind == "kernel" and _broadcasts(w.shape, shape)):
+    for w in writers:   # a kernel updating it in place may write part of it (update_cache)
+        if w.nbytes != nbytes and not w.in_place and \
+                not (w.kind == "kernel" and _broadcasts(w.shape, shape)):
             raise WriteVerifyError(
                 f"method {method!r}: buffer {fqn!r} ({nbytes} bytes) is written by {w.kind} "
                 f"{w.what} with {w.nbytes} bytes; the write must cover the whole buffer")
