@@ -47,7 +47,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$vpy" -m pip uninstall -y -q torch-tensorrt
   fi
   "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 torch-tensorrt-rtx==2.14.0 \
-    "transformers>=5.23,<6" pytest pytest-xdist hypothesis "cmake>=3.28" ninja ruff
+    "transformers>=5.23,<6" pytest pytest-xdist hypothesis "cmake>=3.28" ninja ruff \
+    "scikit-build-core>=1.1,<2"
+  # Editable, from this venv (--no-build-isolation: the build backend scikit-build-core is
+  # installed above): src/ on the path and no CMake (pyproject's editable override); the runtime
+  # is built below, incrementally, into src/torch_tensorrt_ext/_lib.
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
