@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI: the package as a model author gets it. From a fresh clone of this repository's HEAD,
 # `pip wheel .` (build isolation: the build compiles the C++ runtime); the wheel must be tagged
-# cp311-cp311-linux_x86_64 and hold the runtime. Then, in a new venv, `pip install WHEEL[rtx]`,
+# cp311-cp311-linux_x86_64 and hold the runtime. Then, in a new venv, `pip install WHEEL` (patch
+# apply must refuse, naming the extras [rtx] and [gpu]), `pip install WHEEL[rtx]`,
 # `torch-tensorrt-ext patch apply`, `torch-tensorrt-ext demo`, importing the package's executorch
 # module registers the delegate, and `patch revert` leaves every upstream file byte-identical to
 # what pip installed (each file's sha256 in the distribution's RECORD).
@@ -42,10 +43,20 @@ case "$(basename "$wheel")" in
 esac
 step "built $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
 
-"$vpy" -m pip install -q --disable-pip-version-check "$wheel[rtx]"
-step "installed it with its extra [rtx] into the new venv"
-
 cd "$work"  # nothing of the checkout on the path: the installed package only
+"$vpy" -m pip install -q --disable-pip-version-check "$wheel"
+# no TensorRT extra yet: patch apply refuses, naming the two extras
+if "$work/venv/bin/torch-tensorrt-ext" patch apply 2> "$work/apply.err"; then
+  echo "wheel check: FAILED: patch apply succeeded with no torch_tensorrt installed" >&2
+  exit 1
+fi
+grep -q "pip install 'torch-tensorrt-ext\[rtx\]' (torch-tensorrt-rtx) or 'torch-tensorrt-ext\[gpu\]'" \
+  "$work/apply.err" || { cat "$work/apply.err" >&2; echo "wheel check: FAILED: that message" \
+  "names no extras" >&2; exit 1; }
+step "installed it without a TensorRT extra: patch apply names [rtx] and [gpu]"
+"$vpy" -m pip install -q --disable-pip-version-check "$wheel[rtx]"
+step "installed it with its extra [rtx]"
+
 "$work/venv/bin/torch-tensorrt-ext" patch apply
 step "patch apply"
 "$work/venv/bin/torch-tensorrt-ext" demo --quiet --json > "$work/demo.json"
