@@ -57,11 +57,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Upstream's own formatters and linters (`patch check` runs them): each target's pinned tools
-# (the pyproject extras hooks-*) in an environment of their own, .venv/tte-hooks/<extra>.
+# (the pyproject dependency groups hooks-*) in an environment of their own,
+# .venv/tte-hooks/<group>.
 for extra in hooks-torch-tensorrt hooks-executorch; do
   env=.venv/tte-hooks/$extra
   pins=$("$vpy" -c 'import sys, tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$extra")
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"][sys.argv[1]]))' "$extra")
   if [ "$(cat "$env/.tte-pins" 2>/dev/null)" != "$pins" ]; then
     rm -rf "$env"
     "$vpy" -m venv "$env"
