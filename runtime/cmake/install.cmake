@@ -3,7 +3,8 @@
 # tte::tte_runtime), so a C++ application can
 #   find_package(tte_runtime CONFIG REQUIRED)   # CMAKE_PREFIX_PATH=<prefix>
 #   target_link_libraries(app PRIVATE tte::tte_runtime)
-# The Python package ships such a prefix as torch_tensorrt_ext/_lib (pyproject's package-data):
+# The Python package ships such a prefix as torch_tensorrt_ext/_lib (a wheel build installs this
+# component there: pyproject's [tool.scikit-build]); a checkout's copy is made by
 #   cmake --install build --prefix src/torch_tensorrt_ext/_lib --component tte_runtime
 # With -DTTE_PACKAGE_PREFIX=<dir> (scripts/build_runtime.sh passes src/torch_tensorrt_ext/_lib)
 # every build of tte_runtime installs that component there again, so the package's copy never
