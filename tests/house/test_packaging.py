@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import importlib.util
 import json
 import os
 import shutil
@@ -73,6 +74,9 @@ def _pip(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """A wheel of this checkout, built with this venv's scikit-build-core, CMake and executorch."""
+    if importlib.util.find_spec("scikit_build_core") is None:
+        pytest.fail(f"the build backend scikit-build-core is not installed in {sys.prefix}; run "
+                    f"`bash scripts/setup.sh` (it installs it)")
     tmp = tmp_path_factory.mktemp("dist")
     _pip("wheel", "--no-build-isolation", "-C", f"build-dir={REPO / 'build' / 'wheel'}",
          "-w", str(tmp), str(REPO), cwd=tmp)
