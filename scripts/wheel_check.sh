@@ -17,6 +17,8 @@ if [ "${TTE_WHEEL_CHECK:-1}" = 0 ]; then
   exit 0
 fi
 py=${PYTHON:-$(command -v python3.11 || command -v python3)}
+# only what the new venv installs: no checkout on the path, no library override
+unset PYTHONPATH VIRTUAL_ENV TTE_RUNTIME_LIB
 if [ -n "${TTE_WHEEL_CHECK_DIR:-}" ]; then
   work=$TTE_WHEEL_CHECK_DIR
   rm -rf "$work" && mkdir -p "$work"
