@@ -3,7 +3,7 @@
 # ctest executables, against executorch's CMake package from the installed wheel. Each build of the
 # library also installs it, its headers and its CMake package config (find_package(tte_runtime))
 # into the Python package, src/torch_tensorrt_ext/_lib (gitignored), where runtime_lib.py finds it
-# and where a wheel build picks it up: run this script before `pip wheel .` / `pip install .`.
+# (a developer's editable install; `pip wheel .` / `pip install .` build the runtime themselves).
 # Idempotent and incremental: configures once (again only when the inputs below change), then
 # builds what changed. Env: JOBS (default 2), TENSORRT_ROOT (enables the TensorRT engine when
 # TensorRT and CUDA are found), or TENSORRT_RTX_ROOT (a TensorRT-RTX SDK instead),

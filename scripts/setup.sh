@@ -28,6 +28,15 @@ if [ "$gpu" = 1 ]; then
   fi
 fi
 py=${PYTHON:-$(command -v python3.11 || command -v python3)}
+# After an editable install: scikit-build-core's .pth also imports a finder of its own (it would
+# rebuild CMake on import; this install runs none) that resolves torch_tensorrt_ext from this src/
+# even where PYTHONPATH names another (a worktree's src/, a wheel's --target dir: test_packaging's
+# probe). Keep the .pth's path line only: a plain sys.path entry, behind PYTHONPATH.
+plain_editable() {
+  local site
+  site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  sed -i '/^import _editable_skbc_/d' "$site/_editable_skbc_torch_tensorrt_ext.pth"
+}
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
@@ -47,17 +56,23 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$vpy" -m pip uninstall -y -q torch-tensorrt
   fi
   "$vpy" -m pip install -q torch==2.14.1 executorch==1.5.1 torch-tensorrt-rtx==2.14.0 \
-    "transformers>=5.23,<6" pytest pytest-xdist hypothesis "cmake>=3.28" ninja ruff
+    "transformers>=5.23,<6" pytest pytest-xdist hypothesis "cmake>=3.28" ninja ruff \
+    "scikit-build-core>=1.1,<2"
+  # Editable, from this venv (--no-build-isolation: the build backend scikit-build-core is
+  # installed above): src/ on the path and no CMake (pyproject's editable override); the runtime
+  # is built below, incrementally, into src/torch_tensorrt_ext/_lib.
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e .
+  plain_editable
   echo "$want" > "$stamp"
 fi
 
 # Upstream's own formatters and linters (`patch check` runs them): each target's pinned tools
-# (the pyproject extras hooks-*) in an environment of their own, .venv/tte-hooks/<extra>.
+# (the pyproject dependency groups hooks-*) in an environment of their own,
+# .venv/tte-hooks/<group>.
 for extra in hooks-torch-tensorrt hooks-executorch; do
   env=.venv/tte-hooks/$extra
   pins=$("$vpy" -c 'import sys, tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$extra")
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"][sys.argv[1]]))' "$extra")
   if [ "$(cat "$env/.tte-pins" 2>/dev/null)" != "$pins" ]; then
     rm -rf "$env"
     "$vpy" -m venv "$env"
@@ -71,6 +86,7 @@ if [ "$gpu" = 1 ]; then
   # the GPU stack in place of the CPU one: torch-tensorrt (same Python files) + TensorRT 11.1
   "$vpy" -m pip uninstall -y -q torch-tensorrt-rtx tensorrt-rtx 2>/dev/null || true
   "$vpy" -m pip install -q --extra-index-url "$nvidia_index" --no-build-isolation -e ".[gpu]"
+  plain_editable
 fi
 
 if [ -f patches/upstream.toml ] && "$vpy" -c 'import torch_tensorrt_ext.patching' 2>/dev/null; then

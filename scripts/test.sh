@@ -52,4 +52,8 @@ if [ -f build/runtime/CTestTestfile.cmake ] || [ -f build/CTestTestfile.cmake ];
 fi
 # Fuzz smoke of the delegate runtime (~15 s per harness; installs clang once; TTE_FUZZ=0 skips).
 [ "${TTE_FUZZ:-1}" = 0 ] || bash scripts/fuzz.sh smoke || status=$?
+# The package as a model author gets it: a wheel built from a fresh clone of HEAD, installed into
+# a new venv with its extra [rtx]; patch apply, demo, the delegate, patch revert byte for byte
+# (scripts/wheel_check.sh; minutes: TTE_WHEEL_CHECK=0 skips).
+[ "$#" -gt 0 ] || bash scripts/wheel_check.sh || status=$?
 exit $status

@@ -2,8 +2,8 @@
 
 Where it is found (`library_path()`): $TTE_RUNTIME_LIB when set (that file only); else the copy
 shipped in the package, torch_tensorrt_ext/_lib/lib/libtte_runtime.so (found with
-importlib.resources: a wheel built after `scripts/build_runtime.sh` carries it, and in a checkout
-that script installs it there), then, in a source checkout, build/runtime/libtte_runtime.so. In a
+importlib.resources: a wheel's build compiles and installs it there, and in a checkout
+`scripts/build_runtime.sh` does), then, in a source checkout, build/runtime/libtte_runtime.so. In a
 checkout a build-tree library newer than the package's copy by a whole second wins (it was rebuilt
 without the install step; CMake's install keeps the build's time to the second); none found is an
 error listing every place searched.

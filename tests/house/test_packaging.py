@@ -1,23 +1,27 @@
 """Packaging: what ships inside the Python package, found with importlib.resources.
 
-A non-editable build of this checkout (`pip install --no-deps --no-build-isolation --target DIR`,
-from a copy of the tree so the checkout gets no build/ or egg-info droppings) carries the patch
-series (byte for byte), the runtime library and its CMake package config; run from that DIR
-(PYTHONPATH first, so torch and executorch still come from this venv), its `torch-tensorrt-ext`
-console script applies, reports and reverts the series on a pristine site-packages with no
---patches, a C++ project finds `tte_runtime` there with find_package, and the checkout resolves
-the same places as the install.
+A wheel of this checkout (`pip wheel --no-deps --no-build-isolation`: scikit-build-core compiles
+the C++ runtime, its build tree kept in build/wheel so a rerun only rebuilds what changed) is
+tagged for CPython 3.11 on Linux x86-64 and carries the patch series (byte for byte), the runtime
+library (its runpath relative: it finds the executorch wheel beside it) and its CMake package
+config. Installed into a --target DIR and run from there (PYTHONPATH first, so torch and
+executorch still come from this venv), its `torch-tensorrt-ext` console script applies, reports
+and reverts the series on a pristine site-packages with no --patches, a C++ project finds
+`tte_runtime` there with find_package, and the checkout resolves the same places as the install.
+(scripts/wheel_check.sh does the same as a user would, from a fresh clone into a new venv.)
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -37,7 +41,6 @@ REPO = REPO
 VENV_SITE = Path(sysconfig.get_paths()["purelib"])
 LIB = Path("torch_tensorrt_ext") / "_lib"
 SERIES = Path("torch_tensorrt_ext") / "_data" / "patches"
-BUILD_HINT = "run `bash scripts/build_runtime.sh` (it installs the runtime into the package)"
 
 PROBE = r"""
 import json, torch_tensorrt_ext
@@ -61,25 +64,45 @@ def _env(site: Path) -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(temp dir, the --target dir of a non-editable build of this checkout)."""
-    if not (REPO / "src" / LIB / "lib" / runtime_lib.LIB_NAME).is_file():
-        pytest.fail(f"no runtime library in the package at {REPO / 'src' / LIB}; {BUILD_HINT}")
-    tmp = tmp_path_factory.mktemp("wheel")
-    tree = tmp / "tree"
-    junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    tree.mkdir()
-    shutil.copy2(REPO / "pyproject.toml", tree)
-    shutil.copytree(REPO / "src", tree / "src", symlinks=True, ignore=junk)
-    shutil.copytree(REPO / "patches", tree / "patches", ignore=junk)
-    site = tmp / "site"
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-         "--no-compile", "--disable-pip-version-check", "-q", "--target", str(site), str(tree)],
-        cwd=tmp, capture_output=True, text=True, timeout=300)
+def _pip(*args: str, cwd: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "--no-deps", "--no-index", "-q",
+                           "--disable-pip-version-check"],
+                          cwd=cwd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel of this checkout, built with this venv's scikit-build-core, CMake and executorch."""
+    if importlib.util.find_spec("scikit_build_core") is None:
+        pytest.fail(f"the build backend scikit-build-core is not installed in {sys.prefix}; run "
+                    f"`bash scripts/setup.sh` (it installs it)")
+    tmp = tmp_path_factory.mktemp("dist")
+    _pip("wheel", "--no-build-isolation", "-C", f"build-dir={REPO / 'build' / 'wheel'}",
+         "-w", str(tmp), str(REPO), cwd=tmp)
+    (found,) = tmp.glob("*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """(temp dir, the --target dir the wheel is installed into)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    site = tmp / "site"
+    _pip("install", "--no-compile", "--target", str(site), str(wheel), cwd=tmp)
     return tmp, site
+
+
+def test_the_wheel_is_tagged_for_cpython_311_on_linux_x86_64(wheel):
+    assert wheel.name == "torch_tensorrt_ext-0.1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read("torch_tensorrt_ext-0.1.0.dist-info/WHEEL").decode().splitlines()
+        names = set(z.namelist())
+    assert "Root-Is-Purelib: false" in meta
+    assert "Tag: cp311-cp311-linux_x86_64" in meta
+    assert {f"torch_tensorrt_ext/_lib/lib/{runtime_lib.LIB_NAME}",
+            "torch_tensorrt_ext/_lib/bin/tte_run",
+            "torch_tensorrt_ext/_lib/lib/cmake/tte_runtime/tte_runtimeConfig.cmake"} <= names
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +129,19 @@ def test_the_install_loads_its_own_runtime_library(installed, probe):
     copy = site / LIB / "lib" / runtime_lib.LIB_NAME
     assert probe["search"] == [str(copy)]  # no checkout around the install: no build tree
     assert probe["library"] == str(copy)
-    assert copy.read_bytes() == (REPO / "src" / LIB / "lib" / runtime_lib.LIB_NAME).read_bytes()
     assert probe["version"].startswith("tte-runtime 0.1 (engines: reference")
+    # relocatable: the library and the runner find executorch's libraries beside the package,
+    # wherever site-packages is, never at a path of the machine that built the wheel
+    assert _runpath(copy) == ["$ORIGIN/../../../executorch/lib"]
+    assert _runpath(site / LIB / "bin" / "tte_run") == ["$ORIGIN/../lib",
+                                                        "$ORIGIN/../../../executorch/lib"]
+
+
+def _runpath(elf: Path) -> list[str]:
+    dynamic = subprocess.run([_tool("readelf"), "-d", str(elf)], capture_output=True, text=True,
+                             check=True).stdout
+    (line,) = [ln for ln in dynamic.splitlines() if "(RUNPATH)" in ln or "(RPATH)" in ln]
+    return line.split("[", 1)[1].rstrip("]").split(":")
 
 
 def _pristine_site(root: Path) -> Path:

@@ -6,10 +6,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from helpers import REPO
+from torch_tensorrt_ext.patching import bundled
 from patch_fixtures import (run, A1, A2, ALPHA, B2, BETA, G3, GAMMA, NAMES, OTHER,  # noqa: E402
                             replace_line, sha, snapshot, target, three_patches, write_series,
                             write_site)
@@ -123,6 +126,30 @@ def test_patches_for_a_target_that_is_not_installed_are_an_error(tmp_path, capsy
                    f"for it ({', '.join(NAMES)}) but no fake-pkg dist-info is installed in "
                    f"{site}; install fake-pkg==1.0 there (pip install --no-deps fake-pkg==1.0) "
                    f"or pass --site-packages DIR\nNothing was changed.\n")
+    assert list(site.iterdir()) == []
+
+
+def test_no_torch_tensorrt_names_the_extras_that_install_one(tmp_path, monkeypatch, capsys):
+    """A model author's venv with the wheel but neither TensorRT extra: `patch apply` names both
+    extras, as the installed package's metadata declares them (pyproject.toml's)."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    metadata = [f'{r}; extra == "{e}"' for e, reqs in extras.items() for r in reqs]
+    monkeypatch.setattr(bundled.importlib.metadata, "requires",
+                        lambda name: metadata if name == "torch-tensorrt-ext" else None)
+    site = tmp_path / "empty-site"
+    site.mkdir()
+    both = {**target(), "distributions": ["torch-tensorrt", "torch-tensorrt-rtx"]}
+    del both["distribution"]
+    patches = write_series(tmp_path / "patches", {"fakepkg": both}, {"fakepkg": three_patches()})
+    rc, out, err = run(capsys, "apply", site, patches)
+    assert (rc, out) == (1, "")
+    assert err == (f"torch-tensorrt-ext patch apply: error: torch-tensorrt or torch-tensorrt-rtx: "
+                   f"the series has 3 patch(es) for it ({', '.join(NAMES)}) but neither is "
+                   f"installed in {site}; install one of them there, never "
+                   f"both (pip install 'torch-tensorrt-ext[rtx]' (torch-tensorrt-rtx) or "
+                   f"'torch-tensorrt-ext[gpu]' (torch-tensorrt)) or pass --site-packages DIR\n"
+                   f"Nothing was changed.\n")
     assert list(site.iterdir()) == []
 
 

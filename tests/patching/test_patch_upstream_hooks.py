@@ -126,9 +126,8 @@ def test_a_mis_formatted_hunk_fails_the_check_naming_hook_file_and_patch(
     assert f"{len(ours)} finding(s) of upstream's hooks introduced by the series" in err
 
 
-def test_every_hooks_tool_is_pinned_at_its_version_in_the_targets_dev_extra():
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
+def test_every_hooks_tool_is_pinned_at_its_version_in_the_targets_dependency_group():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["dependency-groups"]
     for hs in HOOKS.values():
         pins = set(extras[hs.env])
         tools = {f"{h.package}=={h.version}" for h in hs.hooks if h.package}

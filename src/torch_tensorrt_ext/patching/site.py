@@ -19,7 +19,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitapply
+from . import bundled, gitapply
 from .dists import Distribution, find_one_of
 from .errors import PatchError
 from .lock import LockOptions
@@ -82,6 +82,25 @@ def _files(site: Path, target: Target, repo_paths, record: TargetRecord | None) 
     return out
 
 
+def _none_of(t: Target) -> str:
+    if len(t.distributions) == 1:
+        return f"no {t.distribution} dist-info"
+    return "neither" if len(t.distributions) == 2 else "none of them"
+
+
+def _how_to_install(t: Target) -> str:
+    """The pip command that installs a missing target: this package's extras where they name its
+    distributions ('torch-tensorrt-ext[rtx]'), else the pinned release itself."""
+    if len(t.distributions) == 1:
+        return f"install {t.pins()} there (pip install --no-deps {t.pins()})"
+    extras = bundled.extras_installing(t.distributions)
+    if extras:
+        which = " or ".join(f"'{bundled.DISTRIBUTION}[{e}]' ({d})" for d, e in extras.items())
+        return f"install one of them there, never both (pip install {which})"
+    return (f"install one of them there, never both (pip install --no-deps "
+            f"{', or '.join(f'{d}=={t.version}' for d in t.distributions)})")
+
+
 def _distribution(site: Path, series: Series, errors: list[str]) -> Distribution | None:
     """The installed distribution of a target that has patches; version mismatches are errors."""
     t = series.target
@@ -92,14 +111,9 @@ def _distribution(site: Path, series: Series, errors: list[str]) -> Distribution
         return None
     names = ", ".join(p.name for p in series.patches)
     if dist is None:
-        if len(t.distributions) == 1:
-            how = f"install {t.pins()} there (pip install --no-deps {t.pins()})"
-        else:
-            how = (f"install one of them there (pip install --no-deps "
-                   f"{', or '.join(f'{d}=={t.version}' for d in t.distributions)})")
         errors.append(f"{t.distribution}: the series has {len(series.patches)} patch(es) for it "
-                      f"({names}) but no {t.distribution} dist-info is installed in {site}; "
-                      f"{how} or pass --site-packages DIR")
+                      f"({names}) but {_none_of(t)} is installed in {site}; {_how_to_install(t)} "
+                      f"or pass --site-packages DIR")
     elif dist.version != t.version:
         errors.append(f"{dist.name}: the series is pinned to version {t.version} "
                       f"({t.manifest_path}) but {site} has {dist.version} "

@@ -6,7 +6,7 @@ Invariant: a loaded `HookSet` is fully validated — every hook has an id, a kno
 `package==version` of its tool; the config files it writes are plain text. `tool_env(hooks)`
 returns the hook environment's bin folder only after every tool a hook needs for `files` is
 installed there at exactly its pinned version, else raises `PatchError` saying how to install
-them (scripts/setup.sh, or the pyproject extra `hooks.env`). Nothing here runs a tool.
+them (scripts/setup.sh, or the pyproject dependency group `hooks.env`). Nothing here runs a tool.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class HookSet:
     """A target's hooks, the files they need at the tree's root, and their environment."""
 
     target: str
-    env: str                              # the pyproject extra, and the environment's name
+    env: str                              # the pyproject dependency group, and the env's name
     hooks: tuple[Hook, ...]
     config: dict[str, str]                # file name at the tree's root -> its text
     root_dirs: tuple[str, ...] = ()       # upstream's root folders (isort: first-party)
@@ -78,7 +78,8 @@ def load_hooks(patches_dir: Path) -> dict[str, HookSet]:
 def _hookset(path: Path, name: str, t: dict) -> HookSet:
     where = f"[targets.{name}] of {path}"
     if not isinstance(t.get("env"), str):
-        raise PatchError(f"{where} names no `env` (the pyproject extra holding its tools)")
+        raise PatchError(f"{where} names no `env` (the pyproject dependency group holding its "
+                         f"tools)")
     config = t.get("config", {})
     if not all(isinstance(v, str) for v in config.values()):
         raise PatchError(f"{where}: every [config] entry must be the file's text")
@@ -131,8 +132,8 @@ def tool_env(hooks: HookSet, files: Sequence[str]) -> Path:
     if wrong:
         raise PatchError(
             f"upstream's hooks for {hooks.target} need {', '.join(wrong)} in {root}; run "
-            f"scripts/setup.sh (it installs the pyproject extra {hooks.env} there), or make that "
-            f"environment yourself (python -m venv {root}, then pip-install with its python the "
-            f"pins of the extra {hooks.env} in pyproject.toml); ${ENV_DIR_VAR} names another "
-            f"folder of such environments")
+            f"scripts/setup.sh (it installs the pyproject dependency group {hooks.env} there), "
+            f"or make that environment yourself (python -m venv {root}, then pip-install with its "
+            f"python the pins of the dependency group {hooks.env} in pyproject.toml); "
+            f"${ENV_DIR_VAR} names another folder of such environments")
     return root / "bin"
