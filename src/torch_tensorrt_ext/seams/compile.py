@@ -124,9 +124,10 @@ def stateful_program(program: torch.export.ExportedProgram
     torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
-    to the same values: a negative `select` index (`buf[-1]`) and a 0-d `fill_` value's
-    broadcast; and a buffer copied whole from a value another write also ends on gets its own
-    copy of it, which functionalization would refuse (`copy_sources`). The rewrites edit a copy
+    to the same values: a negative `select` index (`buf[-1]`) and the broadcast (and dtype
+    conversion) of a `copy_` or `fill_` value into its buffer (`broadcast_writes`); and a
+    buffer copied whole from a value another write also ends on gets its own copy of it, which
+    functionalization would refuse (`copy_sources`). The rewrites edit a copy
     of the program's graphs, made only when one applies: the caller's program is left as it
     was."""
     from ..lowering.grad_blocks import without_grad_blocks
@@ -152,12 +153,12 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     program goes on as it is."""
     from ..lowering.copy_sources import own_copy_sources
     from ..lowering.empty_cat import drop_empty_cat_operands
-    from ..lowering.fill_writes import expand_fill_values
+    from ..lowering.broadcast_writes import broadcast_write_values
     from ..lowering.negative_indices import normalize_select_scatter
     gm = ep.graph_module
     return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
             + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
-            + expand_fill_values(gm, apply)       # and the broadcast of a 0-d fill_ value
+            + broadcast_write_values(gm, apply)   # and a copy_/fill_ value's broadcast
             + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 
 
