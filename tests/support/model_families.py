@@ -131,7 +131,8 @@ def _seq2seq_args(step: int) -> tuple[torch.Tensor, ...]:
 
 
 _BUILD: dict[str, Callable[[str], torch.nn.Module]] = {
-    **{k: _ssm for k in SSM}, **{k: _moe for k in MOE}, **{k: _seq2seq for k in SEQ2SEQ}, **{k: _llama for k in LLAMA}}
+    **{k: _ssm for k in SSM}, **{k: _moe for k in MOE}, **{k: _seq2seq for k in SEQ2SEQ},
+    **{k: _llama for k in LLAMA}}
 
 
 class ModelProgram:
