@@ -315,8 +315,11 @@ def _copy_bcast(b, i, B, second):
         src = f"({src} * 4).round()"
     src += "" if b.pos >= 5 else _cast(b.dtype)
     write = f"{B}.fill_({src})" if form == 4 else f"{B}.copy_({src})"
-    return [f"bc{i} = {write}",
-            f"h = h + {B}[1].float() + {B}.float().sum(0) * 0.25 + {B}.float().mean(-2)"], f"bc{i}"
+    # scaled down: each buffer's reads add to h, which later buffers read and write from again;
+    # unscaled, h grew ~4x per buffer and float32 rounding alone passed the checker's 1e-5
+    # (smoke seed: output 0 off by 3.8e-5 at magnitude 30)
+    return [f"bc{i} = {write}", f"h = h + ({B}[1].float() + {B}.float().sum(0) * 0.25 + "
+            f"{B}.float().mean(-2)) * 0.1"], f"bc{i}"
 
 
 def _batch_norm(b, i, B, second):
