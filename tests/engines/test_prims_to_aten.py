@@ -93,3 +93,17 @@ def test_the_host_part_is_rewritten_on_a_copy_and_a_renamed_output_follows():
     assert spec.arg.name == out.graph.output_node().args[0][0].name != "div"
     a, b = torch.randn(4), torch.rand(4) + 0.5
     torch.testing.assert_close(out.module()(a, b), a / b)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_reshape_copy_becomes_the_reshape_it_computes(contiguous):
+    """torch-tensorrt decomposes `aten.view` into `aten._reshape_copy`, which ExecuTorch has no
+    kernel for (issue 55: a partition left to PyTorch was refused at save)."""
+    fn = lambda a: torch.ops.aten._reshape_copy(a, [4, 6]) * 2   # noqa: E731
+    a = torch.randn(2, 3, 4) if contiguous else torch.randn(4, 3, 2).permute(2, 1, 0)
+    gm = make_fx(fn, tracing_mode="fake")(a)
+    renamed = prims_to_aten(gm)
+    targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten._reshape_copy.default not in targets
+    assert torch.ops.aten.reshape.default in targets and len(renamed) == 1
+    torch.testing.assert_close(gm(a), fn(a), rtol=0, atol=0)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 import torch
 from torch.fx import GraphModule, Graph
 
+from torch_tensorrt_ext.contracts.tensor_bytes import tensor_bytes
 from torch_tensorrt_ext.engines.weights import (KEY_PREFIX, MIN_WEIGHT_BYTES, WEIGHT_ALIGNMENT,
-                                                pack, unpack, weights_as_inputs)
+                                                pack, unpack, weight_key, weights_as_inputs)
 
 
 def _partition() -> tuple[GraphModule, dict[str, torch.Tensor]]:
@@ -61,3 +63,104 @@ def test_pack_and_unpack_find_every_part_as_views():
         assert torch.equal(w, t) and w.dtype == t.dtype
         assert w.untyped_storage().data_ptr() == payload.untyped_storage().data_ptr()
         assert (w.data_ptr() - payload.data_ptr()) % WEIGHT_ALIGNMENT == 0
+
+
+# --- every layout and dtype (issue 55 item 2) ---------------------------------------------------
+# A constant whose last dimension has size 1 at another stride (a Linear(64, 1)'s weight stored
+# transposed by `linear_weights`, Qwen3.5-MoE's shared-expert gate) was refused at compile:
+# "self.stride(-1) must be 1 to view Float as Byte ... but got 64" (`.contiguous()` keeps it).
+N = 256          # elements: every dtype's constant is at least MIN_WEIGHT_BYTES
+
+
+def _values(shape, dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(31 * len(shape) + sum(shape))
+    v = torch.randn(shape, generator=g) * 10
+    return v > 0 if dtype == torch.bool else v.to(dtype)
+
+
+LAYOUTS = {   # name -> dtype -> a tensor of that layout
+    "contiguous": lambda d: _values((16, N // 16), d),
+    "size1_last_strided": lambda d: _values((1, N), d).t(),                   # [N, 1] (1, N)
+    "size1_middle_strided": lambda d: _values((N // 2, 2), d).as_strided((N // 2, 1, 2),
+                                                                          (2, 999, 1)),
+    "size1_only": lambda d: _values((1, N), d).t()[:1],                       # [1, 1] (1, N)
+    "transposed": lambda d: _values((N // 16, 16), d).t(),
+    "expanded": lambda d: _values((1, N // 16), d).expand(16, N // 16),        # stride 0
+    "sliced_step": lambda d: _values((16, N // 8), d)[:, ::2],
+    "sliced_offset": lambda d: _values((20, N // 16), d)[3:19],
+    "zero_d": lambda d: _values((), d),
+    "empty": lambda d: _values((0, 16), d),
+}
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64,
+          torch.bool, torch.uint8)
+
+
+def _row_major_bytes(t: torch.Tensor) -> bytes:
+    """`t`'s values written row-major by a route that shares nothing with `tensor_bytes`."""
+    fresh = torch.tensor(t.tolist(), dtype=t.dtype).reshape(-1)
+    return fresh.view(torch.uint8).numpy().tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_layout_and_dtype_is_its_values_row_major(layout, dtype):
+    t = LAYOUTS[layout](dtype)
+    want = _row_major_bytes(t)
+    assert len(want) == t.numel() * t.element_size()
+    assert bytes(tensor_bytes(t)) == want
+    assert weight_key(t) == KEY_PREFIX + hashlib.sha256(want).hexdigest()
+    if t.nbytes < MIN_WEIGHT_BYTES:
+        return
+    root = torch.nn.Module()
+    root.register_buffer("w", t)
+    g = Graph()
+    x = g.placeholder("x")
+    g.output((g.call_function(torch.mul, (g.get_attr("w"), x)),))
+    gm = GraphModule(root, g)
+    weights = weights_as_inputs(gm)
+    [(ref, held)] = weights
+    assert (ref.key, ref.shape, ref.nbytes) == (weight_key(t), tuple(t.shape), len(want))
+    _, [unpacked] = unpack(pack(b"P", weights), [ref])
+    assert torch.equal(unpacked, t) and unpacked.is_contiguous()
+    one = torch.ones((), dtype=dtype)
+    assert torch.equal(gm(one, unpacked)[0], t * one)
+
+
+def test_keys_identify_the_bytes_not_the_layout():
+    t = _values((1, N), torch.float32).t()                     # [N, 1] at stride N
+    same = t.contiguous().clone(memory_format=torch.contiguous_format)
+    other = same.clone()
+    other[7, 0] += 1
+    assert weight_key(t) == weight_key(same) == weight_key(same.view(-1))
+    assert weight_key(other) != weight_key(t)
+    wide = _values((1, N // 16), torch.bfloat16)
+    assert weight_key(wide.expand(16, N // 16)) == weight_key(wide.repeat(16, 1))
+    assert weight_key(_values((16, 16), torch.int8).t()) != weight_key(_values((16, 16),
+                                                                               torch.int8))
+
+
+class _OddWeights(torch.nn.Module):
+    """A Linear(64, 1) — stored transposed by `linear_weights`: a [64, 1] weight at stride 64, the
+    constant Qwen3.5-MoE's shared-expert gate made — a small one kept in the program, a
+    transposed parameter, an expanded buffer, and a counter (state)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(64, 1, bias=False)
+        self.small = torch.nn.Linear(8, 1)
+        self.tr = torch.nn.Parameter(torch.randn(16, 64).t())
+        self.register_buffer("wide", torch.randn(1, 16).expand(64, 16))
+        self.register_buffer("n", torch.zeros(1))
+
+    def forward(self, x):
+        self.n.add_(1)
+        gated = torch.sigmoid(self.gate(x)) * x + self.small(x[:, :8])
+        return (gated @ self.tr + gated @ self.wide) * self.n
+
+
+def test_a_model_of_odd_weight_layouts_compiles_saves_and_steps_like_eager():
+    from stateful_check import ModuleProgram, check_program
+    program = ModuleProgram(_OddWeights, lambda s: (
+        torch.randn(2, 64, generator=torch.Generator().manual_seed(s)),), ("n",))
+    result = check_program(program, steps=3)
+    assert result.ok, result.report(program)

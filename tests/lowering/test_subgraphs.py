@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from torch_tensorrt_ext.lowering.fill_writes import expand_fill_values
+from torch_tensorrt_ext.lowering.broadcast_writes import broadcast_write_values
 from torch_tensorrt_ext.lowering.negative_indices import normalize_select_scatter
 from torch_tensorrt_ext.lowering.subgraphs import copied, graphs
 from torch_tensorrt_ext.seams.compile import stateful_program
@@ -61,14 +61,14 @@ def test_the_block_is_a_graph_of_its_own_and_its_writes_are_rewritten_there():
     assert not gm.graph.find_nodes(op="call_function", target=torch.ops.aten.select.int)
     assert _select_indices(gm) == [-1]
     assert normalize_select_scatter(gm, apply=False) == 1  # counted, nothing changed
-    assert expand_fill_values(gm, apply=False) == 1
+    assert broadcast_write_values(gm, apply=False) == 1
     assert _select_indices(gm) == [-1]
     assert normalize_select_scatter(gm) == 1
-    assert expand_fill_values(gm) == 1
+    assert broadcast_write_values(gm) == 1
     assert _select_indices(gm) == [3]
     body = list(graphs(gm))[1].graph
     assert not body.find_nodes(op="call_function", target=torch.ops.aten.fill_.Tensor)
-    assert normalize_select_scatter(gm, apply=False) == 0 == expand_fill_values(gm, apply=False)
+    assert normalize_select_scatter(gm, apply=False) == 0 == broadcast_write_values(gm, apply=False)
 
 
 def test_a_copy_is_edited_alone():

@@ -5,6 +5,10 @@ same product path and the same comparison with eager as every generated program:
 * state-space mixers from transformers, state in its `StaticCache` registered as buffers by
   `hybrid_models.HybridCacheDecoder`: Mamba2 (`mamba2`), Bamba (Mamba2 mixer + attention,
   `bamba`), GraniteMoeHybrid (Mamba2 mixer + attention, plain-op MLP, `granite_hybrid`);
+* a mixture of experts: transformers' Qwen3.5-MoE (`qwen35_moe`: Gated DeltaNet +
+  attention, routed experts through transformers' `batched_mm` experts, a shared expert with its
+  `Linear(hidden, 1)` gate — stored transposed, a `[64, 1]` weight at stride 64, which the
+  named-data weights once refused at compile: issue 55), state as for the SSM mixers;
 * seq2seq decoders through transformers' own `Seq2SeqLMDecoderExportableModuleWithStaticCache`:
   T5 (`t5`; `t5_host_cat` with its `cat`s run by PyTorch), BART (`bart`), Whisper's decoder with
   its own head `proj_out` (`whisper`);
@@ -26,9 +30,10 @@ from collections.abc import Callable
 import torch
 
 SSM = ("mamba2", "bamba", "granite_hybrid")
+MOE = ("qwen35_moe",)
 SEQ2SEQ = ("t5", "bart", "whisper", "t5_host_cat")
 LLAMA = ("llama_custom_sdpa", "llama_quantized_kv", "llama_quantized_sdpa", "llama_ring")
-FAMILIES = SSM + SEQ2SEQ + LLAMA
+FAMILIES = SSM + MOE + SEQ2SEQ + LLAMA
 STEPS = 8
 
 _HF_TINY = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_attention_heads=2,
@@ -52,6 +57,20 @@ def _ssm(kind: str) -> torch.nn.Module:
         model = transformers.GraniteMoeHybridForCausalLM(transformers.GraniteMoeHybridConfig(
             layer_types=["mamba", "attention"], num_local_experts=0, **_MAMBA2, **_HF_TINY))
     return HybridCacheDecoder(model.eval()).eval()
+
+
+def _moe(kind: str) -> torch.nn.Module:
+    import transformers
+    from hybrid_models import HybridCacheDecoder
+    cfg = transformers.Qwen3_5MoeTextConfig(
+        layer_types=["linear_attention", "full_attention"], head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
+        linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        shared_expert_intermediate_size=16, **{**_HF_TINY, "hidden_size": 64})
+    # transformers' default `grouped_mm` experts index a tensor torch-tensorrt's lowering places
+    # on cuda:0 on this GPU-less machine (upstream, not state); `batched_mm` is its export form
+    cfg._experts_implementation = "batched_mm"
+    return HybridCacheDecoder(transformers.Qwen3_5MoeForCausalLM(cfg).eval()).eval()
 
 
 def _seq2seq(kind: str) -> torch.nn.Module:
@@ -112,7 +131,8 @@ def _seq2seq_args(step: int) -> tuple[torch.Tensor, ...]:
 
 
 _BUILD: dict[str, Callable[[str], torch.nn.Module]] = {
-    **{k: _ssm for k in SSM}, **{k: _seq2seq for k in SEQ2SEQ}, **{k: _llama for k in LLAMA}}
+    **{k: _ssm for k in SSM}, **{k: _moe for k in MOE}, **{k: _seq2seq for k in SEQ2SEQ},
+    **{k: _llama for k in LLAMA}}
 
 
 class ModelProgram:

@@ -4,12 +4,18 @@ A `Program` is a plain frozen dataclass: 1-3 registered buffers (`Buf`), each wr
 the forms users write — an `index_copy_` / slice-assigned / `slice_scatter` KV cache (one
 position, or `RUN` from a start read on the host, as ExecuTorch's dynamic llama writes), an
 `index_put_` table, a `cat` or `roll` ring buffer, an `add_` counter, an EMA, `fill_` /
-`zero_`, a write to a slice or row of a buffer, a bool flag — placed at the top or in nested
+`zero_`, a whole-buffer `copy_` / `fill_` of a value that broadcasts into the buffer (of every
+rank, 0-d included, converted to the buffer's dtype or not) read back in the same call, a KV
+`index_put_` (`k[:, :, pos] = v`), a write to a slice or row of a buffer, a bool flag — placed
+at the top or in nested
 submodules (`layers.1.attn.k`), in a `with torch.no_grad():` block or not, written once or
 twice per call, with what the caller gets back (the written value, a view or sum of it, the
 buffer after the write, a clone from before it) and reads before/after the write feeding the
 rest of the model; always between two `Linear`s, so a TensorRT partition exists; optionally
-split by an op left to PyTorch (`torch_executed_ops`). `repr(program)` is the Python that
+split by an op left to PyTorch (`torch_executed_ops`); optionally with weights of the layouts
+the engines' named data must take (`WEIGHTS`: a `Linear(64, 1)` stored transposed — `[64, 1]`
+at stride 64 —, a small one kept in the payload, an int8 table read transposed, an expanded
+constant). `repr(program)` is the Python that
 rebuilds the description; `program.source()` is the model itself as a standalone Python module
 (what `build()` runs), so a failure is reproduced by copy/paste. Inputs of step `s` are
 deterministic from the program's seed (`program.args(s)`).
@@ -37,6 +43,9 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
                "aten.index_copy.default"),
     "kv_slice_scatter": ("v", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
                          "aten.slice_scatter.default"),
+    # ExecuTorch's default llama cache: `k[:, :, pos] = v`, index_put(k, [None, None, pos], v)
+    "kv_index_put": ("kp", FLOATS, lambda b: (b, HEADS, S_MAX, HEAD_DIM),
+                     "aten.index_put.default"),
     "index_put": ("table", FLOATS, lambda b: (ROWS, F), "aten.index_put.default"),
     "ring_cat": ("ring", FLOATS, lambda b: (b, F, WIDTH), "aten.cat.default"),
     "ring_roll": ("conv", FLOATS, lambda b: (b, F, WIDTH), "aten.roll.default"),
@@ -66,14 +75,33 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     "batch_norm": ("bn", ("float32",), lambda b: (2, F), "aten._native_batch_norm_legit.default"),
     # the new value is one of two branches' results, chosen by the data
     "cond": ("cd", ("float32", "bfloat16"), lambda b: (b, F), "aten.copy.default"),
+    # a value of another shape (and dtype) broadcast into the whole buffer, read back at once
+    "copy_bcast": ("bc", FLOATS + ("int32",), lambda b: (4, F), "aten.copy.default"),
 }
 # what a buffer's code hands the caller (each item one more output)
 RETURNS = ("value", "value_view", "value_sum", "after", "before")
 MIXES = ("none", "before", "after")          # a read of the buffer feeding the rest of the model
 PLACES = ("top", "attr", "list", "deep")     # k0 | m0.k | layers.0.attn.k | blocks.0.mix.inner.k
+# "around": a sigmoid before and after one buffer's code, the write between two pieces PyTorch
+# runs (torch-tensorrt's partitioner may still merge it with the engine ops after; a partition
+# whose only effect is a cache write, left to PyTorch, is test_prepare's hand-written program)
 SPLITS = {"none": None, "mul": "torch.ops.aten.mul.Tensor",
+          "around": "torch.ops.aten.sigmoid.default",
           "sigmoid": "torch.ops.aten.sigmoid.default", "write": None}
 EMA_ALPHAS = (0.9, 0.5, 0.99)
+# constants of the layouts an engine's named-data weights take: (Model.__init__ line, a line of
+# Model.forward after `h = self.lin(x)`)
+WEIGHTS = {
+    "none": None,
+    # stored transposed by the reference engine (`linear_weights`): [64, 1] at stride 64
+    "gate": ("self.gate = nn.Linear(8 * F, 1)", "h = h * torch.sigmoid(self.gate(h.repeat(1, 8)))"),
+    "small_gate": ("self.gate = nn.Linear(F, 1)", "h = h * torch.sigmoid(self.gate(h))"),
+    "int_table": ("self.register_buffer('tab', torch.randint(-3, 4, (F, 8 * F), "
+                  "dtype=torch.int8).t(), persistent=False)",
+                  "h = h + h.repeat(1, 8) @ self.tab.float() * 0.1"),
+    "expanded": ("self.register_buffer('wide', torch.randn(1, F).expand(8 * F, F), "
+                 "persistent=False)", "h = h + h.repeat(1, 8) @ self.wide * 0.1"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +126,7 @@ class Program:
     split_at: int = 0             # ... placed after this many buffers' code
     seed: int = 0
     as_dict: bool = False         # the outputs as a dict {"o0": ..., ...}, not a tuple
+    weights: str = "none"         # constants of odd layouts the model computes with: WEIGHTS
 
     def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
@@ -192,6 +221,11 @@ def _write(b: Buf, i: int, B: str, second: bool, batch: int) -> tuple[list[str],
         # (test_partition_layouts' write_only_engine)
         return lines + [f"{B}.index_copy_(2, torch.arange({RUN}) + t{i}, {v})",
                         f"h = h + {B}[:, :, :1].float().mean()"], v
+    if b.kind == "kv_index_put":
+        lines = [f"w{i} = {half}"] if second else [
+            f"v{i} = h.view({batch}, {HEADS}, 1, {HEAD_DIM}){c}"]
+        pos = f"(p{i} + 1) % {S_MAX}" if second else f"p{i}"
+        return lines + [f"{B}[:, :, {pos}] = {v}"], v
     if b.kind == "index_put":
         lines = [f"w{i} = {half}"] if second else [f"v{i} = h{c}"]
         pos = f"(p{i} + 1) % {ROWS}" if second else f"p{i}"
@@ -270,6 +304,24 @@ def _from_input(b, i, B, second):
     return [f"cp{i} = {B}.copy_({src}{' * 2' if second else ''})"], f"cp{i}"
 
 
+def _copy_bcast(b, i, B, second):
+    # pos % 5 picks the value: 0-d, [F], [1, F], [1, 1], or a 0-d `fill_`; pos >= 5 leaves it
+    # float32 for the write to convert. The reads see every row: a narrow value read in place of
+    # the buffer's (issue 55) gives other sums, rows and means.
+    form = b.pos % 5
+    src = ("h.mean()", "h.mean(0)", "h.mean(0, keepdim=True)", "h[:1, :1]", "h.mean()")[form]
+    src = f"({src}{' * 0.5' if second else ''})"
+    if b.dtype == "int32":
+        src = f"({src} * 4).round()"
+    src += "" if b.pos >= 5 else _cast(b.dtype)
+    write = f"{B}.fill_({src})" if form == 4 else f"{B}.copy_({src})"
+    # scaled down: each buffer's reads add to h, which later buffers read and write from again;
+    # unscaled, h grew ~4x per buffer and float32 rounding alone passed the checker's 1e-5
+    # (smoke seed: output 0 off by 3.8e-5 at magnitude 30)
+    return [f"bc{i} = {write}", f"h = h + ({B}[1].float() + {B}.float().sum(0) * 0.25 + "
+            f"{B}.float().mean(-2)) * 0.1"], f"bc{i}"
+
+
 def _batch_norm(b, i, B, second):
     # each channel's 3 samples spread by 1 + |h| at least (variance >= 2/3, far above eps): a
     # near-constant channel (`h * arange(1, 4)` with |h| ~ 1e-3, variance ~ eps) has
@@ -291,7 +343,7 @@ def _cond(b, i, B, second):
 
 
 _MORE = {
-    "batch_norm": _batch_norm, "cond": _cond,
+    "batch_norm": _batch_norm, "cond": _cond, "copy_bcast": _copy_bcast,
     "scatter_add": _scatter_add, "index_add": _index_add, "masked_fill": _masked_fill,
     "from_input": _from_input,
     "lerp": lambda b, i, B, second: (
@@ -338,7 +390,8 @@ def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
 
 
 def _extra_input(b: Buf, i: int) -> str | None:
-    return f"p{i}" if b.kind in ("kv_index_copy", "kv_run", "index_put", "index_add") else None
+    return f"p{i}" if b.kind in ("kv_index_copy", "kv_index_put", "kv_run", "index_put",
+                                 "index_add") else None
 
 
 def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
@@ -357,11 +410,15 @@ def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
 
 
 def _split_line(program: Program) -> str:
-    return {"mul": "h = h * 2.0", "sigmoid": "h = torch.sigmoid(h)", "write": ""}[program.split]
+    return {"mul": "h = h * 2.0", "sigmoid": "h = torch.sigmoid(h)",
+            "around": "h = torch.sigmoid(h)", "write": ""}[program.split]
 
 
 def _source(program: Program) -> str:
     classes, init, fwd, outs = [], [], ["h = self.lin(x)"], []
+    if WEIGHTS[program.weights]:
+        init.append(WEIGHTS[program.weights][0])
+        fwd.append(WEIGHTS[program.weights][1])
     for i, b in enumerate(program.bufs):
         if program.split != "none" and program.split_at == i and _split_line(program):
             fwd.append(_split_line(program))
@@ -373,6 +430,8 @@ def _source(program: Program) -> str:
             src, call, o = _cell(b, i, program.batch)
             classes += src
             fwd.append(call)
+        if program.split == "around" and program.split_at == i:
+            fwd.append(_split_line(program))
         outs += o
     if program.split != "none" and program.split_at >= len(program.bufs) and _split_line(program):
         fwd.append(_split_line(program))
@@ -382,7 +441,7 @@ def _source(program: Program) -> str:
     if program.as_dict:
         ret = "{" + ", ".join(f"'o{j}': {o}" for j, o in enumerate(["self.out(h)"] + outs)) + "}"
     return "\n".join([
-        f"# {program!r}", "import torch", "from torch import nn", "", "", *classes,
+        f"# {program!r}", "import torch", "from torch import nn", "", f"F = {F}", "", *classes,
         "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
         f"        torch.manual_seed({program.seed})", f"        self.lin = nn.Linear({F}, {F})",
         f"        self.out = nn.Linear({F}, {F})", *[f"        {line}" for line in init], "",
@@ -410,7 +469,7 @@ def _args_source(program: Program) -> list[str]:
              f"    g = torch.Generator().manual_seed({program.seed} * 1000 + step)",
              f"    args = [torch.randn({program.batch}, {F}, generator=g)]"]
     for i, b in enumerate(program.bufs):
-        if b.kind == "kv_index_copy":
+        if b.kind in ("kv_index_copy", "kv_index_put"):
             lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX}]))")
         elif b.kind == "kv_run":
             lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX - RUN + 1}]))")
@@ -449,7 +508,8 @@ def programs(draw, max_buffers: int = 3, kinds=None) -> Program:
     n = draw(st.integers(1, max_buffers))
     batch = draw(_mostly(1, 1, 1, 2))
     bufs = tuple(draw(buffers(kinds)) for _ in range(n))
-    split = draw(_mostly("none", "mul", "sigmoid", "write"))
+    split = draw(_mostly("none", "mul", "sigmoid", "write", "around"))
     split_at = draw(st.integers(0, n)) if split != "none" else 0
     return Program(bufs=bufs, batch=batch, split=split, split_at=split_at,
-                   seed=draw(st.integers(0, 2 ** 16)), as_dict=draw(_mostly(False, True)))
+                   seed=draw(st.integers(0, 2 ** 16)), as_dict=draw(_mostly(False, True)),
+                   weights=draw(_mostly(*WEIGHTS)))

@@ -1,4 +1,5 @@
-"""A graph's `prims` calls rewritten as the ATen calls ExecuTorch lowers.
+"""A graph's `prims` calls — and the one ATen op torch-tensorrt's decompositions add that
+ExecuTorch has no kernel for — rewritten as the ATen calls ExecuTorch lowers.
 
 Torch-TensorRT's decompositions leave some `torch.ops.prims` calls in a compiled graph
 (train-mode BatchNorm decomposes through `torch._refs` into `prims.broadcast_in_dim` and
@@ -6,12 +7,16 @@ Torch-TensorRT's decompositions leave some `torch.ops.prims` calls in a compiled
 partition below `min_block_size`, or split off by `torch_executed_ops`). The TensorRT converters
 take them, but ExecuTorch's `to_edge` refuses a non-ATen operator whose output aliases its input
 (`prims::broadcast_in_dim(Tensor(a) a, ...) -> Tensor(a)`) and has no kernel for the others
-(`Missing out variants: {'prims::div'}`). The one rewrite serves both: the reference engine's
-payload (`engines.payload`) and the saved program's host part (`executorch.saving.prepare`).
+(`Missing out variants: {'prims::div'}`). Torch-TensorRT also decomposes every `aten.view` into
+`aten._reshape_copy`, which ExecuTorch has no out variant for (`Missing out variants:
+{'aten::_reshape_copy'}`: a KV write whose partition is left to PyTorch, issue 55); it is the
+`reshape` it computes (the program is functional: that it copies is not observable). The one
+rewrite serves both: the reference engine's payload (`engines.payload`) and the saved program's
+host part (`executorch.saving.prepare`).
 
-Invariant: `prims_to_aten(gm)` replaces, in place, each call of a prim in `_REWRITES` by ATen
+Invariant: `prims_to_aten(gm)` replaces, in place, each call of an op in `_REWRITES` by ATen
 calls computing the same values (same dtype, shape and elements, `meta["val"]` kept), and
-touches nothing else; a prim not in the table is left for ExecuTorch to accept or refuse. It
+touches nothing else; an op not in the table is left for ExecuTorch to accept or refuse. It
 returns each replaced node's name -> its replacement's name (a caller whose program signature
 names a replaced node renames it).
 """
@@ -60,16 +65,17 @@ _REWRITES = {
         call(aten.sum.dim_IntList, a, list(dims), dtype=output_dtype),
     prims.var.default: lambda call, a, dims, correction, output_dtype=None:
         call(aten.var.correction, a, list(dims), correction=correction),
+    aten._reshape_copy.default: lambda call, a, size: call(aten.reshape.default, a, list(size)),
 }
 
 
 def has_prims(gm: GraphModule) -> bool:
-    """`gm` calls a prim `prims_to_aten` rewrites."""
+    """`gm` calls an op `prims_to_aten` rewrites."""
     return any(n.op == "call_function" and n.target in _REWRITES for n in gm.graph.nodes)
 
 
 def prims_to_aten(gm: GraphModule) -> dict[str, str]:
-    """Rewrite `gm`'s prims calls in `_REWRITES` as ATen calls (module docstring); returns
+    """Rewrite `gm`'s calls of the ops in `_REWRITES` as ATen calls (module docstring); returns
     each replaced node's name -> its replacement's."""
     renamed = {}
     for node in list(gm.graph.nodes):

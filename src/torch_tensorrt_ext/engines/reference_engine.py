@@ -110,18 +110,6 @@ class ReferenceEngineModule(torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-# ops torch-tensorrt's lowering introduces that ExecuTorch's kernels do not have, and the
-# equivalent they do have (same values; the payload is functional, so copying is not observable)
-_EXECUTORCH_EQUIVALENT = {torch.ops.aten._reshape_copy.default: torch.ops.aten.reshape.default}
-
-
-def _executorch_ops(sub: GraphModule) -> None:
-    """Swap in the equivalents (the graph only: the caller recompiles once after its edits)."""
-    for n in sub.graph.nodes:
-        if n.op == "call_function" and n.target in _EXECUTORCH_EQUIVALENT:
-            n.target = _EXECUTORCH_EQUIVALENT[n.target]
-
-
 def _bindings(phs: list[Node], outs: list[Node], out_names: list[str], dims: PartitionDims):
     """Every binding (dynamic dims -1, bounded by max_shape) and which input dimension sizes
     each dynamic output dimension."""
@@ -175,7 +163,6 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     out_names = [f"output{i}" for i in range(len(outs))]
     aliased = tuple(AliasedIO(out_names[outs.index(n)], n.args[0].name) for n in kv)
     bindings, output_dims = _bindings(phs, outs, out_names, dims)
-    _executorch_ops(sub)
     use_kv_update_layers(sub, [n.name for n in kv])   # lints and recompiles the edited graph
     dense_constants(sub)
     linear_weights_transposed(sub)        # stored transposed: no per-call permute_copy

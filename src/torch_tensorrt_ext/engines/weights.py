@@ -21,6 +21,7 @@ from torch.fx import GraphModule
 
 from ..contracts.blob_model import KEY_PREFIX, WeightRef
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
+from ..contracts.tensor_bytes import tensor_bytes
 
 __all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
            "unpack", "weight_key", "drop_attr", "attr_of"]
@@ -30,13 +31,10 @@ MIN_WEIGHT_BYTES = 256
 WEIGHT_ALIGNMENT = 64
 
 
-def _byte_view(t: torch.Tensor) -> memoryview:
-    return memoryview(t.detach().contiguous().view(torch.uint8).numpy()).cast("B")
-
-
 def weight_key(t: torch.Tensor) -> str:
-    """The named-data key of a weight: the SHA-256 of its bytes (row-major)."""
-    return KEY_PREFIX + hashlib.sha256(_byte_view(t)).hexdigest()
+    """The named-data key of a weight: the SHA-256 of its bytes (row-major, whatever its
+    layout: `contracts.tensor_bytes`)."""
+    return KEY_PREFIX + hashlib.sha256(tensor_bytes(t)).hexdigest()
 
 
 def attr_of(gm: GraphModule, target: str):

@@ -6,7 +6,7 @@ torch.export's training IR keeps a grad-mode block as a higher-order op,
 A buffer written inside one (an EMA or a running statistic updated under `no_grad`, ExecuTorch's
 LFM2 and Qwen3.5 layers) is then out of reach of every pass that reads the program's in-place
 writes from its graph — the constant-to-buffer promotion, the same-value rewrites
-(`negative_indices`, `fill_writes`, `empty_cat`, `copy_sources`): two buffers copied from one
+(`negative_indices`, `broadcast_writes`, `empty_cat`, `copy_sources`): two buffers copied from one
 input inside a block were refused by functionalization, a write to `buf[-1]` inside one failed.
 Grad mode changes no value a program computes, and a compiled program is never differentiated,
 so the block's nodes can stand in the graph itself: every later pass then sees the writes as it

@@ -26,7 +26,7 @@ from torch.fx import GraphModule, Node
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError
 from .graph_writes import FoundWrite, functional_form, gm_writes
 from .lifted_graph import (LiftedGraph, buffer_input_name, buffer_value, planned, reclaim_name,
-                           recompile_lazily)
+                           recompile_lazily, row_major)
 
 
 def lift_mutated_buffers(program: GraphModule | torch.export.ExportedProgram,
@@ -85,7 +85,7 @@ def lift_writes(gm: GraphModule, writes: Sequence[FoundWrite], plan: MutationPla
         buffer_inputs.append((entry.fqn, anchor.name))
         buffer_outputs.append((entry.fqn, len(outputs)))
         outputs.append(value)
-        initial.append((entry.fqn, tensor.detach().clone()))
+        initial.append((entry.fqn, row_major(tensor)))
     out_node.args = (tuple(replaced.get(v, v) for v in outputs),)
     graph._codegen = torch.fx.graph.CodeGen()  # flat inputs and outputs, no pytree specs
     _forget_unlifted_signature(gm)
@@ -112,6 +112,7 @@ def _buffer_input(gm: GraphModule, w: FoundWrite, tensor: torch.Tensor,
     ph.meta.update(w.root.meta)
     if "val" not in ph.meta:
         ph.meta["val"] = torch.empty_like(tensor, device="meta")
+    ph.meta["val"] = row_major(ph.meta["val"])
     return ph
 
 

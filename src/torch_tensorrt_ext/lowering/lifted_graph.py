@@ -3,7 +3,9 @@
 Invariant: in a lifted graph (`lift.lift_writes`) each planned buffer ends up the same:
 an input called `b_<fqn with dots as underscores>` (`buffer_input_name`), and an output holding
 its new value in the form `buffer_value` gives it — a KV `index_put` in its converter form, a
-COPY_BACK cache write marked so no converter aliases it. The writes lifted are exactly the
+COPY_BACK cache write marked so no converter aliases it — and holds its buffer row-major
+(`row_major`: its initial value and the input's `meta["val"]`), whatever the layout the module
+registered (a transposed or expanded buffer). The writes lifted are exactly the
 plan's (`planned`), and the lifted module generates its Python code when first used
 (`recompile_lazily`).
 """
@@ -52,6 +54,17 @@ class LiftedGraph:
 
     def initial_value(self, fqn: str) -> torch.Tensor:
         return self._by_fqn[2][fqn]
+
+
+def row_major(t: torch.Tensor) -> torch.Tensor:
+    """A buffer's value (or its fake) as an engine binding holds it: a row-major copy — `clone`
+    keeps a transposed or expanded buffer's strides, which torch-tensorrt's inputs refuse
+    ("Tensor does not have a supported memory format")."""
+    mode = getattr(t, "fake_mode", None)
+    if mode is None:
+        return t.detach().clone(memory_format=torch.contiguous_format)
+    with mode:
+        return t.clone(memory_format=torch.contiguous_format)
 
 
 def planned(writes: Sequence[FoundWrite], plan: MutationPlan) -> dict[str, FoundWrite]:

@@ -125,12 +125,13 @@ def stateful_program(program: torch.export.ExportedProgram
     torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
-    to the same values: a negative `select` index (`buf[-1]`) and a 0-d `fill_` value's
-    broadcast; a scatter-add over a dynamic length, which its decomposition would unroll and so
-    make static, becomes an accumulating `index_put` (`dynamic_scatters`); and a buffer copied
-    whole from a value another write also ends on gets its own copy of it, which
-    functionalization would refuse (`copy_sources`). The rewrites edit a copy of the program's
-    graphs, made only when one applies: the caller's program is left as it was."""
+    to the same values: a negative `select` index (`buf[-1]`) and the broadcast (and dtype
+    conversion) of a `copy_` or `fill_` value into its buffer (`broadcast_writes`); a scatter-add
+    over a dynamic length, which its decomposition would unroll and so make static, becomes an
+    accumulating `index_put` (`dynamic_scatters`); and a buffer copied whole from a value another
+    write also ends on gets its own copy of it, which functionalization would refuse
+    (`copy_sources`). The rewrites edit a copy of the program's graphs, made only when one
+    applies: the caller's program is left as it was."""
     from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
@@ -155,12 +156,12 @@ def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
     from ..lowering.copy_sources import own_copy_sources
     from ..lowering.dynamic_scatters import accumulate_dynamic_scatters
     from ..lowering.empty_cat import drop_empty_cat_operands
-    from ..lowering.fill_writes import expand_fill_values
+    from ..lowering.broadcast_writes import broadcast_write_values
     from ..lowering.negative_indices import normalize_select_scatter
     gm = ep.graph_module
     return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
             + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
-            + expand_fill_values(gm, apply)       # and the broadcast of a 0-d fill_ value
+            + broadcast_write_values(gm, apply)   # and a copy_/fill_ value's broadcast
             + accumulate_dynamic_scatters(gm, apply)   # it unrolls a dynamic scatter_add
             + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 

@@ -23,7 +23,7 @@ from ..lowering.graph_writes import FoundWrite, find_buffer_writes
 from ..lowering.kv_rules import (INDEX_COPY, NO_KV_ALIAS_MARKER, SLICE_SCATTER,
                                   mark_consecutive_writes, old_value_read)
 from ..lowering.lift import lift_writes, recompile_lazily
-from ..lowering.lifted_graph import buffer_input_name, reclaim_name
+from ..lowering.lifted_graph import buffer_input_name, reclaim_name, row_major
 
 
 def _lift_read_only(lifted: LiftedGraph) -> LiftedGraph:
@@ -47,12 +47,14 @@ def _lift_read_only(lifted: LiftedGraph) -> LiftedGraph:
             ph = graph.placeholder(name)
         live.add(ph.name)
         ph.meta.update(reads[fqn][0].meta)
+        if "val" in ph.meta:
+            ph.meta["val"] = row_major(ph.meta["val"])
         for r in reads[fqn]:
             r.replace_all_uses_with(ph)
             graph.erase_node(r)
         anchor = ph
         inputs.append((fqn, ph.name))
-        initial.append((fqn, gm.get_buffer(fqn).detach().clone()))
+        initial.append((fqn, row_major(gm.get_buffer(fqn))))
     graph.lint()
     recompile_lazily(gm)
     return dataclasses.replace(lifted, buffer_inputs=tuple(inputs), initial_values=tuple(initial))

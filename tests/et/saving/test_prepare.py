@@ -63,3 +63,37 @@ def test_a_partition_that_would_only_write_in_place_runs_in_pytorch_and_saves(tm
                 torch.tensor([step]))
         torch.testing.assert_close(prog.run(*args)[0], eager(*args))
         torch.testing.assert_close(prog.state()["k"], eager.k)
+
+
+class ViewedKvWriteAfterAHostOp(torch.nn.Module):
+    """A KV `index_put_` (`k[:, :, pos] = v`: `index_put(k, [None, None, pos], v)`) of a value
+    viewed after an op PyTorch runs (`sin`, `torch_executed_ops`); nothing after reads the cache,
+    so its partition — the `view` and the write — is left to PyTorch (write_only_partitions)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("k", torch.zeros(1, 2, 6, 4))
+
+    def forward(self, x, pos):
+        h = torch.sin(self.lin(x))
+        self.k[:, :, pos] = h.view(1, 2, 1, 4)
+        return h
+
+
+def test_a_view_in_a_partition_left_to_pytorch_saves_and_steps_like_eager():
+    """Issue 55 item 3: torch-tensorrt decomposes the `view` into `aten._reshape_copy`, which
+    ExecuTorch has no kernel for — in an engine's payload the reference engine swapped it, in the
+    host part nothing did: the save was refused, "Missing out variants:
+    {'aten::_reshape_copy'}". `prepare` rewrites it there as in a payload (`prims_to_aten`).
+    Compiled module and .pte (reference engines) step like eager; TensorRT-RTX engines save."""
+    from stateful_check import ModuleProgram, check_program
+    torch_tensorrt_or_skip()
+    program = ModuleProgram(ViewedKvWriteAfterAHostOp, lambda s: (
+        torch.randn(1, 8, generator=torch.Generator().manual_seed(s)), torch.tensor([s % 6])),
+        ("k",), frozenset({"torch.ops.aten.sin.default"}))
+    seen = {}
+    result = check_program(program, steps=4, rtx=True, observe=seen.__setitem__)
+    assert result.ok, result.report(program)
+    write = seen["plan"]["k"]
+    assert write.engine is None and "PyTorch-run piece '_run_on_gpu" in write.reason

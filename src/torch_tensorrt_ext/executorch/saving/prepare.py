@@ -1,14 +1,14 @@
 """The declared programs as ExecuTorch's lowering receives them (patch 0004 calls this first).
 
 Invariant: what `prepare_programs` returns has every value the emitter reads in host memory
-(`host_values`), no prims call `engines.prims_to_aten` rewrites left in the part of the program
-PyTorch runs (the rewrite an engine's partition gets, here on a copy of the graph: the caller's
-program is unchanged) and every copy-back write a TensorRT delegate can copy itself handed to
-that delegate (`delegate_copies`); a program needing none of these is returned as it is. A
-program with an engine call whose results nothing reads is refused (`Unsupported`, naming the
-engine and the buffers it writes): ExecuTorch's lowering would drop the call (its passes know no
-engine's side effects) or fail lowering a delegate without outputs — either way the write would
-not be saved.
+(`host_values`), no call `engines.prims_to_aten` rewrites (prims, torch-tensorrt's `_reshape_copy`)
+left in the part of the program PyTorch runs (the rewrite an engine's partition gets, here on a
+copy of the graph: the caller's program is unchanged) and every copy-back write a TensorRT delegate
+can copy itself handed to that delegate (`delegate_copies`); a program needing none of these is
+returned as it is. A program with an engine call whose results nothing reads is refused
+(`Unsupported`, naming the engine and the buffers it writes): ExecuTorch's lowering would drop the
+call (its passes know no engine's side effects) or fail lowering a delegate without outputs —
+either way the write would not be saved.
 """
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ def prepare_programs(programs: Programs) -> Programs:
 
 
 def _host_aten(ep: ExportedProgram) -> ExportedProgram:
-    """`ep` with the prims calls of its host part rewritten as ATen (`prims_to_aten`: train-mode
-    BatchNorm left to PyTorch); engines are opaque calls here, so only the host part changes."""
+    """`ep` with the prims (and `_reshape_copy`) calls of its host part rewritten as ATen
+    (`prims_to_aten`: train-mode BatchNorm, a `view` in a partition left to PyTorch); engines
+    are opaque calls here, so only the host part changes."""
     if not has_prims(ep.graph_module):
         return ep
     gm = copy.deepcopy(ep.graph_module)

@@ -24,6 +24,7 @@ from torch.export import ExportedProgram
 from ...contracts import blob as blobfmt
 from ...contracts.engine_call import is_engine_call
 from ...contracts.target_device import parse_target_device
+from ...contracts.tensor_bytes import tensor_bytes
 from ...engines.dynamic_dims import max_shape
 from ...engines.tensorrt_info import TensorRTInfoError
 from ...errors import Unsupported
@@ -41,12 +42,6 @@ WEIGHT_STREAMING_SPEC = "weight_streaming_budget"
 # torch_tensorrt.save(..., external_data="NAME"): engine weights go to NAME.ptd beside the .pte
 # (ExecuTorch's external data file) instead of into it; ASCII bytes
 EXTERNAL_DATA_SPEC = "external_data"
-
-
-def tensor_bytes(tensor: torch.Tensor) -> memoryview:
-    """The bytes of a host tensor, not copied (valid while the tensor lives): an engine or a
-    payload reaches its blob with one copy, the blob's own."""
-    return memoryview(tensor.detach().cpu().contiguous().view(torch.uint8).numpy()).cast("B")
 
 
 def _engine_kind() -> str:
