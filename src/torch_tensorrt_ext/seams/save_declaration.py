@@ -53,9 +53,24 @@ def functionalize_buffer_copies(ep: ExportedProgram) -> ExportedProgram:
             raise PlanError(f"buffer {fqn!r} is written twice: by {node.name} and by an existing "
                             "BUFFER_MUTATION; one write per buffer per call is supported")
         declared.add(fqn)
-        writes.append((node.args[1], fqn))
+        writes.append((_not_another_buffer(gm.graph, node, sig), fqn))
         gm.graph.erase_node(node)
     return with_mutation_outputs(ep, gm, writes)
+
+
+def _not_another_buffer(graph, copy_node: Node, sig) -> Node:
+    """The value `copy_node` writes, cloned where it is another buffer's own placeholder (a buffer
+    copied whole from one no call writes, now an engine input): ExecuTorch's write-back pass takes
+    a mutation whose value is any buffer's placeholder for an in-place one and adds no copy, so
+    the write would be lost."""
+    value = copy_node.args[1]
+    if not (isinstance(value, Node) and value.op == "placeholder"
+            and value.name in sig.inputs_to_buffers):
+        return value
+    with graph.inserting_before(copy_node):
+        clone = graph.call_function(torch.ops.aten.clone.default, (value,))
+    clone.meta.update({k: v for k, v in value.meta.items() if k == "val"})
+    return clone
 
 
 def declare_program(ep: ExportedProgram,

@@ -77,6 +77,7 @@ def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[s
     (`tte::execute_engine`) get delegates of their own (CPU: no target device)."""
     tags = {**tags, **_tag_reference_engines(ep)}
     sig = ep.graph_signature
+    _state_above_delegates(ep)
     mutated = set(sig.buffers_to_mutate.values())
     buffers = {n: f for n, f in sig.inputs_to_buffers.items() if f in mutated}
     out = {}
@@ -92,6 +93,20 @@ def buffer_specs(ep: ExportedProgram, tags: dict[str, DelegationSpec]) -> dict[s
         specs.append(CompileSpec(BUFFERS_SPEC, json.dumps(pairs).encode()))
         out[tag] = DelegationSpec(spec.backend_id, specs)
     return {tag: _with_external_data(spec) for tag, spec in out.items()}
+
+
+def _state_above_delegates(ep: ExportedProgram) -> None:
+    """Every buffer stays above the delegates, read-only ones too: an engine reads a buffer live
+    (another method may write it), as an argument of its delegate — never as a constant the
+    partitioner moved into the delegate (TensorRT's tags the constants only its partition
+    reads, which left the engine's input binding of such a buffer without an argument)."""
+    buffers = set(ep.graph_signature.inputs_to_buffers)
+    for call in ep.graph_module.graph.nodes:
+        if not (is_tensorrt_call(call) or is_reference_call(call)):
+            continue
+        for arg in call.args[0]:     # the engine's inputs (not its payload)
+            if getattr(arg, "op", None) == "placeholder" and arg.name in buffers:
+                arg.meta.pop("delegation_tag", None)
 
 
 def _with_external_data(spec: DelegationSpec) -> DelegationSpec:
