@@ -15,6 +15,7 @@ from torch_tensorrt_ext.demo.models import Decoder
 from torch_tensorrt_ext.engines import edge_replay, payload
 from torch_tensorrt_ext.engines.execute_op import run_payload
 from torch_tensorrt_ext.engines.lifted_program import lifted_program
+from torch_tensorrt_ext.engines.prims_to_aten import prims_to_aten
 from torch_tensorrt_ext.lowering.graph_writes import example_args
 from torch_tensorrt_ext.engines import reference_engine as seam
 from e2e_models import MODELS
@@ -35,6 +36,7 @@ def _partitions(monkeypatch, model, args) -> list:
 
     def record(gm, *rest):
         seen.append(copy.deepcopy(gm))
+        prims_to_aten(seen[-1])     # as the payload takes it (its first rewrite)
         return real(gm, *rest)
 
     monkeypatch.setattr(seam, "to_executorch_program", record)

@@ -3,6 +3,7 @@ runners, torch-tensorrt-rtx on CPU machines): whichever is installed is used and
 once is refused, and the baseline hashes decide whether its files can be patched."""
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from patch_fixtures import (run, A1, ALPHA, patch_name, patch_text, replace_line, sha,  # noqa: E402
                             snapshot, write_series, write_site)
 
+from torch_tensorrt_ext.patching import bundled  # noqa: E402
 from torch_tensorrt_ext.patching.errors import PatchError  # noqa: E402
 from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
 from torch_tensorrt_ext.patching.state import read_state  # noqa: E402
@@ -67,17 +69,23 @@ def test_both_distributions_installed_is_refused_naming_both(tmp_path, capsys):
     assert snapshot(site) == before
 
 
-def test_neither_installed_names_both_choices(tmp_path, capsys):
+def test_neither_installed_names_both_choices(tmp_path, monkeypatch, capsys):
+    """Without this package's metadata (a checkout run from source) the pinned releases are
+    named; with it, its extras (tests/patching/test_patch_site.py)."""
+    def no_metadata(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(bundled.importlib.metadata, "requires", no_metadata)
     site = tmp_path / "site"
     site.mkdir()
     patches = series(tmp_path / "patches")
     rc, out, err = run(capsys, "apply", site, patches)
     assert (rc, out) == (1, "")
     assert err == (f"torch-tensorrt-ext patch apply: error: torch-tensorrt or torch-tensorrt-rtx: "
-                   f"the series has 1 patch(es) for it ({NAME}) but no torch-tensorrt or "
-                   f"torch-tensorrt-rtx dist-info is installed in {site}; install one of them "
-                   f"there (pip install --no-deps torch-tensorrt==2.14.0, or "
-                   f"torch-tensorrt-rtx==2.14.0) or pass --site-packages DIR\n"
+                   f"the series has 1 patch(es) for it ({NAME}) but neither is installed in "
+                   f"{site}; install one of them there, never both (pip install --no-deps "
+                   f"torch-tensorrt==2.14.0, or torch-tensorrt-rtx==2.14.0) or pass "
+                   f"--site-packages DIR\n"
                    f"Nothing was changed.\n")
     rc, out, _ = run(capsys, "status", site, patches)
     assert (rc, out) == (0, f"torch_tensorrt 2.14.0: torch-tensorrt or torch-tensorrt-rtx is not "
