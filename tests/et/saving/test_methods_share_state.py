@@ -10,9 +10,10 @@ refuses a save whose state is left where another method's memory lies.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, assume, given, note, settings
 
 from method_check import check_methods
-from method_grammar import Method, MethodsProgram, State
+from method_grammar import Method, MethodsProgram, State, methods_programs
 
 pytestmark = [pytest.mark.inspects_pte]
 
@@ -59,4 +60,18 @@ def test_weights_in_a_data_file_keep_one_state(path):
     program = ONLY_READ_BY_DECODE
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path,
                                           external=True, seed=1))
+    assert result.ok, result.report(program)
+
+
+# The generator's fixed-seed smoke (scripts/generate_stateful.py --methods draws the long runs):
+# two to four methods — a dynamic prefill, a chunk, a decode, a fill, a read-only and a stateless
+# method — on a drawn save path, stepped through a drawn interleaving with reset.
+@settings(max_examples=6, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.data_too_large])
+@given(methods_programs())
+def test_drawn_programs_of_several_methods_step_like_eager(program):
+    note(program.source())
+    result = check_methods(program)
+    assume(not result.invalid)
     assert result.ok, result.report(program)
