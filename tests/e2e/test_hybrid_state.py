@@ -8,9 +8,10 @@ block, which torch.export keeps as a `wrap_with_set_grad_enabled` higher-order o
 and torch-tensorrt's pre-lowering dead-code elimination deleted it (LFM2: the conv state was
 never updated; Qwen3.5: only the reset `mul_` survived, so the state was planned from the wrong
 value). Every step is checked against eager — in the model families' one check
-(test_model_families.py, `model_families.check_steps_like_eager`, where these four are the
-`HYBRID` group): here, that the state it holds them to is this state — and compile's own check is
-shown to refuse a module that lost a write.
+(`model_families.check_steps_like_eager`, where these four are the `HYBRID` group: ExecuTorch's
+in test_model_families.py, transformers' in test_model_families_decoders.py): here, that the
+state it holds them to is this state — and compile's own check is shown to refuse a module that
+lost a write.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _compile_reference(ep):
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_exported_program_writes_exactly_the_state_the_family_check_holds(kind):
     """Each model steps like eager, every write with it, through the compiled module and the
-    `.pte` in the model families' one check (test_model_families.py, `check_steps_like_eager`:
+    `.pte` in the model families' one check (`model_families.check_steps_like_eager`:
     the plan is exactly the buffers eager writes, each planned as `expected_plan` says, copied
     as it says). Here, that those are this state: what the exported program writes, what eager
     writes, and how each is planned."""

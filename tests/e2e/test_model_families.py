@@ -7,7 +7,8 @@ with its default KV cache, custom SDPA + `llama::update_cache`, its quantized KV
 ring KV cache — through the patched `torch_tensorrt` API on reference engines, held to eager for
 8 steps by the generator's own checker (every output, and every buffer eager changes, from the
 compiled module and from the `.pte`): `model_families.check_steps_like_eager`, the one check.
-transformers' static-cache decoders are test_model_families_decoders.py's, with the same check;
+transformers' causal LMs with attention caches (static-cache decoders, MoE, LFM2, Qwen3-Next)
+are test_model_families_decoders.py's, with the same check;
 the TensorRT-RTX saves test_model_families_rtx.py's (a file per worker, so they share the run).
 
 Per buffer, the plan and the bytes the delegates copy per call are pinned: the plan holds exactly
@@ -29,9 +30,10 @@ pytestmark = pytest.mark.emulated_device
 pytest.importorskip("transformers")
 pytest.importorskip("executorch.examples.models.llama.llama_transformer")
 
-# the other families, transformers' decoders (`DECODER`), are test_model_families_decoders.py's
-HERE = SSM + MOE + SEQ2SEQ + LLAMA + HYBRID
-assert set(HERE) | set(DECODER) == set(FAMILIES)
+# the others — transformers' causal LMs with attention caches: `DECODER`, the mixtures of experts
+# with hybrid state, LFM2 and Qwen3-Next — are test_model_families_decoders.py's
+HERE = SSM + SEQ2SEQ + LLAMA + ("lfm2", "qwen35")
+assert set(HERE) | set(DECODER) | set(MOE) | set(HYBRID) == set(FAMILIES)
 
 
 @pytest.mark.parametrize("kind", HERE)
