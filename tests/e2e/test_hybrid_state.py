@@ -7,17 +7,17 @@ Before the fix both lost a write silently: the state write sits in a `with torch
 block, which torch.export keeps as a `wrap_with_set_grad_enabled` higher-order op with no users,
 and torch-tensorrt's pre-lowering dead-code elimination deleted it (LFM2: the conv state was
 never updated; Qwen3.5: only the reset `mul_` survived, so the state was planned from the wrong
-value). Every step is checked against eager, and compile's own check is shown to refuse a module
-that lost a write.
+value). Every step is checked against eager — in the model families' one check
+(`model_families.check_steps_like_eager`, where these four are the `HYBRID` group: ExecuTorch's
+in test_model_families.py, transformers' in test_model_families_decoders.py): here, that the
+state it holds them to is this state — and compile's own check is shown to refuse a module that
+lost a write.
 """
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import buffer_nbytes
 from hybrid_models import (
     EXECUTORCH_KINDS,
     KINDS,
@@ -28,12 +28,12 @@ from hybrid_models import (
     export,
     step_args,
 )
+from model_families import ModelProgram, expected_plan
 from rtx_env import compile_rtx, recorded_aliasing, torch_tensorrt_or_skip
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.executorch.inspecting.verify_writes import WriteVerifyError
 from torch_tensorrt_ext.contracts.plan import PlanError
-from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.lowering import grad_blocks, graph_writes
 from torch_tensorrt_ext.lowering.graph_writes import written_buffers
 
@@ -46,62 +46,17 @@ def _compile_reference(ep):
         return torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(step_args(0)))
 
 
-@pytest.fixture(scope="module", params=KINDS)
-def compiled(request):
-    kind = request.param
-    eager, ep = export(kind)
-    return kind, eager, ep, _compile_reference(ep)
-
-
-def test_the_plan_holds_every_write_of_the_exported_program(compiled):
-    kind, _, ep, trt = compiled
-    plan = trt.mutation_plan
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_exported_program_writes_exactly_the_state_the_family_check_holds(kind):
+    """Each model steps like eager, every write with it, through the compiled module and the
+    `.pte` in the model families' one check (`model_families.check_steps_like_eager`:
+    the plan is exactly the buffers eager writes, each planned as `expected_plan` says, copied
+    as it says). Here, that those are this state: what the exported program writes, what eager
+    writes, and how each is planned."""
+    _, ep = export(kind)
     assert written_buffers(ep) == set(STATE[kind])
-    assert {w.fqn: "KV" if w.is_kv else "COPY_BACK" for w in plan} == STATE[kind]
-    for w in plan:   # every write names the engine binding carrying its final value
-        assert w.engine and w.output_binding, str(w)
-
-
-def test_the_compiled_module_matches_eager_step_by_step(compiled):
-    kind, eager, _, trt = compiled
-    eager = copy.deepcopy(eager)
-    for step in range(STEPS):
-        with torch.no_grad():
-            want = eager(*step_args(step))
-            got = trt(*step_args(step))
-        torch.testing.assert_close(got, want, msg=lambda m: f"{kind} step {step}: {m}")
-        for fqn in STATE[kind]:
-            torch.testing.assert_close(trt.get_buffer(fqn), eager.get_buffer(fqn),
-                                       msg=lambda m: f"{kind} {fqn} step {step}: {m}")
-
-
-def test_the_pte_matches_eager_step_by_step(compiled, tmp_path):
-    kind = compiled[0]
-    torch_tensorrt = torch_tensorrt_or_skip()
-    eager, ep = export(kind)
-    trt = _compile_reference(ep)   # the fixture's module may have stepped its buffers already
-    path = str(tmp_path / f"{kind}.pte")
-    with tte.reference.engines():
-        torch_tensorrt.save(trt, path, output_format="executorch",
-                            arg_inputs=list(step_args(0)))
-    prog = tte.executorch.load(path)
-    for step in range(STEPS):
-        with torch.no_grad():
-            want = eager(*step_args(step))
-        torch.testing.assert_close(prog.run(*step_args(step))[0], want,
-                                   msg=lambda m: f"{kind} .pte step {step}: {m}")
-    # KV never moves; a copy-back write is one copy of the buffer — plus, where a device delegate
-    # reads a buffer a host kernel also touches (Qwen3.5's recurrent state, read by
-    # `llama::gated_delta_rule`, an ExecuTorch CPU kernel, when the state is device-placed), the
-    # program's own staging across the link, which `inspect` counts from the file
-    link = {b.fqn: b.program_link_bytes
-            for b in inspect_pte(Path(path).read_bytes()).method("forward").buffers}
-    traffic = prog.state_traffic()
-    assert {f: n for f, n in traffic.items() if f in STATE[kind]} == {
-        f: 0 if k == "KV" else buffer_nbytes(eager, f) + link[f] for f, k in STATE[kind].items()}
-    # a buffer only read (a mask, rotary frequencies) is state on a device too: it never moves
-    assert {f: n for f, n in traffic.items() if f not in STATE[kind]} == dict.fromkeys(
-        set(traffic) - set(STATE[kind]), 0)
+    assert set(ModelProgram(kind).fqns()) == set(STATE[kind])
+    assert {f: expected_plan(kind, f) for f in STATE[kind]} == STATE[kind]
 
 
 @pytest.mark.parametrize("kind", TRANSFORMERS_KINDS)
