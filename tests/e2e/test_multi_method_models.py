@@ -5,6 +5,16 @@ eager across interleaved calls of every method — state by FQN after every call
 Whisper: transformers' encoder and its static-cache decoder export module; the encoder (stateless)
 is called before every decoder step, so a method that touches no state runs between calls of one
 that does, and the decoder's caches must come through unchanged.
+
+An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDecoderOnlyLM
+.export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
+multimodal layout (`vision_encoder`, `token_embedding`, `text_decoder`: the image's tokens and the
+prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic llama with its custom
+SDPA and `llama::update_cache` KV cache (`prefill` + `decode`): each saved on every multi-method
+save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our
+TensorRT recipe), then its methods called interleaved — decodes after a prefill, a second prefill
+at a later position, stateless methods between decoder steps — each call's outputs and every
+buffer of the program's state (by FQN) equal to an eager copy called the same way.
 """
 from __future__ import annotations
 
@@ -15,7 +25,10 @@ import pytest
 import torch
 
 import torch_tensorrt_ext as tte
-from hf_models import whisper_methods
+from hf_models import MAX_PREFILL, PREFILL, _image, _tokens, llm_methods, smolvlm_methods, \
+    whisper_methods
+from method_check import SAVERS, save, step_like_eager
+from model_families import llama_methods
 from stateful_check import _torch_tensorrt
 
 pytestmark = [pytest.mark.inspects_pte]
@@ -67,3 +80,87 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
             torch.testing.assert_close(state[name], eager.get_buffer(name), rtol=1e-5,
                                        atol=1e-5, msg=lambda m: f"{step} {name}: {m}")
         token = want.argmax(-1)
+
+
+def _saved_and_loaded(methods, tmp_path):
+    path = tmp_path / "program.pte"
+    save(methods, path)
+    data = path.with_suffix(".ptd")
+    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
+
+
+def _ids_at(start: int, n: int = 1):
+    return _tokens(start, n), torch.arange(start, start + n)
+
+
+# prefill 4, decode x3, prefill 3 more at position 7 (the prompt goes on), decode
+LM_CALLS = [("prefill", _ids_at(0, PREFILL))] + [("decode", _ids_at(p)) for p in (4, 5, 6)] + \
+    [("prefill", _ids_at(7, 3)), ("decode", _ids_at(10))]
+
+
+@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, path_kind):
+    """transformers' own export: `prefill` of any length up to MAX_PREFILL and `decode` sharing
+    the static cache; the second prefill starts where the decodes left off."""
+    methods, eager = llm_methods(path_kind)
+    assert methods.dynamic_shapes("prefill") and max(n for _, (i, _) in LM_CALLS
+                                                     for n in i.shape) <= MAX_PREFILL
+    prog = _saved_and_loaded(methods, tmp_path)
+    step_like_eager(prog, eager, lambda name, a: eager(input_ids=a[0], cache_position=a[1]),
+                    LM_CALLS)
+
+
+def _vlm_calls(embed):
+    """ExecuTorch's multimodal runner's order: the prompt's text and image tokens, each turned
+    into embeddings by its method, prefilled; decodes, each token embedded first; a second image
+    encoded between decoder steps and prefilled (with a token of text) at a later position."""
+    calls = [("token_embedding", (_tokens(0, 2),)), ("vision_encoder", (_image(1),))]
+    yield from calls
+    # the embeddings are what the program returned for the calls above: eager's (checked equal)
+    yield "text_decoder", (torch.cat([embed(*calls[0]), embed(*calls[1])], 1), torch.arange(3))
+    for p in (3, 4):
+        yield "token_embedding", (_tokens(p),)
+        yield "text_decoder", (embed("token_embedding", (_tokens(p),)), torch.tensor([p]))
+    yield "vision_encoder", (_image(2),)
+    yield "token_embedding", (_tokens(5),)
+    both = torch.cat([embed("vision_encoder", (_image(2),)),
+                      embed("token_embedding", (_tokens(5),))], 1)
+    yield "text_decoder", (both, torch.arange(5, 7))
+    yield "token_embedding", (_tokens(7),)
+    yield "text_decoder", (embed("token_embedding", (_tokens(7),)), torch.tensor([7]))
+
+
+@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, path_kind):
+    methods, eager, call = smolvlm_methods(path_kind)
+    prog = _saved_and_loaded(methods, tmp_path)
+
+    def embed(name, args):
+        with torch.no_grad():
+            return call(name, args)
+
+    calls = list(_vlm_calls(embed))
+    assert {n for n, _ in calls} == set(methods.names())
+    step_like_eager(prog, eager, call, calls)
+
+
+def _llama_calls():
+    g = torch.Generator().manual_seed(0)
+
+    def ids(n):
+        return torch.randint(0, 128, (1, n), generator=g)
+
+    return [("prefill", (ids(5), torch.tensor([0])))] + \
+        [("decode", (ids(1), torch.tensor([p]))) for p in (5, 6, 7)] + \
+        [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11])))]
+
+
+@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_eager(
+        tmp_path, path_kind):
+    """ExecuTorch's llama with `enable_dynamic_shape` and the source transforms its export applies
+    (custom SDPA, `llama::update_cache` KV cache): a 5-token prefill, decodes, a 3-token prefill
+    at position 8, a decode."""
+    methods, eager = llama_methods(path_kind)
+    prog = _saved_and_loaded(methods, tmp_path)
+    step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())
