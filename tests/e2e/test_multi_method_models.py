@@ -25,8 +25,8 @@ import pytest
 import torch
 
 import torch_tensorrt_ext as tte
-from hf_models import MAX_PREFILL, PREFILL, _image, _tokens, llm_methods, smolvlm_methods, \
-    whisper_methods
+from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
+                       smolvlm_methods, whisper_methods)
 from method_check import SAVERS, save, step_like_eager
 from model_families import llama_methods
 from stateful_check import _torch_tensorrt
@@ -82,6 +82,10 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
         token = want.argmax(-1)
 
 
+# every multi-method save path; the recipe's (ExecuTorch's export API) saves take longest: `slow`
+PATHS = [pytest.param(p, marks=[pytest.mark.slow] if p == "recipe" else []) for p in SAVERS]
+
+
 def _saved_and_loaded(methods, tmp_path):
     path = tmp_path / "program.pte"
     save(methods, path)
@@ -98,7 +102,7 @@ LM_CALLS = [("prefill", _ids_at(0, PREFILL))] + [("decode", _ids_at(p)) for p in
     [("prefill", _ids_at(7, 3)), ("decode", _ids_at(10))]
 
 
-@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+@pytest.mark.parametrize("path_kind", PATHS)
 def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, path_kind):
     """transformers' own export: `prefill` of any length up to MAX_PREFILL and `decode` sharing
     the static cache; the second prefill starts where the decodes left off."""
@@ -117,20 +121,23 @@ def _vlm_calls(embed):
     calls = [("token_embedding", (_tokens(0, 2),)), ("vision_encoder", (_image(1),))]
     yield from calls
     # the embeddings are what the program returned for the calls above: eager's (checked equal)
-    yield "text_decoder", (torch.cat([embed(*calls[0]), embed(*calls[1])], 1), torch.arange(3))
-    for p in (3, 4):
+    at = 2 + IMAGE_TOKENS
+    yield "text_decoder", (torch.cat([embed(*calls[0]), embed(*calls[1])], 1), torch.arange(at))
+    for p in (at, at + 1):
         yield "token_embedding", (_tokens(p),)
         yield "text_decoder", (embed("token_embedding", (_tokens(p),)), torch.tensor([p]))
+    at += 2
     yield "vision_encoder", (_image(2),)
-    yield "token_embedding", (_tokens(5),)
+    yield "token_embedding", (_tokens(at),)
     both = torch.cat([embed("vision_encoder", (_image(2),)),
-                      embed("token_embedding", (_tokens(5),))], 1)
-    yield "text_decoder", (both, torch.arange(5, 7))
-    yield "token_embedding", (_tokens(7),)
-    yield "text_decoder", (embed("token_embedding", (_tokens(7),)), torch.tensor([7]))
+                      embed("token_embedding", (_tokens(at),))], 1)
+    yield "text_decoder", (both, torch.arange(at, at + IMAGE_TOKENS + 1))
+    at += IMAGE_TOKENS + 1
+    yield "token_embedding", (_tokens(at),)
+    yield "text_decoder", (embed("token_embedding", (_tokens(at),)), torch.tensor([at]))
 
 
-@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+@pytest.mark.parametrize("path_kind", PATHS)
 def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, path_kind):
     methods, eager, call = smolvlm_methods(path_kind)
     prog = _saved_and_loaded(methods, tmp_path)
@@ -155,7 +162,7 @@ def _llama_calls():
         [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11])))]
 
 
-@pytest.mark.parametrize("path_kind", sorted(SAVERS))
+@pytest.mark.parametrize("path_kind", PATHS)
 def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_eager(
         tmp_path, path_kind):
     """ExecuTorch's llama with `enable_dynamic_shape` and the source transforms its export applies

@@ -159,7 +159,9 @@ class _Embeds(Stepped):
         return self.lm(inputs_embeds=inputs_embeds, cache_position=cache_position)
 
 
-IMAGE = (1, 3, 16, 16)    # one 16x16 image: 4 patches of 8, pixel-shuffled by 2 into 1 token
+# one 64x64 image: 64 patches of 8, pixel-shuffled by 4 into IMAGE_TOKENS tokens (the vision
+# encoder's activations outgrow the text decoder's whole arena)
+IMAGE, IMAGE_TOKENS = (1, 3, 64, 64), 4
 
 
 def _image(seed: int) -> torch.Tensor:
@@ -182,8 +184,8 @@ def smolvlm_methods(path: str = "reference"):
     text = dict(model_type="llama", **TINY, num_hidden_layers=1)
     cfg = SmolVLMConfig(
         vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                           num_attention_heads=2, image_size=16, patch_size=8),
-        text_config=text, scale_factor=2, image_token_id=TINY["vocab_size"] - 1)
+                           num_attention_heads=2, image_size=IMAGE[-1], patch_size=8),
+        text_config=text, scale_factor=4, image_token_id=TINY["vocab_size"] - 1)
     model = SmolVLMForConditionalGeneration(cfg).eval()
     model.generation_config.cache_implementation = "static"
 

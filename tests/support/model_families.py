@@ -180,7 +180,7 @@ class ModelProgram:
 
 
 
-def custom_ops_llama(dynamic: bool = True) -> torch.nn.Module:
+def custom_ops_llama(dynamic: bool = True, n_layers: int = 2) -> torch.nn.Module:
     """ExecuTorch's llama as its export builds it with `enable_dynamic_shape` and its custom ops
     (`use_sdpa_with_kv_cache`): the caches written by `llama::update_cache`, T positions from
     `input_pos[0].item()` in place, read by `llama::custom_sdpa`; called `(tokens, input_pos)`."""
@@ -189,9 +189,9 @@ def custom_ops_llama(dynamic: bool = True) -> torch.nn.Module:
     from executorch.examples.models.llama import llama_transformer, model_args
     from executorch.examples.models.llama.source_transformation import custom_kv_cache, sdpa
     from hybrid_models import Decoder
-    args = model_args.ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=128,
-                                max_seq_len=16, max_context_len=16, use_kv_cache=True,
-                                enable_dynamic_shape=dynamic, hidden_dim=128)
+    args = model_args.ModelArgs(dim=64, n_layers=n_layers, n_heads=4, n_kv_heads=2,
+                                vocab_size=128, max_seq_len=16, max_context_len=16,
+                                use_kv_cache=True, enable_dynamic_shape=dynamic, hidden_dim=128)
     torch.manual_seed(0)
     m = llama_transformer.construct_transformer(args).eval()
     m = sdpa.replace_sdpa_with_custom_op(custom_kv_cache.replace_kv_cache_with_custom_kv_cache(m))
@@ -199,14 +199,14 @@ def custom_ops_llama(dynamic: bool = True) -> torch.nn.Module:
 
 
 def llama_methods(path: str = "reference"):
-    """`custom_ops_llama()` as two methods of one module, exported strict as ExecuTorch's
-    builder exports: `prefill` (a dynamic token count T, up to 8) and `decode` (one token),
-    sharing the caches `llama::update_cache` writes. Returns `(ModelMethods, eager)`: `eager` a
-    copy of the model in its initial state, called `(tokens, input_pos)`."""
+    """`custom_ops_llama()` (one layer) as two methods of one module, exported strict as
+    ExecuTorch's builder exports: `prefill` (a dynamic token count T, up to 8) and `decode` (one
+    token), sharing the caches `llama::update_cache` writes. Returns `(ModelMethods, eager)`:
+    `eager` a copy of the model in its initial state, called `(tokens, input_pos)`."""
     import copy
 
     from method_check import ModelMethods
-    model = custom_ops_llama()
+    model = custom_ops_llama(n_layers=1)
     eager = copy.deepcopy(model)
     t = torch.export.Dim("T", max=8)
     args = {"prefill": (torch.tensor([[(7 * i + 3) % 128 for i in range(4)]]), torch.tensor([0])),
