@@ -27,24 +27,23 @@ import torch
 import torch_tensorrt_ext as tte
 from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
                        smolvlm_methods, whisper_methods)
-from method_check import SAVERS, save, step_like_eager
+from method_check import SAVERS, ModelMethods, save, step_like_eager
 from model_families import llama_methods
-from stateful_check import _torch_tensorrt
 
 pytestmark = [pytest.mark.inspects_pte]
 
 
-def _save_upstream(programs, args, path):
-    """Each method through `torch_tensorrt.compile`, then `torch_tensorrt.executorch.export`."""
-    torch_tensorrt = _torch_tensorrt()
-    import torch_tensorrt.executorch  # noqa: F401, F811
-    compiled = {}
-    with tte.reference.engines():
-        for name, ep in programs.items():
-            gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args[name]),
-                                        min_block_size=1)
-            compiled[name] = torch_tensorrt.dynamo.export(gm, arg_inputs=list(args[name]))
-    path.write_bytes(torch_tensorrt.executorch.export(compiled).to_executorch().buffer)
+# every multi-method save path; the recipe's (ExecuTorch's export API) saves take longest: `slow`;
+# the reference path's also runs with the state on the emulated device (test_emulated_device)
+_MARKS = {"recipe": [pytest.mark.slow], "reference": [pytest.mark.emulated_device]}
+PATHS = [pytest.param(p, marks=_MARKS.get(p, [])) for p in SAVERS]
+
+
+def _saved_and_loaded(methods, tmp_path):
+    path = tmp_path / "program.pte"
+    save(methods, path)
+    data = path.with_suffix(".ptd")
+    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
 
 
 @pytest.mark.parametrize("path_kind", ["reference", "upstream"])
@@ -58,12 +57,7 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
         warnings.simplefilter("ignore")
         programs = {"encoder": torch.export.export(encoder, args["encoder"]),
                     "decoder": torch.export.export(copy.deepcopy(decoder), args["decoder"])}
-    path = tmp_path / "whisper.pte"
-    if path_kind == "reference":
-        tte.reference.export({n: (ep, None) for n, ep in programs.items()}, str(path))
-    else:
-        _save_upstream(programs, args, path)
-    prog = tte.executorch.load(path)
+    prog = _saved_and_loaded(ModelMethods(programs, args, path=path_kind), tmp_path)
     eager, token = copy.deepcopy(decoder), torch.tensor([[1]])
     caches = [n for n, _ in eager.named_buffers() if "_cache_" in n]
     for step in range(6):
@@ -80,17 +74,6 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
             torch.testing.assert_close(state[name], eager.get_buffer(name), rtol=1e-5,
                                        atol=1e-5, msg=lambda m: f"{step} {name}: {m}")
         token = want.argmax(-1)
-
-
-# every multi-method save path; the recipe's (ExecuTorch's export API) saves take longest: `slow`
-PATHS = [pytest.param(p, marks=[pytest.mark.slow] if p == "recipe" else []) for p in SAVERS]
-
-
-def _saved_and_loaded(methods, tmp_path):
-    path = tmp_path / "program.pte"
-    save(methods, path)
-    data = path.with_suffix(".ptd")
-    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
 
 
 def _ids_at(start: int, n: int = 1):

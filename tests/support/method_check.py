@@ -11,6 +11,10 @@ held to eager PyTorch call by call:
 
 `check_methods` returns a `stateful_check.Result` naming the first stage that failed (`export` is
 PyTorch refusing the program: `invalid`, the grammar's fault).
+
+A real model's methods (exported by their authors' helpers, inputs possibly keyword arguments) go
+through the same savers as a `ModelMethods` (`save(methods, path)`); `step_like_eager` then holds
+the loaded program to an eager copy over a given interleaving of calls.
 """
 from __future__ import annotations
 
