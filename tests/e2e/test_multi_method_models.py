@@ -13,8 +13,9 @@ prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic lla
 SDPA and `llama::update_cache` KV cache (`prefill` + `decode`): each saved on every multi-method
 save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our
 TensorRT recipe), then its methods called interleaved — decodes after a prefill, a second prefill
-at a later position, stateless methods between decoder steps — each call's outputs and every
-buffer of the program's state (by FQN) equal to an eager copy called the same way.
+at a later position, stateless methods between decoder steps, a reset and a new sequence — each
+call's outputs and every buffer of the program's state (by FQN) equal to an eager copy called the
+same way.
 """
 from __future__ import annotations
 
@@ -80,9 +81,11 @@ def _ids_at(start: int, n: int = 1):
     return _tokens(start, n), torch.arange(start, start + n)
 
 
-# prefill 4, decode x3, prefill 3 more at position 7 (the prompt goes on), decode
+# prefill 4, decode x3, prefill 3 more at position 7 (the prompt goes on), decode; reset, a new
+# sequence of other tokens: prefill 2, decode
 LM_CALLS = [("prefill", _ids_at(0, PREFILL))] + [("decode", _ids_at(p)) for p in (4, 5, 6)] + \
-    [("prefill", _ids_at(7, 3)), ("decode", _ids_at(10))]
+    [("prefill", _ids_at(7, 3)), ("decode", _ids_at(10)), ("reset", ()),
+     ("prefill", (_tokens(20, 2), torch.arange(2))), ("decode", (_tokens(30), torch.tensor([2])))]
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
@@ -90,8 +93,8 @@ def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, pat
     """transformers' own export: `prefill` of any length up to MAX_PREFILL and `decode` sharing
     the static cache; the second prefill starts where the decodes left off."""
     methods, eager = llm_methods(path_kind)
-    assert methods.dynamic_shapes("prefill") and max(n for _, (i, _) in LM_CALLS
-                                                     for n in i.shape) <= MAX_PREFILL
+    assert methods.dynamic_shapes("prefill") and max(a[0].shape[1] for _, a in LM_CALLS
+                                                     if a) <= MAX_PREFILL
     prog = _saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: eager(input_ids=a[0], cache_position=a[1]),
                     LM_CALLS)
@@ -100,7 +103,8 @@ def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, pat
 def _vlm_calls(embed):
     """ExecuTorch's multimodal runner's order: the prompt's text and image tokens, each turned
     into embeddings by its method, prefilled; decodes, each token embedded first; a second image
-    encoded between decoder steps and prefilled (with a token of text) at a later position."""
+    encoded between decoder steps and prefilled (with a token of text) at a later position; after
+    a reset, a text-only prompt."""
     calls = [("token_embedding", (_tokens(0, 2),)), ("vision_encoder", (_image(1),))]
     yield from calls
     # the embeddings are what the program returned for the calls above: eager's (checked equal)
@@ -118,6 +122,11 @@ def _vlm_calls(embed):
     at += IMAGE_TOKENS + 1
     yield "token_embedding", (_tokens(at),)
     yield "text_decoder", (embed("token_embedding", (_tokens(at),)), torch.tensor([at]))
+    # a new conversation: the state reset, a text-only prompt, then an image the next turn takes
+    yield "reset", ()
+    yield "token_embedding", (_tokens(40, 3),)
+    yield "text_decoder", (embed("token_embedding", (_tokens(40, 3),)), torch.arange(3))
+    yield "vision_encoder", (_image(3),)
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
@@ -130,7 +139,7 @@ def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, p
             return call(name, args)
 
     calls = list(_vlm_calls(embed))
-    assert {n for n, _ in calls} == set(methods.names())
+    assert {n for n, _ in calls} == {*methods.names(), "reset"}
     step_like_eager(prog, eager, call, calls)
 
 
@@ -142,7 +151,9 @@ def _llama_calls():
 
     return [("prefill", (ids(5), torch.tensor([0])))] + \
         [("decode", (ids(1), torch.tensor([p]))) for p in (5, 6, 7)] + \
-        [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11])))]
+        [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11]))),
+         ("reset", ()), ("prefill", (ids(2), torch.tensor([0]))),
+         ("decode", (ids(1), torch.tensor([2])))]
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
@@ -150,7 +161,7 @@ def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_ea
         tmp_path, path_kind):
     """ExecuTorch's llama with `enable_dynamic_shape` and the source transforms its export applies
     (custom SDPA, `llama::update_cache` KV cache): a 5-token prefill, decodes, a 3-token prefill
-    at position 8, a decode."""
+    at position 8, a decode; reset, a 2-token prefill, a decode."""
     methods, eager = llama_methods(path_kind)
     prog = _saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())

@@ -172,11 +172,17 @@ def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
                     tol: float = 1e-5) -> None:
     """`prog` (a loaded program of several methods) and `eager` (a copy of the module whose
     buffers are the program's state, in its initial state) called alike, in order, for each
-    `(method, args)` of `calls`: `call(method, args)` runs `method` eagerly (on `eager`). After
-    every call the outputs, and every buffer of `prog.state()` by FQN, equal eager's; every
-    buffer eager has changed so far must be in the state."""
+    `(method, args)` of `calls`: `call(method, args)` runs `method` eagerly (on `eager`);
+    `("reset", ())` resets both (`prog.reset()`; eager's buffers back to their initial values).
+    After every call the outputs, and every buffer of `prog.state()` by FQN, equal eager's;
+    every buffer eager has changed so far must be in the state."""
     initial = {n: b.detach().clone() for n, b in eager.named_buffers()}
     for i, (name, args) in enumerate(calls):
+        if name == "reset":
+            prog.reset()
+            for n, b in eager.named_buffers():
+                b.copy_(initial[n])
+            continue
         with torch.no_grad():
             want = _flat(call(name, args))
             got = _flat(prog.run(*args, method=name))
