@@ -16,6 +16,7 @@ import pytest
 import torch
 from helpers import buffer_nbytes
 from llama_layers import DIM, HEADS, _args, _kv, _ring
+from model_families import custom_ops_llama as _custom_ops_llama
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.executorch.saving import lower
@@ -171,23 +172,6 @@ def test_llama_update_cache_custom_op_is_named_in_the_reason():
 
 
 # --- issue 54 item 4: the dynamic llama with ExecuTorch's custom KV cache and SDPA --------------
-
-def _custom_ops_llama(dynamic: bool = True):
-    """ExecuTorch's llama as its export builds it with `enable_dynamic_shape` and its custom ops
-    (`use_sdpa_with_kv_cache`): the caches written by `llama::update_cache`, T positions from
-    `input_pos[0].item()` in place, read by `llama::custom_sdpa`."""
-    pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
-    from executorch.examples.models.llama import llama_transformer, model_args
-    from executorch.examples.models.llama.source_transformation import custom_kv_cache, sdpa
-    from hybrid_models import Decoder
-    args = model_args.ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=128,
-                                max_seq_len=16, max_context_len=16, use_kv_cache=True,
-                                enable_dynamic_shape=dynamic, hidden_dim=128)
-    torch.manual_seed(0)
-    m = llama_transformer.construct_transformer(args).eval()
-    m = sdpa.replace_sdpa_with_custom_op(custom_kv_cache.replace_kv_cache_with_custom_kv_cache(m))
-    return Decoder(m).eval()
-
 
 def _llama_calls(prompt: int, decodes: int, seed: int):
     g = torch.Generator().manual_seed(seed)

@@ -5,6 +5,17 @@ eager across interleaved calls of every method — state by FQN after every call
 Whisper: transformers' encoder and its static-cache decoder export module; the encoder (stateless)
 is called before every decoder step, so a method that touches no state runs between calls of one
 that does, and the decoder's caches must come through unchanged.
+
+An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDecoderOnlyLM
+.export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
+multimodal layout (`vision_encoder`, `token_embedding`, `text_decoder`: the image's tokens and the
+prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic llama with its custom
+SDPA and `llama::update_cache` KV cache (`prefill` + `decode`): each saved on every multi-method
+save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our
+TensorRT recipe), then its methods called interleaved — decodes after a prefill, a second prefill
+at a later position, stateless methods between decoder steps, a reset and a new sequence — each
+call's outputs and every buffer of the program's state (by FQN) equal to an eager copy called the
+same way.
 """
 from __future__ import annotations
 
@@ -15,23 +26,25 @@ import pytest
 import torch
 
 import torch_tensorrt_ext as tte
-from hf_models import whisper_methods
-from stateful_check import _torch_tensorrt
+from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
+                       smolvlm_methods, whisper_methods)
+from method_check import SAVERS, ModelMethods, save, step_like_eager
+from model_families import llama_methods
 
 pytestmark = [pytest.mark.inspects_pte]
 
 
-def _save_upstream(programs, args, path):
-    """Each method through `torch_tensorrt.compile`, then `torch_tensorrt.executorch.export`."""
-    torch_tensorrt = _torch_tensorrt()
-    import torch_tensorrt.executorch  # noqa: F401, F811
-    compiled = {}
-    with tte.reference.engines():
-        for name, ep in programs.items():
-            gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=list(args[name]),
-                                        min_block_size=1)
-            compiled[name] = torch_tensorrt.dynamo.export(gm, arg_inputs=list(args[name]))
-    path.write_bytes(torch_tensorrt.executorch.export(compiled).to_executorch().buffer)
+# every multi-method save path; the recipe's (ExecuTorch's export API) saves take longest: `slow`;
+# the reference path's also runs with the state on the emulated device (test_emulated_device)
+_MARKS = {"recipe": [pytest.mark.slow], "reference": [pytest.mark.emulated_device]}
+PATHS = [pytest.param(p, marks=_MARKS.get(p, [])) for p in SAVERS]
+
+
+def _saved_and_loaded(methods, tmp_path):
+    path = tmp_path / "program.pte"
+    save(methods, path)
+    data = path.with_suffix(".ptd")
+    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
 
 
 @pytest.mark.parametrize("path_kind", ["reference", "upstream"])
@@ -45,12 +58,7 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
         warnings.simplefilter("ignore")
         programs = {"encoder": torch.export.export(encoder, args["encoder"]),
                     "decoder": torch.export.export(copy.deepcopy(decoder), args["decoder"])}
-    path = tmp_path / "whisper.pte"
-    if path_kind == "reference":
-        tte.reference.export({n: (ep, None) for n, ep in programs.items()}, str(path))
-    else:
-        _save_upstream(programs, args, path)
-    prog = tte.executorch.load(path)
+    prog = _saved_and_loaded(ModelMethods(programs, args, path=path_kind), tmp_path)
     eager, token = copy.deepcopy(decoder), torch.tensor([[1]])
     caches = [n for n, _ in eager.named_buffers() if "_cache_" in n]
     for step in range(6):
@@ -67,3 +75,93 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
             torch.testing.assert_close(state[name], eager.get_buffer(name), rtol=1e-5,
                                        atol=1e-5, msg=lambda m: f"{step} {name}: {m}")
         token = want.argmax(-1)
+
+
+def _ids_at(start: int, n: int = 1):
+    return _tokens(start, n), torch.arange(start, start + n)
+
+
+# prefill 4, decode x3, prefill 3 more at position 7 (the prompt goes on), decode; reset, a new
+# sequence of other tokens: prefill 2, decode
+LM_CALLS = [("prefill", _ids_at(0, PREFILL))] + [("decode", _ids_at(p)) for p in (4, 5, 6)] + \
+    [("prefill", _ids_at(7, 3)), ("decode", _ids_at(10)), ("reset", ()),
+     ("prefill", (_tokens(20, 2), torch.arange(2))), ("decode", (_tokens(30), torch.tensor([2])))]
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, path_kind):
+    """transformers' own export: `prefill` of any length up to MAX_PREFILL and `decode` sharing
+    the static cache; the second prefill starts where the decodes left off."""
+    methods, eager = llm_methods(path_kind)
+    assert methods.dynamic_shapes("prefill") and max(a[0].shape[1] for _, a in LM_CALLS
+                                                     if a) <= MAX_PREFILL
+    prog = _saved_and_loaded(methods, tmp_path)
+    step_like_eager(prog, eager, lambda name, a: eager(input_ids=a[0], cache_position=a[1]),
+                    LM_CALLS)
+
+
+def _vlm_calls(embed):
+    """ExecuTorch's multimodal runner's order: the prompt's text and image tokens, each turned
+    into embeddings by its method, prefilled; decodes, each token embedded first; a second image
+    encoded between decoder steps and prefilled (with a token of text) at a later position; after
+    a reset, a text-only prompt."""
+    calls = [("token_embedding", (_tokens(0, 2),)), ("vision_encoder", (_image(1),))]
+    yield from calls
+    # the embeddings are what the program returned for the calls above: eager's (checked equal)
+    at = 2 + IMAGE_TOKENS
+    yield "text_decoder", (torch.cat([embed(*calls[0]), embed(*calls[1])], 1), torch.arange(at))
+    for p in (at, at + 1):
+        yield "token_embedding", (_tokens(p),)
+        yield "text_decoder", (embed("token_embedding", (_tokens(p),)), torch.tensor([p]))
+    at += 2
+    yield "vision_encoder", (_image(2),)
+    yield "token_embedding", (_tokens(at),)
+    both = torch.cat([embed("vision_encoder", (_image(2),)),
+                      embed("token_embedding", (_tokens(at),))], 1)
+    yield "text_decoder", (both, torch.arange(at, at + IMAGE_TOKENS + 1))
+    at += IMAGE_TOKENS + 1
+    yield "token_embedding", (_tokens(at),)
+    yield "text_decoder", (embed("token_embedding", (_tokens(at),)), torch.tensor([at]))
+    # a new conversation: the state reset, a text-only prompt, then an image the next turn takes
+    yield "reset", ()
+    yield "token_embedding", (_tokens(40, 3),)
+    yield "text_decoder", (embed("token_embedding", (_tokens(40, 3),)), torch.arange(3))
+    yield "vision_encoder", (_image(3),)
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, path_kind):
+    methods, eager, call = smolvlm_methods(path_kind)
+    prog = _saved_and_loaded(methods, tmp_path)
+
+    def embed(name, args):
+        with torch.no_grad():
+            return call(name, args)
+
+    calls = list(_vlm_calls(embed))
+    assert {n for n, _ in calls} == {*methods.names(), "reset"}
+    step_like_eager(prog, eager, call, calls)
+
+
+def _llama_calls():
+    g = torch.Generator().manual_seed(0)
+
+    def ids(n):
+        return torch.randint(0, 128, (1, n), generator=g)
+
+    return [("prefill", (ids(5), torch.tensor([0])))] + \
+        [("decode", (ids(1), torch.tensor([p]))) for p in (5, 6, 7)] + \
+        [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11]))),
+         ("reset", ()), ("prefill", (ids(2), torch.tensor([0]))),
+         ("decode", (ids(1), torch.tensor([2])))]
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_eager(
+        tmp_path, path_kind):
+    """ExecuTorch's llama with `enable_dynamic_shape` and the source transforms its export applies
+    (custom SDPA, `llama::update_cache` KV cache): a 5-token prefill, decodes, a 3-token prefill
+    at position 8, a decode; reset, a 2-token prefill, a decode."""
+    methods, eager = llama_methods(path_kind)
+    prog = _saved_and_loaded(methods, tmp_path)
+    step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())

@@ -5,7 +5,9 @@ called positionally and castable with `.to`), `_as_near_fp32_as_eager` the half-
 criterion."""
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -118,3 +120,106 @@ def whisper_methods(max_cache: int = MAX_CACHE):
 
     decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_cache, 1).eval()
     return Encoder().eval(), decoder
+
+
+PREFILL, MAX_PREFILL = 4, 8
+
+
+def _exported_on(path: str, export: Callable[[], torch.export.ExportedProgram]):
+    """`export()`, or None on the recipe path (ExecuTorch's export API exports the modules)."""
+    return None if path == "recipe" else export()
+
+
+def llm_methods(path: str = "reference", name: str = "llama"):
+    """A tiny random transformers decoder-only LM (`MODELS[name]`) as two methods of one module,
+    each exported by transformers' own `TorchExportableModuleForDecoderOnlyLM.export` (strict, as
+    documented): `prefill` (a dynamic sequence length, up to `MAX_PREFILL`) and `decode` (one
+    token), sharing its static KV cache. Returns `(ModelMethods, eager)`: `eager` a copy of the
+    module whose buffers are the program's state, in its initial state (transformers' static-cache
+    module; on the recipe path `Stepped(model)`, which ExecuTorch's API exports itself,
+    positionally), called `eager(input_ids=..., cache_position=...)`."""
+    from method_check import ModelMethods
+    model = _model(name)
+    exportable = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=MAX_CACHE)
+    seq = torch.export.Dim("seq", max=MAX_PREFILL)
+    kwargs = {"prefill": dict(input_ids=_tokens(0, PREFILL), cache_position=torch.arange(PREFILL)),
+              "decode": dict(input_ids=_tokens(0), cache_position=torch.tensor([0]))}
+    dims = {"prefill": {"input_ids": {1: seq}, "cache_position": {0: seq}}}
+    root = Stepped(model).eval() if path == "recipe" else exportable.model
+    eager = copy.deepcopy(root)
+    eps = {n: _exported_on(path, lambda kw=kw, n=n: exportable.export(
+        **kw, dynamic_shapes=dims.get(n))) for n, kw in kwargs.items()}
+    return ModelMethods(eps, {}, kwargs, dims, {n: root for n in kwargs}, path), eager
+
+
+class _Embeds(Stepped):
+    """`Stepped` taking input embeddings: `(inputs_embeds, cache_position)`."""
+
+    def forward(self, inputs_embeds, cache_position):
+        return self.lm(inputs_embeds=inputs_embeds, cache_position=cache_position)
+
+
+# one 64x64 image: 64 patches of 8, pixel-shuffled by 4 into IMAGE_TOKENS tokens (the vision
+# encoder's activations outgrow the text decoder's whole arena)
+IMAGE, IMAGE_TOKENS = (1, 3, 64, 64), 4
+
+
+def _image(seed: int) -> torch.Tensor:
+    return torch.randn(*IMAGE, generator=torch.Generator().manual_seed(seed))
+
+
+def smolvlm_methods(path: str = "reference"):
+    """A tiny random SmolVLM (transformers' `SmolVLMForConditionalGeneration`, the model its
+    `TorchExportableModuleForVLM` targets) in ExecuTorch's multimodal layout, three methods:
+    `vision_encoder` (pixels -> image tokens in the text embedding space: the vision transformer
+    then the connector, exported non-strict as transformers exports them), `token_embedding`
+    (token ids, a dynamic length -> embeddings) — both stateless — and `text_decoder`
+    (embeddings, a dynamic length, and positions -> logits: transformers'
+    `TorchExportableModuleForDecoderOnlyLM.export(inputs_embeds=...)`, which holds the static KV
+    cache). Returns `(ModelMethods, eager, call)`: `eager` a copy of the text decoder's module in
+    its initial state, `call(method, args)` runs a method eagerly (the text decoder on `eager`)."""
+    from method_check import ModelMethods
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration
+    torch.manual_seed(0)
+    text = dict(model_type="llama", **TINY, num_hidden_layers=1)
+    cfg = SmolVLMConfig(
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=IMAGE[-1], patch_size=8),
+        text_config=text, scale_factor=4, image_token_id=TINY["vocab_size"] - 1)
+    model = SmolVLMForConditionalGeneration(cfg).eval()
+    model.generation_config.cache_implementation = "static"
+
+    class VisionEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vision, self.connector = model.model.vision_model, model.model.connector
+
+        def forward(self, pixel_values):
+            return self.connector(self.vision(pixel_values=pixel_values).last_hidden_state)
+
+    vision, embedding = VisionEncoder().eval(), model.get_input_embeddings()
+    exportable = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=MAX_CACHE)
+    seq = torch.export.Dim("seq", max=MAX_PREFILL)
+    with torch.no_grad():
+        embeds = embedding(_tokens(0, 3))
+    args = {"vision_encoder": (_image(0),), "token_embedding": (_tokens(0, 3),)}
+    kwargs = {"text_decoder": dict(inputs_embeds=embeds, cache_position=torch.arange(3))}
+    dims = {"token_embedding": ({1: seq},),
+            "text_decoder": {"inputs_embeds": {1: seq}, "cache_position": {0: seq}}}
+    decoder = _Embeds(model).eval() if path == "recipe" else exportable.model
+    eager = copy.deepcopy(decoder)
+    eps = {"vision_encoder": _exported_on(path, lambda: torch.export.export(
+               vision, args["vision_encoder"], strict=False)),
+           "token_embedding": _exported_on(path, lambda: torch.export.export(
+               embedding, args["token_embedding"], dynamic_shapes=dims["token_embedding"],
+               strict=False)),
+           "text_decoder": _exported_on(path, lambda: exportable.export(
+               **kwargs["text_decoder"], dynamic_shapes=dims["text_decoder"]))}
+    modules = {"vision_encoder": vision, "token_embedding": embedding, "text_decoder": decoder}
+
+    def call(name, args):
+        if name == "text_decoder":
+            return eager(inputs_embeds=args[0], cache_position=args[1])
+        return modules[name](*args)
+
+    return ModelMethods(eps, args, kwargs, dims, modules, path), eager, call

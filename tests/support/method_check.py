@@ -11,11 +11,16 @@ held to eager PyTorch call by call:
 
 `check_methods` returns a `stateful_check.Result` naming the first stage that failed (`export` is
 PyTorch refusing the program: `invalid`, the grammar's fault).
+
+A real model's methods (exported by their authors' helpers, inputs possibly keyword arguments) go
+through the same savers as a `ModelMethods` (`save(methods, path)`); `step_like_eager` then holds
+the loaded program to an eager copy over a given interleaving of calls.
 """
 from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 import warnings
 from pathlib import Path
 
@@ -61,6 +66,52 @@ def _method_class(program: MethodsProgram):
     return _namespace(program)["Method"]
 
 
+def _modules(program) -> dict[str, torch.nn.Module]:
+    """Each method as a module called positionally (what ExecuTorch's export API takes)."""
+    if isinstance(program, ModelMethods):
+        return dict(program.modules)
+    method, model = _method_class(program), program.build().eval()
+    return {n: method(model, n) for n in program.names()}
+
+
+def _kwargs(program, name: str) -> dict:
+    return program.example_kwargs(name) if isinstance(program, ModelMethods) else {}
+
+
+@dataclasses.dataclass
+class ModelMethods:
+    """A real model's methods as the multi-method save paths take them (the same protocol as a
+    `MethodsProgram`): `eps` each method exported as its authors export it (e.g. transformers'
+    `.export(input_ids=..., cache_position=..., dynamic_shapes=...)`, whose inputs are keyword
+    arguments), `args`/`kwargs` the inputs each was exported with, `dims` its dynamic shapes;
+    `modules` each method as a module called positionally with `args` then `kwargs`' values
+    (ExecuTorch's export API, the "recipe" path, exports them itself: there `eps` may hold
+    None); None: no recipe."""
+
+    eps: dict[str, torch.export.ExportedProgram | None]
+    args: dict[str, tuple]
+    kwargs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    dims: dict[str, object] = dataclasses.field(default_factory=dict)
+    modules: dict[str, torch.nn.Module] | None = None
+    path: str = "reference"
+    external: bool = False
+
+    def names(self) -> list[str]:
+        return list(self.eps)
+
+    def example_args(self, name: str) -> tuple:
+        return tuple(self.args.get(name, ()))
+
+    def example_kwargs(self, name: str) -> dict:
+        return dict(self.kwargs.get(name, {}))
+
+    def dynamic_shapes(self, name: str):
+        return self.dims.get(name)
+
+    def positional(self, name: str) -> tuple:
+        return self.example_args(name) + tuple(self.example_kwargs(name).values())
+
+
 def _save_reference(program, eps, path: Path) -> None:
     import torch_tensorrt_ext as tte
     tte.reference.export({n: (ep, None) for n, ep in eps.items()}, str(path))
@@ -74,9 +125,10 @@ def _save_upstream(program, eps, path: Path) -> None:
     programs = {}
     with tte.reference.engines():
         for n, ep in eps.items():
-            args = list(program.example_args(n))
-            gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, min_block_size=1)
-            programs[n] = torch_tensorrt.dynamo.export(gm, arg_inputs=args,
+            args, kwargs = list(program.example_args(n)), _kwargs(program, n)
+            gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, kwarg_inputs=kwargs,
+                                        min_block_size=1)
+            programs[n] = torch_tensorrt.dynamo.export(gm, arg_inputs=args, kwarg_inputs=kwargs,
                                                        dynamic_shapes=program.dynamic_shapes(n))
     et = torch_tensorrt.executorch.export(programs).to_executorch()
     path.write_bytes(et.buffer)
@@ -87,11 +139,10 @@ def _save_recipe(program, eps, path: Path) -> None:
     import torch_tensorrt_ext as tte
     from executorch.export import ExportRecipe, export
     from torch_tensorrt_ext.executorch.recipes import TensorRTRecipeType
-    method, model = _method_class(program), program.build().eval()
     dims = {n: program.dynamic_shapes(n) for n in program.names() if program.dynamic_shapes(n)}
+    positional = getattr(program, "positional", program.example_args)
     with tte.reference.engines():
-        session = export({n: method(model, n) for n in program.names()},
-                         {n: [program.example_args(n)] for n in program.names()},
+        session = export(_modules(program), {n: [positional(n)] for n in program.names()},
                          export_recipe=ExportRecipe.get_recipe(TensorRTRecipeType.FP32),
                          dynamic_shapes=dims or None)
     session.save_to_pte(str(path))
@@ -112,7 +163,40 @@ def save(program: MethodsProgram, path: Path, eps=None) -> None:
         else contextlib.nullcontext()
     with quiet(), external, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        SAVERS[program.path](program, eps if eps is not None else _exported(program), path)
+        if eps is None:
+            eps = program.eps if isinstance(program, ModelMethods) else _exported(program)
+        SAVERS[program.path](program, eps, path)
+
+
+def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
+                    tol: float = 1e-5) -> None:
+    """`prog` (a loaded program of several methods) and `eager` (a copy of the module whose
+    buffers are the program's state, in its initial state) called alike, in order, for each
+    `(method, args)` of `calls`: `call(method, args)` runs `method` eagerly (on `eager`);
+    `("reset", ())` resets both (`prog.reset()`; eager's buffers back to their initial values).
+    After every call the outputs, and every buffer of `prog.state()` by FQN, equal eager's;
+    every buffer eager has changed so far must be in the state."""
+    initial = {n: b.detach().clone() for n, b in eager.named_buffers()}
+    for i, (name, args) in enumerate(calls):
+        if name == "reset":
+            prog.reset()
+            for n, b in eager.named_buffers():
+                b.copy_(initial[n])
+            continue
+        with torch.no_grad():
+            want = _flat(call(name, args))
+            got = _flat(prog.run(*args, method=name))
+        where = f"call {i} ({name})"
+        assert len(got) == len(want), f"{where}: {len(got)} outputs where eager has {len(want)}"
+        for j, (g, w) in enumerate(zip(got, want, strict=True)):
+            torch.testing.assert_close(g, w, rtol=tol, atol=tol,
+                                       msg=lambda m, j=j: f"{where} output {j}: {m}")
+        state = prog.state()
+        changed = {n for n, b in eager.named_buffers() if not torch.equal(b, initial[n])}
+        assert changed <= set(state), f"{where}: state lacks {sorted(changed - set(state))}"
+        for fqn, value in state.items():
+            torch.testing.assert_close(value, eager.get_buffer(fqn), rtol=tol, atol=tol,
+                                       msg=lambda m, f=fqn: f"{where} buffer {f!r}: {m}")
 
 
 def _step(program: MethodsProgram, prog, want: list) -> None:
@@ -191,4 +275,5 @@ def save_like_an_earlier_release(monkeypatch, program: MethodsProgram, path: Pat
     monkeypatch.undo()
 
 
-__all__ = ["check_methods", "eager_calls", "save", "save_like_an_earlier_release"]
+__all__ = ["ModelMethods", "check_methods", "eager_calls", "save", "save_like_an_earlier_release",
+           "step_like_eager"]

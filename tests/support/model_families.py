@@ -326,3 +326,40 @@ def check_steps_like_eager(kind: str) -> None:
     # a buffer only read (a mask, rotary frequencies) is state on a device too: it never moves
     read = {f: n for f, n in seen["traffic"].items() if f not in plan}
     assert read == dict.fromkeys(read, 0), read
+
+
+def custom_ops_llama(dynamic: bool = True, n_layers: int = 2) -> torch.nn.Module:
+    """ExecuTorch's llama as its export builds it with `enable_dynamic_shape` and its custom ops
+    (`use_sdpa_with_kv_cache`): the caches written by `llama::update_cache`, T positions from
+    `input_pos[0].item()` in place, read by `llama::custom_sdpa`; called `(tokens, input_pos)`."""
+    import pytest
+    pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
+    from executorch.examples.models.llama import llama_transformer, model_args
+    from executorch.examples.models.llama.source_transformation import custom_kv_cache, sdpa
+    from hybrid_models import Decoder
+    args = model_args.ModelArgs(dim=64, n_layers=n_layers, n_heads=4, n_kv_heads=2,
+                                vocab_size=128, max_seq_len=16, max_context_len=16,
+                                use_kv_cache=True, enable_dynamic_shape=dynamic, hidden_dim=128)
+    torch.manual_seed(0)
+    m = llama_transformer.construct_transformer(args).eval()
+    m = sdpa.replace_sdpa_with_custom_op(custom_kv_cache.replace_kv_cache_with_custom_kv_cache(m))
+    return Decoder(m).eval()
+
+
+def llama_methods(path: str = "reference"):
+    """`custom_ops_llama()` (one layer) as two methods of one module, exported strict as
+    ExecuTorch's builder exports: `prefill` (a dynamic token count T, up to 8) and `decode` (one
+    token), sharing the caches `llama::update_cache` writes. Returns `(ModelMethods, eager)`:
+    `eager` a copy of the model in its initial state, called `(tokens, input_pos)`."""
+    import copy
+
+    from method_check import ModelMethods
+    model = custom_ops_llama(n_layers=1)
+    eager = copy.deepcopy(model)
+    t = torch.export.Dim("T", max=8)
+    args = {"prefill": (torch.tensor([[(7 * i + 3) % 128 for i in range(4)]]), torch.tensor([0])),
+            "decode": (torch.tensor([[3]]), torch.tensor([0]))}
+    dims = {"prefill": ({1: t}, {0: 1})}
+    eps = {n: None if path == "recipe" else torch.export.export(
+        model, a, dynamic_shapes=dims.get(n), strict=True) for n, a in args.items()}
+    return ModelMethods(eps, args, {}, dims, {n: model for n in args}, path), eager
