@@ -180,7 +180,7 @@ def _llama_calls(prompt: int, decodes: int, seed: int):
         yield torch.randint(0, 128, (1, 1), generator=g), torch.tensor([at])
 
 
-def _steps_like_eager(prog, model, prefill_method=None):
+def _steps_like_eager(prog, model):
     """Prompts of 5 and 3 (after `reset()`), each followed by 3 decodes: every output and every
     buffer by FQN equal to eager's after every call."""
     for prompt, seed in ((5, 0), (3, 1)):
@@ -189,7 +189,7 @@ def _steps_like_eager(prog, model, prefill_method=None):
         for k, (tokens, pos) in enumerate(_llama_calls(prompt, 3, seed)):
             with torch.no_grad():
                 want = eager(tokens, pos)
-            got = prog.run(tokens, pos, method=prefill_method if k == 0 else None)[0]
+            got = prog.run(tokens, pos)[0]
             torch.testing.assert_close(got, want, msg=lambda m: f"prompt {prompt} call {k}: {m}")
             for fqn, value in prog.state().items():
                 torch.testing.assert_close(value, eager.get_buffer(fqn),
@@ -208,16 +208,3 @@ def test_dynamic_llama_with_its_custom_kv_cache_steps_like_eager(tmp_path):
     prog = tte.executorch.load(tte.reference.export(ep, str(tmp_path / "llama.pte")))
     _steps_like_eager(prog, model)
 
-
-def test_dynamic_llama_prefill_and_one_token_decode_of_one_program(tmp_path):
-    """The same model as two methods of one `.pte` (`tte.reference.export({...})`): a dynamic
-    prefill and a static one-token decode, stepped prefill then decodes, like eager."""
-    model = _custom_ops_llama()
-    t = torch.export.Dim("T", max=8)
-    prefill = torch.export.export(model, (torch.randint(0, 128, (1, 4)), torch.tensor([0])),
-                                  dynamic_shapes=({1: t}, {0: 1}), strict=True)
-    decode = torch.export.export(model, (torch.randint(0, 128, (1, 1)), torch.tensor([0])),
-                                 strict=True)
-    path = tte.reference.export({"prefill": (prefill, None), "decode": (decode, None)},
-                                str(tmp_path / "pd.pte"))
-    _steps_like_eager(tte.executorch.load(path, method="decode"), model, "prefill")
