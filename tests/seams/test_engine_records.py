@@ -11,7 +11,7 @@ from e2e_models import MODELS
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
-from torch_tensorrt_ext.engines.tensorrt_info import COPY_BACK_ATTR
+from torch_tensorrt_ext.engines.engine_module import COPY_BACK_ATTR
 from torch_tensorrt_ext.seams.engine_records import record_copy, recorded_copy_back
 
 
