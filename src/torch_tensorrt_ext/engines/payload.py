@@ -7,7 +7,8 @@ a 0-d tensor, `scalar_inputs_as_tensors`) in dense row-major layout, as TensorRT
 engine binds caller memory directly), and every KV write the plan aliases is a
 `tte::kv_cache_update` whose cache is a graph input — the op the reference engine runs with its
 output bound to that input's address (docs/CONTRACTS.md §2, §3). Everything else runs on
-ExecuTorch's own portable/optimized kernels.
+ExecuTorch's own portable/optimized kernels, each call in a form they compute as ATen does
+(`kernel_forms`, after `prims_to_aten`).
 """
 from __future__ import annotations
 
