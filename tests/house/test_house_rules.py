@@ -1,5 +1,7 @@
-"""House rules the linters do not check (issue 9 item 5 and DESIGN's conventions): no Python
-function of the package runs past 60 lines, and every module states its invariant in a docstring.
+"""House rules the linters do not check (the conventions of docs/ARCHITECTURE.md): no Python or
+C++ function of the package runs past 60 lines, every module states its invariant in a
+docstring, the package raises its own errors, and the code cites only documents the repository
+has.
 
 Read from the source with `ast`, so a new module or function is held to the rules the moment it
 is written.
