@@ -144,13 +144,13 @@ def test_every_module_docstring_names_what_exists():
 
 
 def test_the_checker_sees_a_stale_reference():
-    here = ROOT / "seams" / "module_form.py"
+    here = ROOT / "compiling" / "module_form.py"
     doc = ("`lowering.copier.decide`, `engine_records.record_copy`, `copier.CopySite`, "
-           "`engines/payload.py`, `compile.py`, `torch.export.export`, `executorch.exir`, "
+           "`engines/payload.py`, `module_state.py`, `torch.export.export`, `executorch.exir`, "
            "`decide(site)`, `gm.meta`, `contracts.engine.EngineInfo.copy_back`\n"
            "stale: `lowering.copier.decided`, `engine_records.tte_copy`, `engines/pay.py`, "
            "`contracts.engine.EngineInfo.copies`, `seams.nothing_here`, `payload.py`")
     assert stale_references(here, doc) == [
-        f"seams/module_form.py: `{r}`" for r in (
+        f"compiling/module_form.py: `{r}`" for r in (
             "lowering.copier.decided", "engine_records.tte_copy", "engines/pay.py",
             "contracts.engine.EngineInfo.copies", "seams.nothing_here", "payload.py")]
