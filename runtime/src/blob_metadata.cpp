@@ -1,5 +1,6 @@
 // Typed reading of the blob metadata (CONTRACTS.md §1) from its JSON value: python's
-// contracts/blob_validate.parse_metadata, step for step and check id for check id.
+// contracts/blob_metadata.parse_metadata, step for step and check id for check id (validating
+// what it read is blob_validate.cpp, python's contracts/blob_validate.validate).
 #include "blob.h"
 #include "blob_integrity.h"
 #include "blob_json.h"

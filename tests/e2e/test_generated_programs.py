@@ -44,7 +44,7 @@ REGRESSIONS = {
     # new value is also returned (state diverged from eager after step 0); the module was right
     "ring_returns_its_new_value": Program(bufs=(Buf(kind="ring_cat", ret=("value",)),)),
     # compile: "Argument 'b_flag0' of Node 'output' was used before it has been defined"
-    # (seams/module_form.py to_module_form): the returned clone of a buffer taken before a write
+    # (compiling/module_form.py to_module_form): the returned clone of a buffer taken before a write
     # that does not read it was rewired to the buffer's placeholder
     "clone_before_a_flag_write_returned": Program(bufs=(Buf(kind="flag", dtype="bool",
                                                             ret=("before",)),)),

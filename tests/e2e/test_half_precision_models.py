@@ -7,7 +7,7 @@ Found here: the four decoders below were refused in bf16 (ExecuTorch widens a ha
 attention's transposed q, k, v with copies it cannot map, "Failed to map a given dim_order:
 [0, 2, 1, 3]"), and GPT-2 (layer norm, `addmm` projections, 512 wide) was 0.74 from its fp32
 logits where eager bf16 is 0.012: ExecuTorch's kernels accumulated those in bf16
-(engines.payload.kernel_forms).
+(engines.kernel_forms).
 """
 from __future__ import annotations
 

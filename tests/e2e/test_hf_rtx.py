@@ -41,7 +41,7 @@ def test_tensorrts_warnings_about_a_write_only_state_input_are_debug_lines(caplo
     nothing else TensorRT says is touched."""
     import logging
 
-    from torch_tensorrt_ext.seams.trt_log import TRT_LOGGER_NAME
+    from torch_tensorrt_ext.compiling.trt_log import TRT_LOGGER_NAME
     torch_tensorrt_or_skip()
     exportable = TorchExportableModuleForDecoderOnlyLM(_model("llama"), batch_size=1,
                                                        max_cache_len=MAX_CACHE)

@@ -14,7 +14,7 @@ from torch.fx import Graph, GraphModule
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from converter_ops import Case, one_op_partition
-from torch_tensorrt_ext.engines.payload import kernel_forms
+from torch_tensorrt_ext.engines.kernel_forms import kernel_forms
 from torch_tensorrt_ext.seams.engine_kind import build_reference_engine
 
 aten = torch.ops.aten

@@ -1,5 +1,7 @@
-"""House rules the linters do not check (issue 9 item 5 and DESIGN's conventions): no Python
-function of the package runs past 60 lines, and every module states its invariant in a docstring.
+"""House rules the linters do not check (the conventions of docs/ARCHITECTURE.md): no Python or
+C++ function of the package runs past 60 lines, every module states its invariant in a
+docstring, the package raises its own errors, and the code cites only documents the repository
+has.
 
 Read from the source with `ast`, so a new module or function is held to the rules the moment it
 is written.
@@ -142,3 +144,18 @@ def test_every_cited_document_is_in_the_repository():
                       for m in _CITED_DOC.finditer(p.read_text(errors="replace"))
                       if Path(m.group(1)).name not in docs})
     assert sources and missing == []
+
+
+_TRACKER_NUMBER = __import__("re").compile(r"\b[Ii]ssues? \d+|[Ii]ssue\d+")
+
+
+def test_the_package_names_no_tracker_number():
+    """The package's code and file names say what a case is, never which tracker entry reported
+    it ("issue 45"): a reader of the code has the code, not the tracker."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p, _ in _trees()
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if _TRACKER_NUMBER.search(line)]
+    named = [str(p.relative_to(REPO)) for top in ("src", "tests", "scripts", "benchmarks")
+             for p in (REPO / top).rglob("*")
+             if _TRACKER_NUMBER.search(p.name) and "__pycache__" not in p.parts]
+    assert found == [] and named == []

@@ -21,6 +21,7 @@ LAYERS = [
     ("runtime_lib", "upstream_api", "patching", "cuda"),
     ("lowering",),
     ("engines",),
+    ("compiling",),
     ("export",),
     ("executorch.inspecting",),
     ("executorch.saving", "executorch.running"),

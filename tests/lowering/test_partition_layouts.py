@@ -3,15 +3,17 @@
 * `lowering.empty_cat`: a `cat` onto transformers' legacy empty cache tensor (`torch.tensor([])`,
   T5/BART/Whisper cross-attention) loses that operand — the same values — so the cat is not left
   on the host with an empty constant ExecuTorch 1.5.1 cannot load;
-* `engines.payload.dense_constants` / `_dense`: a constant torch-tensorrt froze from an `expand`
-  (stride 0, Mamba2's `A`, `D`, `dt_bias`) and a value whose size-1 dimension has an odd stride
-  (ExecuTorch reads a dim order from the strides alone) are made row-major, values unchanged.
+* `engines.payload.dense_constants` / `engines.kernel_forms.is_dense`: a constant torch-tensorrt
+  froze from an `expand` (stride 0, Mamba2's `A`, `D`, `dt_bias`) and a value whose size-1
+  dimension has an odd stride (ExecuTorch reads a dim order from the strides alone) are made
+  row-major, values unchanged.
 """
 from __future__ import annotations
 
 import torch
 
-from torch_tensorrt_ext.engines.payload import _dense, dense_constants
+from torch_tensorrt_ext.engines.kernel_forms import is_dense
+from torch_tensorrt_ext.engines.payload import dense_constants
 from torch_tensorrt_ext.lowering.empty_cat import drop_empty_cat_operands
 
 
@@ -50,10 +52,10 @@ def test_a_cat_of_tensors_of_one_rank_is_left_alone():
 
 
 def test_dense_means_row_major_strides_size_one_dimensions_included():
-    assert _dense(torch.empty(1, 4, 1, 16))
+    assert is_dense(torch.empty(1, 4, 1, 16))
     odd = torch.empty(1, 4, 16).as_strided((1, 4, 1, 16), (64, 16, 64, 1))
-    assert odd.is_contiguous() and not _dense(odd)   # contiguous to PyTorch, not to ExecuTorch
-    assert not _dense(torch.empty(4, 1).expand(4, 16))
+    assert odd.is_contiguous() and not is_dense(odd)   # contiguous to PyTorch, not to ExecuTorch
+    assert not is_dense(torch.empty(4, 1).expand(4, 16))
 
 
 def test_a_frozen_expanded_constant_and_its_recorded_value_become_row_major():

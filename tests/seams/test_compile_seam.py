@@ -28,7 +28,7 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
     from e2e_models import MODELS
     from torch_tensorrt_ext.lowering.graph_writes import find_buffer_writes
     from torch_tensorrt_ext.lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, read_after_write
-    from torch_tensorrt_ext.seams.planned_lift import stale_kv
+    from torch_tensorrt_ext.compiling.planned_lift import stale_kv
     cases = {name: (factory(), args_of(0)) for name, (factory, args_of, _) in MODELS.items()}
     cases["index_put_read_after_write"] = (Stateful(_reads_old_value_of_index_put, k=C4),
                                            (torch.ones(1, 2, 1, 4), torch.tensor([3])))
@@ -55,7 +55,7 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
 def test_compile_seam_plans_and_lifts_once_in_place(monkeypatch):
     from e2e_models import MODELS
     from torch_tensorrt_ext.seams import compile as seam
-    from torch_tensorrt_ext.seams import planned_lift
+    from torch_tensorrt_ext.compiling import planned_lift
     calls = {"find": 0, "lift": 0}
     for name, real in (("find", planned_lift.find_buffer_writes),
                        ("lift", planned_lift.lift_writes)):
@@ -97,7 +97,7 @@ def test_a_rebuild_starts_from_the_lifted_graph_as_it_was_before_the_build(monke
     constants, and without lifting again; every call still updates the cache like eager."""
     from rtx_env import engine_modules, torch_tensorrt_or_skip
     from torch_tensorrt_ext.seams import compile as seam
-    from torch_tensorrt_ext.seams import planned_lift
+    from torch_tensorrt_ext.compiling import planned_lift
     torch_tensorrt = torch_tensorrt_or_skip()
     real_reconcile, real_lift, lifts = seam.reconcile, planned_lift.lift_writes, []
 

@@ -1,4 +1,4 @@
-"""One copy-back record protocol for both engine kinds (`seams.engine_records`): compile writes
+"""One copy-back record protocol for both engine kinds (`compiling.engine_records`): compile writes
 who-copies into the engine's own `tte_copy_back` record (`COPY_BACK_ATTR`) — a reference engine
 keeps it in its blob metadata, a TensorRT engine module as a plain attribute — and every reader
 gets it back the same way; a second copy of one output is refused for either kind."""
@@ -11,8 +11,8 @@ from e2e_models import MODELS
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
-from torch_tensorrt_ext.engines.tensorrt_info import COPY_BACK_ATTR
-from torch_tensorrt_ext.seams.engine_records import record_copy, recorded_copy_back
+from torch_tensorrt_ext.engines.engine_module import COPY_BACK_ATTR
+from torch_tensorrt_ext.compiling.engine_records import record_copy, recorded_copy_back
 
 
 class _TensorRTLike(torch.nn.Module):

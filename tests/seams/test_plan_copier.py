@@ -190,7 +190,7 @@ def test_tensorrt_engines_get_the_same_decision_as_reference_engines(name):
     from rtx_env import torch_tensorrt_or_skip
     from upstream_matrix import compiled
 
-    from torch_tensorrt_ext.engines.tensorrt_info import COPY_BACK_ATTR
+    from torch_tensorrt_ext.engines.engine_module import COPY_BACK_ATTR
     torch_tensorrt = torch_tensorrt_or_skip()
     _, args, _, trt = compiled(name)
     plan = trt.mutation_plan

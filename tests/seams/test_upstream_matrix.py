@@ -24,7 +24,7 @@ from upstream_matrix import (
     nbytes,
 )
 
-from torch_tensorrt_ext.seams.planned_lift import READS_OLD_CACHE
+from torch_tensorrt_ext.compiling.planned_lift import READS_OLD_CACHE
 
 pytestmark = pytest.mark.inspects_pte
 

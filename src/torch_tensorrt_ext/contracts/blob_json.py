@@ -9,7 +9,7 @@ json.duplicate_key, json.depth (an array or object opened inside MAX_NESTING oth
 json.surrogate (an unpaired surrogate escape), json.nul (a string holding NUL). A text with one
 defect is refused under the id the C++ reader names. With several, the C++ reader names the
 first in document order; this reader names the first `json.loads` meets, then depth, surrogate
-and NUL on the parsed value — the only difference between the two readers (issue 46: measured
+and NUL on the parsed value — the only difference between the two readers (measured
 by scripts/blob_json_order_probe.py over the differential corpus, 17 of 3,416 refused blobs,
 0 accept/refuse differences; emulating the C++ order cost ~150 lines). Integers are python's:
 the typed reads (blob_metadata) hold them to int64.

@@ -23,6 +23,7 @@ from .blob_model import (
     WeightRef,
 )
 from .dtypes import DTYPES
+from .named_key import is_named_key
 from .shape_text import shape_text
 
 __all__ = ["parse_metadata"]
@@ -207,9 +208,6 @@ def _weights(obj: dict[str, Any], kind: str) -> tuple[WeightRef, ...]:
     return tuple(out)
 
 
-_PLAN_KEY = re.compile(re.escape(KEY_PREFIX) + r"[0-9a-f]{64}")
-
-
 def _engine_data(obj: dict[str, Any], kind: str) -> EngineData | None:
     """Version 5's "engine_data": a TensorRT plan's named-data key (the plan's SHA-256, which the
     runtime checks before deserializing) and byte size."""
@@ -218,7 +216,7 @@ def _engine_data(obj: dict[str, Any], kind: str) -> EngineData | None:
         return None
     key = _expect(e, "key", str, "engine_data", required=True)
     nbytes = _expect(e, "nbytes", int, "engine_data", required=True)
-    if not _PLAN_KEY.fullmatch(key):
+    if not is_named_key(key):
         raise BlobError(f"engine_data: key {json.dumps(key)[:90]} is not '{KEY_PREFIX}' and the "
                         "64 lowercase hex digits of the plan's SHA-256", check="engine_data.key")
     if nbytes < 1:

@@ -3,9 +3,9 @@ dtype sizes, bindings, aliased I/O, buffers, copy-back and the metadata that hol
 
 Invariant: the classes here are plain immutable data with derived views (inputs, outputs, byte
 sizes); they hold no reading or validation logic and import nothing of this package but
-`contracts.engine`, `contracts.dtypes` (the one dtype table) and `contracts.blob_checks` (the
-error), so the readers (`blob_json`, `blob_metadata`, `blob_validate`, `blob`) build on them
-without import circles.
+`contracts.engine`, `contracts.dtypes` (the one dtype table), `contracts.named_key` (the
+named-data keys' format) and `contracts.blob_checks` (the error), so the readers (`blob_json`,
+`blob_metadata`, `blob_validate`, `blob`) build on them without import circles.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 from .blob_checks import BlobError
 from .dtypes import DTYPES
 from .engine import AliasedIO  # one definition for the engine interface and the blob
+from .named_key import KEY_PREFIX  # noqa: F401  (re-exported: the named-data keys' format)
 from ..errors import UnknownName
 
 __all__ = [
@@ -40,8 +41,6 @@ MAGICS = (MAGIC_TR01, MAGIC_TR02, MAGIC_TR03)
 # Written: 5; read: 3 (every blob written before weights left the payload), 4 and 5.
 TTE_VERSION = 5
 TTE_VERSIONS = (3, 4, 5)
-# The named-data key of bytes (a weight, a plan): the SHA-256 of those bytes.
-KEY_PREFIX = "tte/sha256/"
 # Upstream writes b"\x01" + 7 zero bytes in the reserved field; we keep that value.
 _RESERVED = b"\x01" + b"\x00" * 7
 ENGINE_KINDS = ("reference", "tensorrt", "tensorrt_rtx")

@@ -6,7 +6,7 @@ values, in their own fake mode — so every value of a rewritten partition still
 tensor of the one mode torch-tensorrt traced it in (`lifted_program` and ExecuTorch's lowering
 read them); on real tensor values it is computed on them, and without a tensor argument left
 unset. The one helper the partition
-rewrites (`prims_to_aten`, `payload.kernel_forms`, `linear_weights`) add calls with.
+rewrites (`prims_to_aten`, `kernel_forms`, `linear_weights`) add calls with.
 """
 from __future__ import annotations
 

@@ -7,12 +7,12 @@ a 0-d tensor, `scalar_inputs_as_tensors`) in dense row-major layout, as TensorRT
 engine binds caller memory directly), and every KV write the plan aliases is a
 `tte::kv_cache_update` whose cache is a graph input — the op the reference engine runs with its
 output bound to that input's address (docs/CONTRACTS.md §2, §3). Everything else runs on
-ExecuTorch's own portable/optimized kernels.
+ExecuTorch's own portable/optimized kernels, each call in a form they compute as ATen does
+(`kernel_forms`, after `prims_to_aten`).
 """
 from __future__ import annotations
 
 import logging
-import operator
 import warnings
 from collections.abc import Sequence
 
@@ -24,7 +24,7 @@ from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .dynamic_copies import copies_as_broadcasts
 from .edge_replay import replayed_edge
-from .fake_calls import add_call
+from .kernel_forms import is_dense, kernel_forms
 from .lifted_program import lifted_program
 from .prims_to_aten import prims_to_aten
 from ..errors import Unsupported, UsageError
@@ -222,7 +222,7 @@ def dense_inputs(gm: GraphModule) -> None:
     the input's dim order, and its kernels refuse an operator mixing it with dense tensors (or
     would read the dense bytes as the permuted layout)."""
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    if not all(_dense(v) for v in vals if isinstance(v, torch.Tensor)):
+    if not all(is_dense(v) for v in vals if isinstance(v, torch.Tensor)):
         _propagate_dense(gm)
 
 
@@ -254,21 +254,12 @@ def dense_copies(gm: GraphModule) -> None:
                 n.kwargs.get("memory_format", torch.preserve_format) is not torch.preserve_format:
             continue
         src = n.args[0].meta.get("val") if isinstance(n.args[0], Node) else None
-        if isinstance(src, torch.Tensor) and not _dense(src):
+        if isinstance(src, torch.Tensor) and not is_dense(src):
             n.update_kwarg("memory_format", torch.contiguous_format)
             changed = True
     if changed:
         gm.recompile()
         _propagate_dense(gm)
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Row-major strides exactly, size-1 dimensions included: ExecuTorch derives a tensor's dim
-    order from its strides alone, so [1, 4, 1, 16] with strides (64, 16, 64, 1) — contiguous to
-    PyTorch — is dim order (0, 2, 1, 3) to ExecuTorch, and its kernels refuse to mix it with
-    tensors of the default order."""
-    from torch._prims_common import make_contiguous_strides_for
-    return tuple(t.stride()) == tuple(make_contiguous_strides_for(tuple(t.shape)))
 
 
 def dense_constants(gm: GraphModule) -> None:
@@ -285,7 +276,7 @@ def dense_constants(gm: GraphModule) -> None:
         owner_path, _, name = node.target.rpartition(".")
         owner = gm.get_submodule(owner_path) if owner_path else gm
         t = getattr(owner, name, None)
-        if isinstance(t, torch.Tensor) and not _dense(t):
+        if isinstance(t, torch.Tensor) and not is_dense(t):
             dense = t.clone(memory_format=torch.contiguous_format)
             if isinstance(t, torch.nn.Parameter):
                 dense = torch.nn.Parameter(dense, requires_grad=False)
@@ -294,181 +285,10 @@ def dense_constants(gm: GraphModule) -> None:
             else:
                 setattr(owner, name, dense)
         val = node.meta.get("val")
-        if isinstance(val, FakeTensor) and not _dense(val):
+        if isinstance(val, FakeTensor) and not is_dense(val):
             with val.fake_mode:
                 node.meta["val"] = torch.empty(tuple(val.shape), dtype=val.dtype,
                                                device=val.device)
-
-
-_ATEN = torch.ops.aten
-# calls whose index ExecuTorch's kernels take as int64 only (ATen takes int32 too): position
-_INT64_INDEX = {_ATEN.gather.default: 2, _ATEN.scatter.src: 2, _ATEN.scatter.value: 2,
-                _ATEN.scatter_add.default: 2, _ATEN.scatter_reduce.two: 2}
-
-
-def kernel_forms(gm: GraphModule) -> None:
-    """Rewrite the calls ExecuTorch's kernels take otherwise than ATen into forms of the same
-    values they take: an int32 index of gather/scatter widened to int64 (the
-    kernels refuse int32, error 0x12); an integer `remainder` as `a - floor_divide(a, b) * b`
-    (ExecuTorch's integer remainder takes the dividend's sign — 5 % -3 is 2, ATen's -1); a
-    `sum` over a dim or a `cumsum` of a 0-d tensor on its one-element 1-d view (ExecuTorch's
-    float sum asserts and aborts the process, its cumsum fails with 0x12; ATen takes dim 0 or
-    -1 of a 0-d tensor as the tensor itself); a bf16/fp16 call of `_IN_FP32` (a running sum,
-    a variance, layer or batch statistics) made on its inputs widened to fp32 and each result
-    rounded back once, as ATen accumulates them, and a bf16/fp16 product with a bias (`linear`
-    with a bias, `addmm`) as the product, then the bias added — ExecuTorch's kernels accumulate
-    those in the input's dtype (a bf16 running sum of 64 × 0.1 ended at 6.15625, ATen's at
-    6.40625; a bf16 `linear` with a bias over 4,096 inputs was 0.32 from the fp32 call where
-    eager is 0.008; layer norm 1.56 where eager is 0.014; a bf16 conv1d over 512 channels 0.60
-    where eager is 0.027), its product without a bias (`mm`) does not; a half-precision
-    attention on row-major copies of its transposed q, k, v (`_row_major_args`)."""
-    changed = False
-    for n in list(gm.graph.nodes):
-        val = n.meta.get("val")
-        pos = _INT64_INDEX.get(n.target) if n.op == "call_function" else None
-        if pos is not None and _dtype_of(n.args[pos]) == torch.int32:
-            with gm.graph.inserting_before(n):
-                wide = add_call(gm.graph, _ATEN._to_copy.default, n.args[pos], dtype=torch.int64)
-            n.update_arg(pos, wide)
-            changed = True
-        elif (n.target is _ATEN.remainder.Tensor and isinstance(val, torch.Tensor)
-              and not val.dtype.is_floating_point and val.dtype != torch.bool):
-            _integer_remainder(gm.graph, n)
-            changed = True
-        elif n.target in _ZERO_D_AS_1D and _zero_d(n.args[0]):
-            _on_one_element_view(gm.graph, n)
-            changed = True
-        elif n.target in _IN_FP32 and _dtype_of(n.args[0]) in _HALF \
-                and "dtype" not in n.kwargs and (isinstance(val, torch.Tensor) or all(
-                    u.target is operator.getitem for u in n.users)):
-            _made_in_fp32(gm.graph, n)
-            changed = True
-        elif _is_attention(n) and _dtype_of(n.args[0]) in _HALF and any(
-                not _dense(a.meta["val"]) for a in n.all_input_nodes
-                if isinstance(a.meta.get("val"), torch.Tensor)):
-            _row_major_args(gm.graph, n)
-            changed = True
-        elif n.target in _BIASED_PRODUCTS and _dtype_of(n) in _HALF \
-                and _BIASED_PRODUCTS[n.target](n) is not None:
-            _bias_after_product(gm.graph, n)
-            changed = True
-    if changed:
-        gm.graph.lint()
-        gm.recompile()
-
-
-# calls ExecuTorch's kernels fail on a 0-d input, by what their dim argument becomes on its
-# one-element 1-d view, and whether their result must be viewed back to 0-d
-_ZERO_D_AS_1D = {_ATEN.sum.dim_IntList: ([0], False), _ATEN.cumsum.default: (0, True)}
-
-
-def _zero_d(arg) -> bool:
-    val = arg.meta.get("val") if isinstance(arg, Node) else None
-    return isinstance(val, torch.Tensor) and val.dim() == 0
-
-
-def _on_one_element_view(graph, n: Node) -> None:
-    """`n` (a call of `_ZERO_D_AS_1D` on a 0-d tensor) made on the tensor's [1] view, over dim
-    0 without keepdim (a 0-d result, as ATen gives for any keepdim)."""
-    dim, view_back = _ZERO_D_AS_1D[n.target]
-    with graph.inserting_before(n):
-        flat = add_call(graph, _ATEN.view.default, n.args[0], [1])
-        args = (flat, dim) + ((False,) if n.target is _ATEN.sum.dim_IntList else n.args[2:])
-        kwargs = {k: v for k, v in n.kwargs.items() if k not in ("dim", "keepdim")}
-        made = add_call(graph, n.target, *args, **kwargs)
-        out = add_call(graph, _ATEN.view.default, made, []) if view_back else made
-    n.replace_all_uses_with(out)
-    graph.erase_node(n)
-
-
-_HALF = (torch.bfloat16, torch.float16)
-# calls ATen makes on half-precision inputs with fp32 accumulation (ExecuTorch's kernels in the
-# input's dtype): their results differ from eager's by far more than one rounding
-# (functional calls only: a call writing an input in place would write the widened copy)
-_IN_FP32 = {_ATEN.cumsum.default, _ATEN._native_batch_norm_legit.no_stats,
-            _ATEN.var.correction, _ATEN.var_mean.correction, _ATEN.native_layer_norm.default,
-            _ATEN.layer_norm.default, _ATEN.convolution.default}
-def _is_attention(n: Node) -> bool:
-    return n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and \
-        n.target.name().startswith(("aten::scaled_dot_product", "aten::_scaled_dot_product"))
-
-
-def _row_major_args(graph, n: Node) -> None:
-    """`n` on row-major copies of its non-row-major tensor arguments. ExecuTorch decomposes a
-    half-precision attention by widening q, k and v to fp32 with layout-keeping copies, which it
-    cannot map for a transposed [B, S, H, D] → [B, H, S, D] view (every transformers decoder's
-    q, k, v): "Failed to map a given dim_order: [0, 2, 1, 3]" refused every bf16 decoder."""
-    def dense(a):
-        if not isinstance(a, Node) or not isinstance(a.meta.get("val"), torch.Tensor) \
-                or _dense(a.meta["val"]):
-            return a
-        with graph.inserting_before(n):
-            return add_call(graph, _ATEN.clone.default, a, memory_format=torch.contiguous_format)
-    n.args = tuple(dense(a) for a in n.args)
-    n.kwargs = {k: dense(v) for k, v in n.kwargs.items()}
-
-
-# a product with a bias -> its bias (None: no bias to take out)
-_BIASED_PRODUCTS = {
-    _ATEN.linear.default: lambda n: n.args[2] if len(n.args) > 2 else n.kwargs.get("bias"),
-    _ATEN.addmm.default: lambda n: n.args[0] if n.kwargs.get("beta", 1) != 0 else None,
-}
-
-
-def _bias_after_product(graph, n: Node) -> None:
-    """`linear(x, w, b)` as `linear(x, w) + b`; `addmm(b, m1, m2, beta, alpha)` as
-    `mm(m1, m2) * alpha + b * beta` (each factor only where it is not 1)."""
-    bias = _BIASED_PRODUCTS[n.target](n)
-    with graph.inserting_before(n):
-        if n.target is _ATEN.linear.default:
-            product = add_call(graph, _ATEN.linear.default, n.args[0], n.args[1])
-        else:
-            product = add_call(graph, _ATEN.mm.default, n.args[1], n.args[2])
-            if n.kwargs.get("alpha", 1) != 1:
-                product = add_call(graph, _ATEN.mul.Tensor, product, n.kwargs["alpha"])
-            if n.kwargs.get("beta", 1) != 1:
-                bias = add_call(graph, _ATEN.mul.Tensor, bias, n.kwargs["beta"])
-        out = add_call(graph, _ATEN.add.Tensor, product, bias)
-    n.replace_all_uses_with(out)
-    graph.erase_node(n)
-
-
-def _made_in_fp32(graph, n: Node) -> None:
-    """`n` on its half-precision tensor inputs widened to fp32, each result (read through
-    getitem where `n` makes several) rounded back to its own dtype."""
-    def wide(a):
-        return add_call(graph, _ATEN._to_copy.default, a, dtype=torch.float32) \
-            if _dtype_of(a) in _HALF else a
-    vals = n.meta["val"]
-    with graph.inserting_before(n):
-        made = add_call(graph, n.target, *torch.fx.map_arg(n.args, wide),
-                        **torch.fx.map_arg(n.kwargs, wide))
-        if not isinstance(vals, (tuple, list)):
-            n.replace_all_uses_with(
-                add_call(graph, _ATEN._to_copy.default, made, dtype=vals.dtype))
-    if isinstance(vals, (tuple, list)):
-        for user in list(n.users):            # getitem(n, i): one result each
-            with graph.inserting_before(user):
-                got = add_call(graph, operator.getitem, made, user.args[1])
-                back = add_call(graph, _ATEN._to_copy.default, got,
-                                dtype=vals[user.args[1]].dtype)
-            user.replace_all_uses_with(back)
-            graph.erase_node(user)
-    graph.erase_node(n)
-
-
-def _dtype_of(arg):
-    val = arg.meta.get("val") if isinstance(arg, Node) else None
-    return val.dtype if isinstance(val, torch.Tensor) else None
-
-
-def _integer_remainder(graph, n: Node) -> None:
-    a, b = n.args
-    with graph.inserting_before(n):
-        q = add_call(graph, _ATEN.floor_divide.default, a, b)
-        r = add_call(graph, _ATEN.sub.Tensor, a, add_call(graph, _ATEN.mul.Tensor, q, b))
-    n.replace_all_uses_with(r)
-    graph.erase_node(n)
 
 
 def _exported_edge(gm: GraphModule, dynamic_shapes, config):

@@ -9,7 +9,7 @@ take them, but ExecuTorch's `to_edge` refuses a non-ATen operator whose output a
 (`prims::broadcast_in_dim(Tensor(a) a, ...) -> Tensor(a)`) and has no kernel for the others
 (`Missing out variants: {'prims::div'}`). Torch-TensorRT also decomposes every `aten.view` into
 `aten._reshape_copy`, which ExecuTorch has no out variant for (`Missing out variants:
-{'aten::_reshape_copy'}`: a KV write whose partition is left to PyTorch, issue 55); it is the
+{'aten::_reshape_copy'}`: a KV write whose partition is left to PyTorch); it is the
 `reshape` it computes (the program is functional: that it copies is not observable). The one
 rewrite serves both: the reference engine's payload (`engines.payload`) and the saved program's
 host part (`executorch.saving.prepare`).

@@ -8,7 +8,8 @@ return appended, as TensorRT's interpreter does) and the same aliased I/O: a cac
 aliased exactly when the converters would alias it (`kv_rules`: a KV-eligible
 `slice_scatter`/`index_copy` into a partition input, not marked `_trt_no_kv_alias`). The module
 records the copies its delegate makes where a TensorRT engine module does, in its
-`tte_copy_back` attribute (`engines.tensorrt_info.COPY_BACK_ATTR`), so one protocol reads both.
+`tte_copy_back` attribute (`engine_module.COPY_BACK_ATTR`), so one protocol reads both
+(`engine_module`).
 Its C++ twin is `runtime/src/reference_engine.cpp`.
 """
 from __future__ import annotations

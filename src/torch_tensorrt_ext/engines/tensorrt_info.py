@@ -43,9 +43,8 @@ __all__ = [
 # The key this project adds to the metadata dict of an engine whose delegate copies copy-back
 # outputs into their buffers: a list of [output, input] pairs, as compile decided them
 # (`lowering.copier`). Compile records it on the engine module as the attribute of the same name
-# (`COPY_BACK_ATTR`); patch 0004's `TorchTensorRTModule._pack_engine_info` packs it.
+# (`engine_module.COPY_BACK_ATTR`); patch 0004's `TorchTensorRTModule._pack_engine_info` packs it.
 COPY_BACK_KEY = "tte_copy_back"
-COPY_BACK_ATTR = COPY_BACK_KEY
 
 # torch_tensorrt/dynamo/runtime/_serialized_engine_layout.py: ABI_VERSION, SerializedInfoIndex,
 # SERIALIZED_*_DELIM (mirrors core/runtime/runtime.h and register_jit_hooks.cpp).

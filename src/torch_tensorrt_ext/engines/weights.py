@@ -13,13 +13,13 @@ weights (`executorch/saving/backend`).
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import torch
 from torch.fx import GraphModule
 
 from ..contracts.blob_model import KEY_PREFIX, WeightRef
+from ..contracts.named_key import named_key
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 from ..contracts.tensor_bytes import tensor_bytes
 
@@ -34,7 +34,7 @@ WEIGHT_ALIGNMENT = 64
 def weight_key(t: torch.Tensor) -> str:
     """The named-data key of a weight: the SHA-256 of its bytes (row-major, whatever its
     layout: `contracts.tensor_bytes`)."""
-    return KEY_PREFIX + hashlib.sha256(tensor_bytes(t)).hexdigest()
+    return named_key(tensor_bytes(t))
 
 
 def attr_of(gm: GraphModule, target: str):

@@ -129,8 +129,8 @@ def aliased_plan(ep: torch.export.ExportedProgram) -> MutationPlan:
     """One entry per buffer an engine of `ep` writes itself (Copier.ENGINE), read from the
     engines' own records — the one place they are read to decide a declaration: in place
     through an aliased output (KV_ALIAS), or by copying an output into it (COPY_BACK with
-    `engine_copies`: a reference engine's `copy_back`, or a TensorRT engine's `tte_copy_back`
-    record that `executorch.saving.delegate_copies` wrote). Buffers already declared are left to
+    `engine_copies`: the call's `EngineInfo.copy_back`, the copy record compile wrote into the
+    engine module, `engines.engine_module.record_copy`). Buffers already declared are left to
     their declaration; every other copy-back write reaches here declared on its value already."""
     buffers = ep.graph_signature.inputs_to_buffers
     writes = []

@@ -9,9 +9,11 @@ call).
 Invariant: `decide` is the only function in the package that makes this decision, for reference
 and TensorRT engines alike, and it reads nothing but the facts of one `CopySite` (gathered once,
 from the compiled graph, by `sites`). Its result is recorded once per write — in the plan
-(`BufferWrite.engine_copies`) and in the engine call's own record (a reference engine's
-`copy_back`, a TensorRT engine's `tte_copy_back`) — and every stage downstream (declaration,
-ExecuTorch lowering, blob, runtime, `inspect`) reads that record; none decides again. A value the
+(`BufferWrite.engine_copies`) and in the engine module's own copy record
+(`engines.engine_module.record_copy`, one protocol for reference and TensorRT engine modules,
+carried into the engine call's record as `EngineInfo.copy_back`) — and every stage downstream
+(declaration, ExecuTorch lowering, blob, runtime, `inspect`) reads that record; none decides
+again. A value the
 program also reads (returned to the caller, or read by another op) does not stop the delegate:
 it is then both handed out and copied into the buffer. Each engine output is copied into at most
 one buffer (the first write in plan order; a second buffer taking the same value is the

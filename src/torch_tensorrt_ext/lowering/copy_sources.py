@@ -7,8 +7,8 @@ two buffers copied from one input, one computed value, one parameter or one unwr
 a buffer copied from another buffer's new value (`b.add_(1); a.copy_(b)`) — the functional program
 returns that node twice among its mutations and `run_decompositions` refuses its own result:
 `SpecViolationError: User output <src> is not in the correct order or is not found in the
-exported program's user_output list` (issue 45 class 3: valid programs refused; plain ExecuTorch
-refuses them the same way).
+exported program's user_output list` (valid programs refused; plain ExecuTorch refuses them the
+same way).
 
 A buffer copied whole from another buffer (`a.copy_(c)`) is lost further down the same way: its
 new value is then the other buffer's own input, which the lifting takes for no write at all (the

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch.fx import Graph, GraphModule, Node
 
+from ..engines.engine_module import own_call
 from ..engines.payload import byte_tensor
 from .device import has_cuda, require_device
 
@@ -119,8 +120,7 @@ def call_unset_engine(module: torch.nn.Module, inputs: Sequence[Any]):
 def is_unset(module: torch.nn.Module) -> bool:
     """An engine module the legacy exporter cannot inline as `execute_engine` on an engine
     object: a CPU reference engine, or a TensorRT engine kept serialized (no device)."""
-    from ..engines.reference_engine import ReferenceEngineModule
-    if isinstance(module, ReferenceEngineModule):
+    if own_call(module) is not None:
         return True
     return getattr(module, "engine", None) is None and not has_cuda()
 
@@ -130,16 +130,15 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
     """The legacy exporter's inlining of engine `name`: a placeholder call (a reference engine:
     its `tte::execute_engine` call) whose engine bytes are a buffer of `gm` (read through
     get_attr), as torch-tensorrt's ExecuTorch path does."""
-    from ..engines.reference_engine import ReferenceEngineModule
     graph: Graph = gm.graph
     attr = f"{name}_engine_bytes"
-    if isinstance(module, ReferenceEngineModule):
-        from ..engines.execute_op import OP
-        gm.register_buffer(attr, module.payload.clone(), persistent=True)
+    own = own_call(module)
+    if own is not None:
+        gm.register_buffer(attr, own.payload.clone(), persistent=True)
         engine = graph.get_attr(attr)
         engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
-        args = _scalars_as_tensors(graph, args, dict(module.scalars))
-        return graph.call_function(OP, (args, engine, module.signature))
+        args = _scalars_as_tensors(graph, args, own.scalars)
+        return graph.call_function(own.op, (args, engine, own.signature))
     gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))

@@ -1,4 +1,4 @@
-"""`torch_tensorrt.Input` min/opt/max specs on the ahead-of-time paths (issue 32 item 4).
+"""`torch_tensorrt.Input` min/opt/max specs on the ahead-of-time paths.
 
 torch-tensorrt 2.14.0 turns each dynamic axis of an `Input` into a `Dim` of its own unless the
 caller names it with `shared_dims=`; a compiled program whose inputs share a length (a prompt's

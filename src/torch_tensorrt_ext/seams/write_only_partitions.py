@@ -1,6 +1,6 @@
 """A partition whose only effect is a cache write TensorRT aliases is left to PyTorch.
 
-Issue 45 class 4: an op PyTorch runs (`torch_executed_ops`, or one TensorRT has no converter for)
+An op PyTorch runs (`torch_executed_ops`, or one TensorRT has no converter for)
 just before a KV-cache write that nothing after reads puts the write in an engine of its own. Its
 only output is the cache's aliased new value, which the engine writes into the buffer in place —
 the program reads none of its outputs. The compiled module runs it, but ExecuTorch cannot lower a

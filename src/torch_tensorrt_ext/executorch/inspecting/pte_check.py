@@ -8,7 +8,8 @@ only the program flatbuffer (the bytes before the segments: a loader reads no en
 bytes twice). Anything else raises `PteError` (a `ValueError`) whose
 message names the file, says what is wrong with it and what to do. The checks read header
 fields only; the flatbuffer itself is verified by ExecuTorch (`Verification.InternalConsistency`,
-`Program` loads with it), whose refusal `program.py` reports as a `PteError` too.
+`Program` loads with it), whose refusal `executorch.running.program` reports as a `PteError`
+too.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ planning reserves one region at the bottom of the arena for the submodules of al
 scan ops, each planned from offset 0, and plans the cond's result a slot of its own above it that
 the move leaves unused). The next control-flow op's branch or body computes into that same region,
 so a cond's result read after it — a buffer's write-back, a later op, a method output — holds the
-later op's values (issue 45 class 5: `cd0.copy_(cond(...))`, then a second cond, wrote the
-second cond's value into `cd0`). ExecuTorch alone does the same (two conds whose first result is
+later op's values (`cd0.copy_(cond(...))`, then a second cond, wrote the second cond's value
+into `cd0`). ExecuTorch alone does the same (two conds whose first result is
 returned: both outputs hold the second's value).
 
 `CopyBranchResults` runs first in the edge-to-ExecuTorch passes: each result of a `cond` that is

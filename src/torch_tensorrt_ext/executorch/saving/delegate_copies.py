@@ -6,11 +6,12 @@ device-to-device copy after the engine, on its stream, which keeps the buffer in
 beside the KV caches — instead of ExecuTorch's host write-back (3 copies, 2 of them over PCIe).
 
 Invariant: this module decides nothing. Which writes a delegate copies was decided once, at
-compile (`lowering.copier.decide`), and recorded in each engine's own record (`tte_copy_back` in
-its serialized metadata). `hand_copy_backs_to_delegates(ep)`, run on the declared programs
-torch-tensorrt's ExecuTorch export staged, reads those records (`export.engine_calls`) and removes
-the program's write-back of exactly the buffers they name, declaring each on the buffer's own
-placeholder instead (`export.engine_calls.aliased_plan`). A record that disagrees with the
+compile (`lowering.copier.decide`), and recorded in each engine's own record
+(`engines.engine_module.record_copy`; patch 0004 packs it into its serialized metadata).
+`hand_copy_backs_to_delegates(ep)`, run on the declared programs torch-tensorrt's ExecuTorch
+export staged, reads those records (`export.engine_calls`) and removes the program's write-back
+of exactly the buffers they name, declaring each on the buffer's own placeholder instead
+(`export.engine_calls.aliased_plan`). A record that disagrees with the
 program — it names an input that is not a buffer, or the program writes the buffer from another
 value — is refused naming buffer, engine and binding; a write-back no record names stays, with a
 warning at save that the buffer stays in host memory.

@@ -19,6 +19,8 @@ from executorch.exir._serialize._cord import FileBackedData
 from executorch.exir._serialize._named_data_store import NamedDataStoreOutput
 from executorch.exir._serialize.data_serializer import DataEntry
 
+from ...contracts.named_key import key_digest
+
 __all__ = ["HeldBytes", "named_data", "ALIGNMENT"]
 
 # ExecuTorch kernels read weights with vector loads: every named-data weight starts at a
@@ -54,9 +56,7 @@ class HeldBytes(FileBackedData):
 
 def _digest(key: str) -> bytes | None:
     """A `tte/sha256/<hex>` key names its bytes' SHA-256: ExecuTorch's store need not hash them."""
-    hexdigest = key.rpartition("/")[2]
-    return bytes.fromhex(hexdigest) if key.startswith("tte/sha256/") and len(hexdigest) == 64 \
-        else None
+    return key_digest(key)
 
 
 def named_data(entries: Sequence[tuple[str, memoryview]], external: str | None = None

@@ -13,7 +13,6 @@ engines are the same plan store it once — in the `.pte`, or in its `.ptd` unde
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 
 import torch
@@ -23,6 +22,7 @@ from torch.export import ExportedProgram
 
 from ...contracts import blob as blobfmt
 from ...contracts.engine_call import is_engine_call
+from ...contracts.named_key import named_key
 from ...contracts.target_device import parse_target_device
 from ...contracts.tensor_bytes import tensor_bytes
 from ...engines.dynamic_dims import max_shape
@@ -142,7 +142,7 @@ def plan_as_named_data(meta: blobfmt.BlobMetadata, plan: memoryview,
     key (the view handed over: the one hash of the plan is the key's, no copy)."""
     if not len(plan):
         raise blobfmt.BlobError("the engine's serialized plan is empty; rebuild the engine")
-    key = blobfmt.KEY_PREFIX + hashlib.sha256(plan).hexdigest()
+    key = named_key(plan)
     meta = dataclasses.replace(meta, engine_data=blobfmt.EngineData(key, len(plan)))
     return PreprocessResult(processed_bytes=blobfmt.serialize(meta, b""),
                             data_store_output=named_data([(key, plan)], external))

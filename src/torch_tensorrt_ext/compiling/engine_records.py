@@ -1,6 +1,7 @@
 """The engines a compile built, as records: which call_module targets are engines, one
 `EngineInfo` per engine call (`engine_infos`, the one builder for a compiled module), and the
-copies written into an engine's own record (`record_copy`, read back by `recorded_copy_back`).
+copies written into an engine's own record (`record_copy`, read back by `recorded_copy_back`;
+both the engine-module protocol's, `engines.engine_module`).
 
 Invariant: an `EngineInfo` built here carries every field its engine reports — kind, bindings,
 aliased pairs, the copies recorded in it — with its buffer bindings resolved by FQN; a copy is
@@ -16,14 +17,15 @@ from torch.fx import GraphModule, Node
 
 from ..contracts.engine import AliasedIO, EngineInfo
 from ..contracts.plan import PlanError
-from ..engines.tensorrt_info import COPY_BACK_ATTR
+from ..engines import engine_module
+from ..engines.engine_module import record_copy
 from ..lowering import LiftedGraph
 
 
 def engine_modules(trt_gm: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    """call_module targets that are TensorRT engines (they report binding names)."""
+    """call_module targets that are engines (they report binding names)."""
     return {name: m for name, m in trt_gm.named_children()
-            if hasattr(m, "input_binding_names") and hasattr(m, "output_binding_names")}
+            if engine_module.is_engine_module(m)}
 
 
 def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
@@ -36,9 +38,9 @@ def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
 
 
 def recorded_copy_back(module: torch.nn.Module) -> tuple[tuple[str, str], ...]:
-    """The copies `record_copy` wrote into an engine's own record (`COPY_BACK_ATTR`, kept by
-    reference and TensorRT engine modules alike)."""
-    return tuple((o, i) for o, i in getattr(module, COPY_BACK_ATTR, ()))
+    """The copies `record_copy` wrote into an engine's own record (`engine_module.copy_record`,
+    kept by reference and TensorRT engine modules alike)."""
+    return engine_module.copy_record(module)
 
 
 def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, ...]:
@@ -71,7 +73,7 @@ def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, 
         infos.append(EngineInfo(name=str(call.target), input_names=ins, output_names=outs_b,
                                 aliased_io=aliased, input_buffers=in_buf,
                                 output_buffers=tuple(out_buf),
-                                kind=getattr(m, "engine_kind", "tensorrt"),
+                                kind=engine_module.kind(m),
                                 copy_back=recorded_copy_back(m)))
     return tuple(infos)
 
@@ -95,18 +97,6 @@ def bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) -> 
         bind = getattr(modules.get(info.name), "bind_buffers", None)
         if bind is not None:
             bind(info.input_buffers)
-
-
-def record_copy(module: torch.nn.Module, output: str, input: str) -> None:
-    """Write the decision into the engine's own record, `COPY_BACK_ATTR`: a reference engine
-    keeps it in its blob metadata (its kernel then copies in PyTorch too), a TensorRT engine as
-    the attribute patch 0004 packs into its serialized metadata; the ExecuTorch lowering and the
-    delegate read it from there."""
-    record = [list(p) for p in getattr(module, COPY_BACK_ATTR, ())]
-    if any(p[0] == output for p in record):
-        raise PlanError(f"engine {getattr(module, 'name', '?')!r}: output {output!r} is "
-                        f"recorded as copied back twice (into {input!r} and an earlier input)")
-    setattr(module, COPY_BACK_ATTR, record + [[output, input]])
 
 
 __all__ = ["engine_modules", "engine_infos", "recorded_copy_back", "record_copy",

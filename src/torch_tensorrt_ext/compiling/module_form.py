@@ -21,6 +21,7 @@ from torch.fx import GraphModule, Node
 from ..contracts.plan import Copier, MutationPlan, PlanError
 from ..lowering import LiftedGraph, copier
 from .module_state import set_buffer
+from ..engines import engine_module
 from .engine_records import engine_modules, engines_are_side_effects, record_copy
 
 
@@ -83,7 +84,7 @@ def to_module_form(gm: GraphModule, lifted: LiftedGraph, plan: MutationPlan) -> 
             module = getattr(gm, d.engine) if d.engine else None
             if d.copier is Copier.ENGINE:
                 record_copy(module, d.output, d.input)
-                if getattr(module, "copies_in_pytorch", False):
+                if engine_module.copies_in_pytorch(module):
                     continue   # the reference kernel copies it in PyTorch as in the delegate
             # torch-tensorrt's runtime cannot copy into a buffer: in PyTorch the module writes
             # the value back itself (the ExecuTorch delegate reads the engine's record instead)
@@ -105,15 +106,12 @@ def engine_results_as_returned(gm: GraphModule) -> None:
     write's new value among them. Left so, a 0-dim result fails the save's retrace ("invalid
     index of a 0-dim tensor") and a `[1, ...]` one is silently sliced. A read of a dropped
     output cannot be served and is refused naming engine and output."""
-    from torch_tensorrt.dynamo.runtime._TorchTensorRTModule import user_output_count
-    # a reference engine returns what the graph reads (n_graph_outputs)
-    from ..engines.reference_engine import ReferenceEngineModule
     changed = False
     for name, module in engine_modules(gm).items():
-        if isinstance(module, ReferenceEngineModule) or not getattr(module, "aliased_io", None):
-            continue
+        kept = engine_module.returned_outputs(module)
+        if kept is None:
+            continue   # it returns what the graph reads
         names = list(module.output_binding_names)
-        kept = user_output_count(names, module.aliased_io)
         for call in (n for n in gm.graph.nodes if n.op == "call_module" and n.target == name):
             for use in list(call.users):
                 if use.target is not operator.getitem:
@@ -141,12 +139,11 @@ def sizes_read_from_inputs(gm: GraphModule) -> None:
     length on, `size_outputs`) are read in the graph itself — `aten.sym_size.int` of the
     argument — and the engine returns only its tensors, so every exporter sees an engine call
     that returns tensors (as a TensorRT engine's bindings are)."""
-    from ..engines.reference_engine import ReferenceEngineModule
     changed = False
     for name, module in engine_modules(gm).items():
-        if not isinstance(module, ReferenceEngineModule) or not module.size_outputs:
+        if not engine_module.size_outputs(module):
             continue
-        sizes = {pos: (i, d) for pos, i, d in module.size_outputs}
+        sizes = {pos: (i, d) for pos, i, d in engine_module.size_outputs(module)}
         n = module.n_graph_outputs
         tensor_index = {}
         for pos in range(n):
@@ -172,8 +169,7 @@ def sizes_read_from_inputs(gm: GraphModule) -> None:
             val = call.meta.get("val")
             if isinstance(val, (list, tuple)):
                 call.meta["val"] = [v for k, v in enumerate(val) if k not in sizes]
-        module.n_graph_outputs = len(tensor_index)
-        module.size_outputs = ()
+        engine_module.sizes_read_in_graph(module)
         changed = True
     if changed:
         gm.graph.lint()

@@ -1,8 +1,11 @@
-"""Issue 45's refused classes 2-5, each written from the issue's description as a user would:
+"""Valid programs the compile or save once refused — numbered classes 2-5 as they were reported
+(2: a column written through a transposed view, then cast in an engine; 3: two buffers copied
+from one value; 4: an engine whose only effect is a KV write; 5: buffers written from conds) —
+each written from the report's description as a user would:
 compiled module and `.pte` equal eager step by step, on the host and with state on the emulated
 device. (Class 1 has its regressions where its fix lives, tests/engines/test_prims_to_aten.py;
 class 5's verifier side is in tests/et/inspecting/test_verify_writes.py.) The programs of
-classes 2-4 were not refused on this branch before its fixes either — the issue's exact
+classes 2-4 were not refused on this branch before its fixes either — the report's exact
 programs are not at hand — so they pin the described shapes, not a reproduced failure; class
 5's (`two_buffers_written_from_conds`) is the generator's failing program shrunk: before
 `saving.branch_results` its `.pte` wrote the second cond's value into buffer `a` at step 0
