@@ -32,8 +32,11 @@ def _child_env():
 
 
 def test_the_end_to_end_suites_pass_with_state_on_the_emulated_device():
+    # two workers, a file each at a time: the suites are the longest single test of the run, and
+    # the other CI worker is free long before they end
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-n", "2",
+         "--dist", "loadfile",
          "-m", "emulated_device and not gpu",
          "-k", " and ".join(["not tensorrt_rtx", *(f"not ({k})" for k in HOST_ONLY)]),
          str(TESTS)],
