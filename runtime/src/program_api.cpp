@@ -50,7 +50,7 @@ struct tte_program {
   std::unique_ptr<tte::SharedArenas> shared;  // before `module`: its methods use these arenas
   std::unique_ptr<tte::HostArenas> host;      // a host-only program's shared arenas, or none
   std::unique_ptr<Module> module;
-  std::string notice;                         // said once at open: how the program was loaded
+  std::string notice;  // said once at open: how the program was loaded
   std::vector<std::string> methods;
   std::map<std::string, std::vector<EValue>> outputs;          // the last run's, per method
   std::map<std::string, std::vector<std::string>> buffers;     // attribute names, per method
@@ -160,8 +160,8 @@ Error read_methods(tte_program* p, bool& device_arenas, std::string& text) {
 
 // `m`'s planned memory: the recorded state arenas, a host program's shared arenas, or Module's.
 tte::Result<executorch::runtime::HierarchicalAllocator*> planned_memory(tte_program* p,
-                                                                      const std::string& m,
-                                                                      std::string& text) {
+                                                                        const std::string& m,
+                                                                        std::string& text) {
   tte::Reason reason;
   if (p->shared != nullptr) {
     auto memory = p->shared->memory_for(*p->program, m, reason);
