@@ -12,7 +12,8 @@ from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.contracts.plan import PlanError
 from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
 from torch_tensorrt_ext.engines.engine_module import COPY_BACK_ATTR
-from torch_tensorrt_ext.compiling.engine_records import record_copy, recorded_copy_back
+from torch_tensorrt_ext.compiling.engine_records import record_copy
+from torch_tensorrt_ext.engines.engine_module import copy_record as recorded_copy_back
 
 
 class _TensorRTLike(torch.nn.Module):

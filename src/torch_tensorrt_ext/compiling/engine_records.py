@@ -1,6 +1,6 @@
 """The engines a compile built, as records: which call_module targets are engines, one
 `EngineInfo` per engine call (`engine_infos`, the one builder for a compiled module), and the
-copies written into an engine's own record (`record_copy`, read back by `recorded_copy_back`;
+copies written into an engine's own record (`record_copy`, read back by `copy_record`;
 both the engine-module protocol's, `engines.engine_module`).
 
 Invariant: an `EngineInfo` built here carries every field its engine reports — kind, bindings,
@@ -37,12 +37,6 @@ def _output_of(call: Node, k: int, n_outputs: int) -> Node | None:
     return None
 
 
-def recorded_copy_back(module: torch.nn.Module) -> tuple[tuple[str, str], ...]:
-    """The copies `record_copy` wrote into an engine's own record (`engine_module.copy_record`,
-    kept by reference and TensorRT engine modules alike)."""
-    return engine_module.copy_record(module)
-
-
 def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, ...]:
     """What each built engine reports — its kind, bindings, aliased pairs and the copies recorded
     in it — with its buffer bindings resolved by name (the one builder of a compiled module's
@@ -74,7 +68,7 @@ def engine_infos(trt_gm: GraphModule, lifted: LiftedGraph) -> tuple[EngineInfo, 
                                 aliased_io=aliased, input_buffers=in_buf,
                                 output_buffers=tuple(out_buf),
                                 kind=engine_module.kind(m),
-                                copy_back=recorded_copy_back(m)))
+                                copy_back=engine_module.copy_record(m)))
     return tuple(infos)
 
 
@@ -99,5 +93,5 @@ def bind_reference_buffers(trt_gm: GraphModule, infos: Sequence[EngineInfo]) -> 
             bind(info.input_buffers)
 
 
-__all__ = ["engine_modules", "engine_infos", "recorded_copy_back", "record_copy",
+__all__ = ["engine_modules", "engine_infos", "record_copy",
            "bind_reference_buffers", "engines_are_side_effects"]

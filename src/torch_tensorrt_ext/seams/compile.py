@@ -30,8 +30,8 @@ from ..contracts.plan import MutationPlan
 from ..lowering import reconcile
 from ..lowering.graph_record import GraphRecord
 from ..compiling.carried_writes import check_carried
-from ..compiling.engine_records import (bind_reference_buffers, engine_infos, engine_modules,
-                                        recorded_copy_back)
+from ..compiling.engine_records import bind_reference_buffers, engine_infos, engine_modules
+from ..engines.engine_module import copy_record
 from ..compiling.module_form import (bodies_held_on_top, calling_convention_of,
                                      engine_results_as_returned, sizes_read_from_inputs,
                                      to_module_form)
@@ -90,7 +90,7 @@ class StatefulCompile:
         final = to_module_form(trt_gm, self.lifted, final)
         modules = engine_modules(trt_gm)   # the copies are recorded in the engines now
         trt_gm.engine_infos = tuple(
-            dataclasses.replace(i, copy_back=recorded_copy_back(modules[i.name])) for i in infos)
+            dataclasses.replace(i, copy_back=copy_record(modules[i.name])) for i in infos)
         engine_results_as_returned(trt_gm)
         bodies_held_on_top(trt_gm)
         calling_convention_of(trt_gm, self._codegen)
