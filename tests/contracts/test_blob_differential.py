@@ -1,4 +1,4 @@
-"""The two blob readers agree (issue 12 item 4, issue 9 item 3): one corpus — hand-made hostile
+"""The two blob readers agree: one corpus — hand-made hostile
 metadata and seeded mutations of valid blobs — goes through python's `blob.parse` and the C++
 runtime's reader (`tte_runtime_check_blob` through ctypes: parse, integrity, validation, binding
 plan), and each input must be accepted by both or refused by both, and where both refuse, under
@@ -136,7 +136,7 @@ def engine_data_cases():
 
 
 def hostile_cases():
-    """(name, blob): what issue 12 found the readers disagreeing on, and their neighbours."""
+    """(name, blob): the inputs the readers were once found disagreeing on, and their neighbours."""
     big = (1 << 63) - 1
     yield "valid", make(kv_meta())
     # NUL inside strings: in a dtype (C++ compared it with strcmp), a name, a key, a value

@@ -1,4 +1,4 @@
-"""One dtype table per language, and the two agree (issue 9 item 6): the rows of
+"""One dtype table per language, and the two agree: the rows of
 runtime/src/dtype.cpp (name, element size, ScalarType) are exactly `contracts.dtypes`' rows, and
 every Python map of dtypes is derived from that table."""
 import re

@@ -1,5 +1,5 @@
 """`torch-tensorrt-ext demo` refuses meaningless arguments before exporting and cleans up after
-itself (issue 12 item 6)."""
+itself."""
 from __future__ import annotations
 
 import tempfile

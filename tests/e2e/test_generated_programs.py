@@ -78,15 +78,15 @@ REGRESSIONS = {
                                                                ret=("value_view",)),)),
     # .pte: buffer 'cd0' held cd1's new value (max abs diff 1.35 at step 0): ExecuTorch hands a
     # cond's branch tensor on as its result, and the second cond's branch computed into the same
-    # memory before cd0's write-back read it (issue 45 class 5; saving/branch_results)
+    # memory before cd0's write-back read it (saving/branch_results)
     "two_buffers_written_from_conds": Program(bufs=(Buf(kind="cond"), Buf(kind="cond")),
                                               split="sigmoid", split_at=1),
     # compile: AssertionError "Failed to map a given dim_order: [1, 0] to a torch.memory_format"
-    # (issue 45 class 2's message): a bf16 column written through `b.t()` by PyTorch, then
+    # (stateful_check's known refusal 2): a bf16 column written through `b.t()` by PyTorch, then
     # `b.float()` in an engine — dense_inputs made the transposed input dense, a permute back
     # left the cast's source transposed (engines/payload.dense_copies)
-    # compile: SpecViolationError "User output x is not in the correct order ..." (class 3
-    # again, found by the emulated run, seed 32000): the buffer read as `b.float()` before
+    # compile: SpecViolationError "User output x is not in the correct order ..." (known
+    # refusal 3 again, found by the emulated run, seed 32000): the buffer read as `b.float()` before
     # `b.copy_(x)` — export traces the copy onto the `to` node, an alias of the whole buffer,
     # which copy_sources did not take for the buffer (it now follows whole-buffer aliases)
     "two_copied_from_the_input_one_read_through_float_first": Program(
@@ -119,17 +119,17 @@ REGRESSIONS = {
     #   mix='before', init='randn'), Buf(kind='ema', place='attr', twice=True, pos=5,
     #   ret=('value', 'value_view', 'before'), init='randn')), seed=2233): its output 1, the
     #   buffer after two writes, 0.0547 from eager's at step 0 (fp32 and fp16 state: equal)
-    # (issue 55) compile: "select(): index 1 out of range for tensor of size [1, 8]" — a [1, F]
+    # compile: "select(): index 1 out of range for tensor of size [1, 8]" — a [1, F]
     # value copied into a [4, F] buffer read back as the buffer's new value (broadcast_writes)
     "broadcast_copy_read_back": Program(bufs=(Buf(kind="copy_bcast", pos=2),)),
-    # (issue 55) compile: "select() cannot be applied to a 0-dim tensor" — a 0-d value, twice,
+    # compile: "select() cannot be applied to a 0-dim tensor" — a 0-d value, twice,
     # left float32 for the write to convert into bf16
     "zero_d_copy_converted_read_back": Program(bufs=(Buf(kind="copy_bcast", dtype="bfloat16",
                                                          pos=5, twice=True),)),
-    # (issue 55) compile: "self.stride(-1) must be 1 to view Float as Byte ... got 64" — a
+    # compile: "self.stride(-1) must be 1 to view Float as Byte ... got 64" — a
     # Linear(64, 1) stored transposed as named data (contracts.tensor_bytes)
     "a_weight_of_a_size_1_dim_at_stride_64": Program(weights="gate"),
-    # (issue 55) compile: "Tensor does not have a supported memory format" — a read-only int8
+    # compile: "Tensor does not have a supported memory format" — a read-only int8
     # buffer registered transposed, an engine input since every read buffer is (row_major)
     "a_transposed_int8_buffer_read": Program(weights="int_table"),
 }

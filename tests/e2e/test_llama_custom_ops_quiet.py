@@ -1,4 +1,4 @@
-"""Issue 47 item 4: ExecuTorch's llama with the custom SDPA and `llama::update_cache` ops (and its
+"""ExecuTorch's llama with the custom SDPA and `llama::update_cache` ops (and its
 int8 quantized KV cache) steps through this project's program loader (`tte.executorch.load`; the
 C++ `tte_run` is the same loader, `tte_program_*`, but links no kernels for ExecuTorch's llama
 ops) like eager, writing no error line to stderr: the loader gives each method a temp allocator,

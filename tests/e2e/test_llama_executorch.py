@@ -171,7 +171,7 @@ def test_llama_update_cache_custom_op_is_named_in_the_reason():
                         "converter, so the new value is copied back")
 
 
-# --- issue 54 item 4: the dynamic llama with ExecuTorch's custom KV cache and SDPA --------------
+# --- the dynamic llama with ExecuTorch's custom KV cache and SDPA -------------------------------
 
 def _llama_calls(prompt: int, decodes: int, seed: int):
     g = torch.Generator().manual_seed(seed)

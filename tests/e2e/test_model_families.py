@@ -1,4 +1,4 @@
-"""Issues 31 and 55 (item 7: every family that ever passed stays passing): stateful model families
+"""Every family that ever passed stays passing: stateful model families
 users write, nobody here (model_families.py) — state-space and hybrid decoders (transformers'
 Mamba, Mamba2, Bamba, GraniteMoeHybrid, Jamba, Zamba2, Nemotron-H, LFM2, Qwen3-Next; ExecuTorch's
 LFM2 and Qwen3.5), mixtures of experts with hybrid state (Qwen3.5-MoE, LFM2-MoE), seq2seq

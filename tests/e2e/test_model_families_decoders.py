@@ -1,4 +1,4 @@
-"""Issue 55 item 7, the second half of the model families (test_model_families.py has the first,
+"""The second half of the model families (test_model_families.py has the first,
 and says what each family is held to; a file per worker, so the two share the run):
 transformers' causal LMs through its documented static-cache export module
 (`TorchExportableModuleForDecoderOnlyLM`'s, `hf_models.Stepped`) — dense (`DENSE`), with

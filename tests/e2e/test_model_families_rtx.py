@@ -1,4 +1,4 @@
-"""Issue 31: model families of test_model_families.py (`model_families.RTX`: state-space,
+"""Model families of test_model_families.py (`model_families.RTX`: state-space,
 mixture-of-experts and seq2seq families, ExecuTorch's llama with its custom caches) saved ahead
 of time with TensorRT-RTX engines through the save's verifier of the emitted program (its own
 file, so that it and the families' stepping share the run's two workers)."""

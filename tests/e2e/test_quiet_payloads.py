@@ -1,4 +1,4 @@
-"""Issue 55 item 5: every program the runtime runs has a temp allocator that serves what its
+"""Every program the runtime runs has a temp allocator that serves what its
 kernels ask for — the reference engine's payload included — so a correct run writes no ExecuTorch
 error line, in the compiled module called from PyTorch (`tte::execute_engine`, engines/execute_op)
 and in the `.pte` (the C++ reference engine inside the delegate).

@@ -1,6 +1,6 @@
 """The rewrite of the prims calls Torch-TensorRT's decompositions leave (`engines.prims_to_aten`):
-each rewritten call computes what the prim computes, and a train-mode BatchNorm (issue 45 class
-1, refused before: ExecuTorch's `to_edge` refused `prims::broadcast_in_dim`) compiles, saves and
+each rewritten call computes what the prim computes, and a train-mode BatchNorm (refused
+before: ExecuTorch's `to_edge` refused `prims::broadcast_in_dim`) compiles, saves and
 runs like eager — its prims in an engine's partition, or left to PyTorch in the program's host
 part (the same rewrite, run by `executorch.saving.prepare`; refused before with `Missing out
 variants: {'prims::div'}` / the broadcast_in_dim alias)."""
@@ -98,7 +98,7 @@ def test_the_host_part_is_rewritten_on_a_copy_and_a_renamed_output_follows():
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_reshape_copy_becomes_the_reshape_it_computes(contiguous):
     """torch-tensorrt decomposes `aten.view` into `aten._reshape_copy`, which ExecuTorch has no
-    kernel for (issue 55: a partition left to PyTorch was refused at save)."""
+    kernel for (a partition left to PyTorch was refused at save)."""
     fn = lambda a: torch.ops.aten._reshape_copy(a, [4, 6]) * 2   # noqa: E731
     a = torch.randn(2, 3, 4) if contiguous else torch.randn(4, 3, 2).permute(2, 1, 0)
     gm = make_fx(fn, tracing_mode="fake")(a)

@@ -65,7 +65,7 @@ def test_pack_and_unpack_find_every_part_as_views():
         assert (w.data_ptr() - payload.data_ptr()) % WEIGHT_ALIGNMENT == 0
 
 
-# --- every layout and dtype (issue 55 item 2) ---------------------------------------------------
+# --- every layout and dtype ---------------------------------------------------------------------
 # A constant whose last dimension has size 1 at another stride (a Linear(64, 1)'s weight stored
 # transposed by `linear_weights`, Qwen3.5-MoE's shared-expert gate) was refused at compile:
 # "self.stride(-1) must be 1 to view Float as Byte ... but got 64" (`.contiguous()` keeps it).

@@ -54,7 +54,7 @@ def test_no_bare_builtin_exception_is_raised():
     assert bare == []
 
 
-# --- C++ (issue 34): the same 60-line rule for the runtime's functions -------------------------
+# --- C++: the same 60-line rule for the runtime's functions ------------------------------------
 
 RUNTIME = ROOT.parents[1] / "runtime"
 _CXX_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype",

@@ -1,5 +1,5 @@
 """The package's import graph runs one way: every layer imports only layers below it, and no
-module imports itself back through others (issue 9 item 2).
+module imports itself back through others.
 
 The graph is read from the source (every `import` / `from ... import`, including those inside
 functions: a lazy import is an arrow too), so it needs nothing imported and cannot be fooled by

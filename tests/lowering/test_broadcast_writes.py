@@ -1,4 +1,4 @@
-"""Issue 55 item 1: a buffer written from a value that broadcasts (or converts) into it, read back
+"""A buffer written from a value that broadcasts (or converts) into it, read back
 in the same call (`lowering/broadcast_writes.py`).
 
 `b.copy_(h.mean(1))` with `h.mean(1)` `[1, D]` and `b` `[4, D]`, then `b.sum(0)`: plain

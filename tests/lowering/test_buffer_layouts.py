@@ -6,7 +6,7 @@ Since every buffer a program reads is lifted to an engine input (planned_lift), 
 buffer registered transposed (`torch.randint(..., (8, 64), dtype=torch.int8).t()`) reached
 torch-tensorrt's inputs with its strides and was refused at compile: "Tensor does not have a
 supported memory format, supported formats are contiguous or channel_last" — found by the
-generator's `int_table` weights (issue 55 item 6); a written buffer of such a layout the same.
+generator's `int_table` weights; a written buffer of such a layout the same.
 """
 from __future__ import annotations
 

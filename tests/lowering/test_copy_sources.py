@@ -1,4 +1,4 @@
-"""Issue 45 class 3: buffers copied whole from one value (`lowering/copy_sources.py`).
+"""Buffers copied whole from one value (`lowering/copy_sources.py`).
 
 torch.export keeps `buf.copy_(src)` in place; functionalization (`run_decompositions`, run by
 torch-tensorrt's compile and by ExecuTorch's `to_edge`) refuses its own result when two writes

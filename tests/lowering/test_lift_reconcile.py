@@ -184,7 +184,7 @@ def test_engine_info_validates_alias_map():
         _engine(aliased_io=(tte.AliasedIO("k_out", "nope"),))
 
 
-# --- one functionalization, one lift (issue 9 item 1) ------------------------------------
+# --- one functionalization, one lift -----------------------------------------------------
 
 def _kv_and_ring():
     def fn(m, x, p):

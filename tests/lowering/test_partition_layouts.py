@@ -1,4 +1,4 @@
-"""What a partition hands ExecuTorch, made acceptable before it is lowered (issue 31):
+"""What a partition hands ExecuTorch, made acceptable before it is lowered:
 
 * `lowering.empty_cat`: a `cat` onto transformers' legacy empty cache tensor (`torch.tensor([])`,
   T5/BART/Whisper cross-attention) loses that operand — the same values — so the cat is not left

@@ -184,7 +184,7 @@ def test_drift_reports_clean_fuzz_and_already_applied(repo, patches, capsys):
 
 def test_drift_says_whether_a_missing_file_was_removed_or_added_after_the_tree(tmp_path, patches,
                                                                               capsys):
-    """Issue 33: a file the series patches that a tree lacks is reported as not present
+    """A file the series patches that a tree lacks is reported as not present
     upstream, saying which the history tells — removed by a commit the tree contains, or added
     by a commit after it (a tree that predates the file) — never as 'moved or deleted'."""
     r = make_repo(tmp_path / "up", {"src/alpha.py": ALPHA, "src/beta.py": PRISTINE["src/beta.py"]},
@@ -207,7 +207,7 @@ def test_drift_says_whether_a_missing_file_was_removed_or_added_after_the_tree(t
 
 
 def test_a_clean_3way_merge_that_leaves_an_undefined_name_is_a_conflict(tmp_path, capsys):
-    """Issue 33: upstream renames a function's parameter the patch's added line uses; git merges
+    """Upstream renames a function's parameter the patch's added line uses; git merges
     the hunk without a conflict (the rename is on a line the patch keeps as context, far enough
     from its change), and the merged file reads a name nothing defines. `patch import --3way`
     reports it as a conflict naming file, line and name; the same series onto the release

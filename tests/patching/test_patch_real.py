@@ -45,7 +45,7 @@ def test_the_project_series_is_well_formed():
             assert "upstream" in patch.body.lower(), (
                 f"{patch.label}: the body must say how the change goes upstream (PR/issue) or "
                 f"why it cannot")
-            # each reads as a pull request (issue 33 item 4): the gap, then these sections
+            # each reads as a pull request: the gap, then these sections
             starts = [line.split(":")[0] for line in patch.body.splitlines()
                       if line.startswith(("Behaviour", "Tests:", "Upstreamable"))]
             assert [s for s in ("Behaviour", "Tests", "Upstreamable") if s not in
@@ -186,7 +186,7 @@ def _move_and_edit_upstream(repo: Path, patch) -> str:
 
 @pytest.mark.parametrize("target", ["torch_tensorrt", "executorch"])
 def test_the_series_rebases_with_git_am_3way_over_a_moved_and_edited_upstream(tmp_path, target):
-    """Issue 33: the exported patches carry the pinned release's blob ids (`index` lines), so
+    """The exported patches carry the pinned release's blob ids (`index` lines), so
     `git am -3` — a contributor's rebase — merges three-way where the patch no longer applies as
     is; without the index lines git cannot build the ancestor and stops."""
     series = load_series(load_manifest(PATCHES), target)

@@ -1,4 +1,4 @@
-"""Hostile and corrupt delegate blobs inside real .pte files (issue 12 items 1, 2 and 6):
+"""Hostile and corrupt delegate blobs inside real .pte files:
 
 - integrity: every byte of a delegate blob flipped in turn — each load + run either raises or
   returns exactly (bit for bit) the intact program's answer, which is the eager answer (to the

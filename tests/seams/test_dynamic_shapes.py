@@ -1,4 +1,4 @@
-"""Dynamic shapes (issue 19): a prefill whose sequence length is known only at run time, through
+"""Dynamic shapes: a prefill whose sequence length is known only at run time, through
 `torch_tensorrt.compile` and `torch_tensorrt.save(output_format="executorch")` with reference
 engines (run here, against eager, for several lengths, the state carried from call to call) and
 with TensorRT-RTX engines built ahead of time (saved here; nothing here runs them)."""
@@ -120,7 +120,7 @@ def test_tensorrt_rtx_ahead_of_time_with_input_specs(tmp_path):
 
 
 def test_input_specs_without_shared_dims_share_the_length_the_program_shares(tmp_path):
-    """Issue 32 item 4: `Input` min/opt/max specs without `shared_dims=` on the ahead-of-time path
+    """`Input` min/opt/max specs without `shared_dims=` on the ahead-of-time path
     (TensorRT-RTX): the compiled program sizes `x`'s axis 1 and `pos`'s axis 0 by one symbol, so
     save and `torch_tensorrt.dynamo.export` give them one Dim — they failed with torch.export's
     "Constraints violated" and "Unsupported input type" before. The saved program takes any
@@ -267,7 +267,7 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
     bounded by the program's own checks (`0 <= start <= 14`, `start + T <= 16`), which the
     partitions' exports are given (`payload.bind_scalar_reads`). Every cache is written in place
     by its engine — T consecutive positions from a runtime start (patch 0008) — and moves 0
-    bytes per call (issue 32 item 2: each was copied back through a host index_put before)."""
+    bytes per call (each was copied back through a host index_put before)."""
     model = _executorch_llama()
     t = torch.export.Dim("T", max=8)
     ep = torch.export.export(model, (torch.randint(0, 128, (1, 4)), torch.tensor([0])),
@@ -297,7 +297,7 @@ def test_executorch_llama_with_dynamic_shape_prefills_then_decodes_like_eager(tm
 def test_executorch_llama_with_dynamic_shape_saves_with_tensorrt_rtx_scalars_bound_as_tensors(
         tmp_path):
     """TensorRT-RTX takes the start position (and the length) as symbolic scalar inputs of an
-    engine (issue 32): each is handed to the delegate as a 0-d tensor of the engine's recorded
+    engine: each is handed to the delegate as a 0-d tensor of the engine's recorded
     dtype — the runtime binds a shape tensor through a host copy of its value — so the dynamic
     llama saves (it was refused, naming the engine), every state write verified by the save. The
     converters alias every cache (IKVCacheUpdateLayer writing T positions from the start, patch
@@ -400,7 +400,7 @@ def test_only_axes_the_program_sizes_by_one_symbol_are_unified():
     assert got["other"][0] is given["other"][0]
 
 
-# --- issue 54 item 4: dynamic shapes in every form users write ---------------------------------
+# --- dynamic shapes in every form users write --------------------------------------------------
 # each form was refused before: cond at save ("Node true_graph_0 ... references nonexistent
 # attribute"), scatter_add at compile (its length specialized by torch-tensorrt's unrolled
 # decomposition: "engine binding 'pos' has dimension 0 = 4"), a start read with `.item()` in a

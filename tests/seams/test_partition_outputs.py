@@ -2,7 +2,7 @@
 a plain output, so torch-tensorrt's engine module (which hides the aliased outputs after its last
 plain one) returns every output the graph reads.
 
-Found by `scripts/generate_stateful.py --rtx` (issue 36): a KV cache handed back after its write
+Found by `scripts/generate_stateful.py --rtx`: a KV cache handed back after its write
 (`return out, self.k`) could not be compiled with TensorRT-RTX engines — about 1 random program in
 11 — because its aliased output was the partition's last and the engine module dropped it.
 """

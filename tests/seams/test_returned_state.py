@@ -1,4 +1,4 @@
-"""A state write whose new value (or the buffer itself) is also handed to the caller (issue 36).
+"""A state write whose new value (or the buffer itself) is also handed to the caller.
 
 Before the fix the compiled module updated such a buffer like eager, but the saved `.pte` never
 wrote it: compile gave the copy to the engine, so no write-back was declared, and the runtime

@@ -1,4 +1,4 @@
-"""Models with a runtime sequence length (issue 19): the prefill a model author exports with a
+"""Models with a runtime sequence length: the prefill a model author exports with a
 dynamic prompt length, and the helpers every dynamic-shape test shares."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class CrossDecoder(torch.nn.Module):
         return self.k_cache.sum(1, keepdim=True) * self.cross
 
 
-# --- issue 54 item 4: the forms users write a length-T write in --------------------------------
+# --- the forms users write a length-T write in -------------------------------------------------
 
 class CondPrefill(PrefillCache):
     """`PrefillCache` whose new rows come out of a `torch.cond` (its branches kept as graph

@@ -1,7 +1,7 @@
 """Stateful model families nobody here wrote, tiny and randomly initialised (nothing is
 downloaded), as `stateful_check` programs (the generator's protocol), so each goes through the
 same product path and the same comparison with eager as every generated program — every family
-the project's tests and notes have run (issue 55 item 7: each stays passing), by group:
+the project's tests and notes have run (each stays passing), by group:
 
 * state-space mixers from transformers, state in its `StaticCache` registered as buffers by
   `hybrid_models.HybridCacheDecoder` (`SSM`): Mamba2 (`mamba2`), Mamba (`mamba`), Bamba (Mamba2
@@ -11,7 +11,7 @@ the project's tests and notes have run (issue 55 item 7: each stays passing), by
 * mixtures of experts with hybrid state (`MOE`): transformers' Qwen3.5-MoE (`qwen35_moe`: Gated
   DeltaNet + attention, routed experts through transformers' `batched_mm` experts, a shared
   expert with its `Linear(hidden, 1)` gate — stored transposed, a `[64, 1]` weight at stride 64,
-  which the named-data weights once refused at compile: issue 55), LFM2-MoE (`lfm2_moe`), state
+  which the named-data weights once refused at compile), LFM2-MoE (`lfm2_moe`), state
   as for the SSM mixers;
 * seq2seq decoders through transformers' own `Seq2SeqLMDecoderExportableModuleWithStaticCache`
   (`SEQ2SEQ`): T5 (`t5`; `t5_host_cat` with its `cat`s run by PyTorch), BART (`bart`), Whisper's
@@ -264,7 +264,7 @@ class ModelProgram:
 
 # ExecuTorch's caches written in place by its `llama::update_cache` op (quantized too), a host op
 HOST_CACHE = ("llama_custom_sdpa", "llama_quantized_kv", "llama_quantized_sdpa", "llama_ring")
-# the families also saved with TensorRT-RTX engines by test_model_families_rtx.py: issue 31's
+# the families also saved with TensorRT-RTX engines by test_model_families_rtx.py
 # (the hybrids' RTX conversion is test_hybrid_state's, transformers' static-cache decoders'
 # test_hf_rtx's; the other families' state is of the same kinds, and CI time is counted)
 RTX = ("mamba2", "bamba", "granite_hybrid", "qwen35_moe") + SEQ2SEQ + HOST_CACHE

@@ -64,7 +64,7 @@ def decomposed_gm(module: nn.Module, *args) -> torch.fx.GraphModule:
 
 
 class RingWrittenInABranch(torch.nn.Module):
-    """A ring buffer written from the result of a `torch.cond` (issue 45 class 5): a step whose
+    """A ring buffer written from the result of a `torch.cond`: a step whose
     input sums above zero pushes a row, any other keeps the ring as it was."""
 
     written = ("ring",)
@@ -92,7 +92,7 @@ class RingWrittenInABranch(torch.nn.Module):
 
 
 class TwoBuffersWrittenFromConds(torch.nn.Module):
-    """Issue 45 class 5 as the generator found it, shrunk: two buffers, each written from a
+    """Cond-written buffers as the generator found them, shrunk: two buffers, each written from a
     `torch.cond`'s result, a host op between them. ExecuTorch 1.5.1 hands the first cond's
     branch tensor on as its result, in the region the second cond's branches compute in, so
     without `saving.branch_results` `a` was written with the second cond's value."""
@@ -123,8 +123,8 @@ class TwoBuffersWrittenFromConds(torch.nn.Module):
 
 
 class AdaptingBatchNorm(torch.nn.Module):
-    """BatchNorm whose running statistics adapt at inference (test-time adaptation, issue 45
-    class 1): `running_mean`, `running_var`, `num_batches_tracked` written every step."""
+    """BatchNorm whose running statistics adapt at inference (test-time adaptation):
+    `running_mean`, `running_var`, `num_batches_tracked` written every step."""
 
     written = ("bn.num_batches_tracked", "bn.running_mean", "bn.running_var")
 
@@ -161,7 +161,7 @@ class AccumulatedByMap(torch.nn.Module):
 
 
 class TransposedColumnWrite(nn.Module):
-    """A write through a transposed view of a buffer beside other writes (issue 45 class 2)."""
+    """A write through a transposed view of a buffer beside other writes."""
 
     written = ("acc", "buf")
 
@@ -195,7 +195,7 @@ class _StatefulBlock(nn.Module):
 
 class NestedMixedStateOutputs(nn.Module):
     """Nested blocks returning state of mixed dtypes: views of buffers, a non-persistent int32
-    counter, train-mode BatchNorm statistics (issue 45 class 3)."""
+    counter, train-mode BatchNorm statistics."""
 
     written = tuple(f"{m}.{b}" for m in "ab" for b in (
         "bn.num_batches_tracked", "bn.running_mean", "bn.running_var", "cnt", "kv"))
@@ -212,7 +212,7 @@ class NestedMixedStateOutputs(nn.Module):
 
 class KvWriteAfterAHostOp(nn.Module):
     """An engine whose only effect is an in-place KV write: a host op (`sin`, left to PyTorch)
-    splits the graph just before the cache write, nothing after reads it (issue 45 class 4)."""
+    splits the graph just before the cache write, nothing after reads it."""
 
     written = ("s0",)
 

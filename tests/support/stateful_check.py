@@ -65,7 +65,7 @@ class Result:
         return text + (f"\n--- program ---\n{program.source()}" if program else "")
 
 
-# the refusals of valid programs issue 45 names (fixed elsewhere): class -> a text of its message
+# refusals of valid programs once met (each fixed since): class -> a text of its message
 KNOWN_REFUSALS = {
     "1 train-mode BatchNorm (broadcast_in_dim alias)": "broadcast_in_dim",
     "2 write through a transposed view (dim_order)": "Failed to map a given dim_order",

@@ -307,7 +307,7 @@ def _from_input(b, i, B, second):
 def _copy_bcast(b, i, B, second):
     # pos % 5 picks the value: 0-d, [F], [1, F], [1, 1], or a 0-d `fill_`; pos >= 5 leaves it
     # float32 for the write to convert. The reads see every row: a narrow value read in place of
-    # the buffer's (issue 55) gives other sums, rows and means.
+    # the buffer's gives other sums, rows and means.
     form = b.pos % 5
     src = ("h.mean()", "h.mean(0)", "h.mean(0, keepdim=True)", "h[:1, :1]", "h.mean()")[form]
     src = f"({src}{' * 0.5' if second else ''})"
@@ -336,7 +336,7 @@ def _batch_norm(b, i, B, second):
 def _cond(b, i, B, second):
     # Thresholds away from 0: a cond-written buffer mixed in after its write (h + mean(-h) from
     # zeros, its false branch) makes h's sum 0 up to rounding, so a later `h.sum() > 0` was decided
-    # by the summation order — eager and an engine rightly disagreed (seed 3875, issue 45).
+    # by the summation order — eager and an engine rightly disagreed (seed 3875).
     c = _cast(b.dtype)
     return [f"cd{i} = torch.cond(h.sum() > {0.75 if second else 0.25}, lambda s, v: s + v, "
             f"lambda s, v: s * 0.5 - v, ({B}, h{c}))", f"{B}.copy_(cd{i})"], f"cd{i}"

@@ -66,7 +66,7 @@ def check_pte(data: bytes, plan, nbytes: dict[str, int], method: str = "forward"
     for w in plan:
         b = buffers[w.fqn]
         assert b.kind == ("kv_alias" if w.is_kv else "copy_back"), (w.fqn, b)
-        # issue 18: a KV buffer is written in place and a copy-back buffer is copied into by the
+        # a KV buffer is written in place and a copy-back buffer is copied into by the
         # delegate itself (one device copy): the program copies neither, and both live in the
         # delegate's device memory
         assert (b.program_copy_bytes, b.program_link_bytes, b.device, b.host_path) == \

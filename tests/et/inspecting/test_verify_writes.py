@@ -1,5 +1,5 @@
-"""The verifier of a saved program's state writes (`executorch.inspecting.verify_writes`, issue 36
-item 2): it reads only the emitted program and each delegate runtime's own binding plan, accepts
+"""The verifier of a saved program's state writes (`executorch.inspecting.verify_writes`): it
+reads only the emitted program and each delegate runtime's own binding plan, accepts
 every program the pipeline saves, and refuses each deliberately broken one — a copy-back entry
 removed
 from a blob, a write-back dropped, a write-back duplicated, a write the source does not make —
@@ -171,7 +171,7 @@ def _branch_moves(plan: schema.ExecutionPlan) -> list[schema.MoveCall]:
 
 @pytest.mark.emulated_device
 def test_the_walk_follows_a_branch_result_into_the_write():
-    """Issue 45 class 5: the cond's result is computed inside its branches (moved into the
+    """The cond's result is computed inside its branches (moved into the
     cond's output); the verifier follows the jumps and accepts the write-back from it (no
     control-flow op after it: no copy of the result either)."""
     program = _program(_ring_in_a_branch())
@@ -257,7 +257,7 @@ def _two_conds(*passes):
 
 
 def test_a_write_from_a_cond_result_a_later_cond_overwrote_is_refused():
-    """Issue 45 class 5's cause: ExecuTorch alone moves the first cond's branch tensor into its
+    """ExecuTorch alone moves the first cond's branch tensor into its
     result, and the second cond's branch computes into the same memory before the write-back of
     `a` reads it — refused, naming the buffer and the overwriting kernel; with the save's copy of
     such results (`saving.branch_results`) the same program is accepted."""
@@ -299,7 +299,7 @@ class _UpdateCache(torch.nn.Module):
 
 
 def test_a_kernel_writing_part_of_a_buffer_in_place_is_accepted(tmp_path):
-    """Issue 54 item 4: `llama::update_cache` (schema `Tensor(a!) cache`) writes T of the cache's
+    """`llama::update_cache` (schema `Tensor(a!) cache`) writes T of the cache's
     16 positions in place: a write of part of the buffer, not a dropped one — the save accepts it
     (it was refused: "written by kernel llama::update_cache.out with 256 bytes; the write must
     cover the whole buffer") and the `.pte` steps like eager, prompts of 5 and 3, then decodes."""

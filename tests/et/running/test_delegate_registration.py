@@ -1,4 +1,4 @@
-"""Issue 47 item 1: importing `torch_tensorrt_ext.executorch` (or the patched
+"""Importing `torch_tensorrt_ext.executorch` (or the patched
 `torch_tensorrt.executorch`, patch 0010) registers the delegate with ExecuTorch's runtime in that
 process, as ExecuTorch's own backends do at import; without the runtime library the import is an
 ImportError naming the file.

@@ -1,4 +1,4 @@
-"""Issue 32 item 1: ExecuTorch's own LLM runner (`TextLLMRunner`, the 1.5.1 wheel's) generates from
+"""ExecuTorch's own LLM runner (`TextLLMRunner`, the 1.5.1 wheel's) generates from
 a `.pte` saved through the patched `torch_tensorrt.save` — reference engines, ExecuTorch's llama
 (tiny, random init), a tokenizer written here — with no set-up beyond calling
 `torch_tensorrt_ext.executorch.text_runner`: greedy text token-identical to eager PyTorch for
@@ -200,7 +200,7 @@ print(json.dumps("".join(pieces)))
 
 
 def test_executorchs_plain_runner_generates_after_importing_the_package(saved):
-    """Issue 47 item 1: ExecuTorch's `TextLLMRunner` itself, no `text_runner`, in a fresh process
+    """ExecuTorch's `TextLLMRunner` itself, no `text_runner`, in a fresh process
     whose only set-up is the import."""
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Issue 47 item 2: any program opens, whatever its methods are called; a call names its method, or
+"""Any program opens, whatever its methods are called; a call names its method, or
 runs the default — `forward` when the program has one, else its only method, else the call is
 refused naming the methods. The same for `torch_tensorrt.load(format="executorch")` and `tte_run`.
 """

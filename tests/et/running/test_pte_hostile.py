@@ -1,5 +1,5 @@
 """`tte.executorch.load` on files that are not sound `.pte`s: a Python exception, never a dead
-process (issue 12 items 1 and 6).
+process.
 
 Each hostile file is loaded in a child process (one child for all of them, printing one JSON
 line per file as it goes), so an abort would show up as the child's exit status instead of

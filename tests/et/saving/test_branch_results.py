@@ -1,5 +1,5 @@
 """A `torch.cond`'s result read after a later control-flow op keeps its value
-(`saving.branch_results`, issue 45 class 5's cause): ExecuTorch 1.5.1 alone hands the branch's
+(`saving.branch_results`): ExecuTorch 1.5.1 alone hands the branch's
 own tensor on as the result, and the next cond's branch computes into the same memory; the pass
 copies exactly the results read after such an op, and nothing else."""
 from __future__ import annotations

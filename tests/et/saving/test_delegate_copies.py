@@ -1,4 +1,4 @@
-"""Who copies a TensorRT engine's copy-back write in a `.pte` (issue 18, item 4): the delegate,
+"""Who copies a TensorRT engine's copy-back write in a `.pte`: the delegate,
 in the buffer's own (device) memory, whenever it can do it alone; otherwise the program's
 write-back, with the op that forces it named at save and by `inspect`. Real TensorRT-RTX engines
 built ahead of time here; nothing runs them (no machine here can)."""

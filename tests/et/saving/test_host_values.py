@@ -1,4 +1,4 @@
-"""Values ExecuTorch's emitter serializes are read from host memory only (issue 18, item 6).
+"""Values ExecuTorch's emitter serializes are read from host memory only.
 
 The emitter dereferences each constant's and each initialised buffer's storage pointer on the
 host. What runs here: a program already in host memory is handed on untouched, and a tensor with

@@ -1,4 +1,4 @@
-"""TensorRT / TensorRT-RTX plans as ExecuTorch named data (issue 44): the blob names its plan by
+"""TensorRT / TensorRT-RTX plans as ExecuTorch named data: the blob names its plan by
 `tte/sha256/<hex of the plan>` (TR03 version 5 "engine_data", an empty payload), so methods whose
 engines are the same plan store it once — in the `.pte`, or in its `.ptd` under
 `save_data_externally`. The plans are real ones, built ahead of time by this machine's SDK (the

@@ -1,4 +1,4 @@
-"""Reference engine weights as ExecuTorch named data (issue 44, items 1–4).
+"""Reference engine weights as ExecuTorch named data.
 
 A prefill + decode `.pte` holds each weight once (one `tte/sha256/<hex>` key, the bytes' own
 digest, shared by both methods' engines), in the `.pte` or in an external `.ptd`

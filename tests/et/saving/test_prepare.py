@@ -37,7 +37,7 @@ ARGS = (torch.randn(1, 8), torch.tensor([3]))
 
 @pytest.mark.parametrize("kind", ["reference", "tensorrt_rtx"])
 def test_a_partition_that_would_only_write_in_place_runs_in_pytorch_and_saves(tmp_path, kind):
-    """Issue 45 class 4: the cache write's partition would be an engine none of whose outputs the
+    """The cache write's partition would be an engine none of whose outputs the
     program reads, which ExecuTorch cannot lower (the save refused it); it runs in PyTorch
     (seams/write_only_partitions) and the program writes the buffer itself."""
     torch_tensorrt = torch_tensorrt_or_skip()
@@ -82,7 +82,7 @@ class ViewedKvWriteAfterAHostOp(torch.nn.Module):
 
 
 def test_a_view_in_a_partition_left_to_pytorch_saves_and_steps_like_eager():
-    """Issue 55 item 3: torch-tensorrt decomposes the `view` into `aten._reshape_copy`, which
+    """torch-tensorrt decomposes the `view` into `aten._reshape_copy`, which
     ExecuTorch has no kernel for — in an engine's payload the reference engine swapped it, in the
     host part nothing did: the save was refused, "Missing out variants:
     {'aten::_reshape_copy'}". `prepare` rewrites it there as in a payload (`prims_to_aten`).

@@ -1,4 +1,4 @@
-"""`.pte` writes are all or nothing (issue 12 item 6): `pte_write.write_atomic` and `save_pte`."""
+"""`.pte` writes are all or nothing: `pte_write.write_atomic` and `save_pte`."""
 from __future__ import annotations
 
 import errno

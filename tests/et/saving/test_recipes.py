@@ -1,10 +1,10 @@
-"""Issue 47 item 3: ExecuTorch's own export API (`executorch.export.export` with
+"""ExecuTorch's own export API (`executorch.export.export` with
 `ExportRecipe.get_recipe(TensorRTRecipeType.X)`) exports stateful models through TensorRT: a
 decoder (KV caches, a conv ring buffer, a step counter) in each precision and a prefill + decode
 pair sharing one cache (a dict of models and inputs, the prefill's length dynamic) — each `.pte`
 stepped against eager, KV caches moving 0 bytes and copy-back state its own size per call; the
 TensorRT-RTX recipe saves ahead of time here; a precision the engine kind cannot build is refused
-naming both. Issue 55 item 4: transformers decoders, whose RMSNorm and rotary embedding cast with
+naming both. And transformers decoders, whose RMSNorm and rotary embedding cast with
 `.float()`, through the FP16 / BF16 recipes, each step as near the fp32 model as eager's.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No copy of an engine that is not needed on the way into a `.pte` (issue 21, item 1).
+"""No copy of an engine that is not needed on the way into a `.pte`.
 
 The engine (a TensorRT engine, or a reference engine's payload holding the weights) is as large
 as the model. Two copies were made while ExecuTorch lowered it: its isolated deep copy of every

@@ -1,4 +1,4 @@
-"""What a TensorRT delegate blob says about its engine, and what a runtime does with it (issue 23):
+"""What a TensorRT delegate blob says about its engine, and what a runtime does with it:
 the SDK that built it (`engine_kind`: `tensorrt_rtx` here, where torch-tensorrt-rtx builds the
 engines), refused by a runtime built without that SDK naming the kind and how to build with it;
 and `torch_tensorrt.save`'s `weight_streaming_budget_per_engine`, carried to the engine's init.
