@@ -1,4 +1,4 @@
-"""Loading a large `.pte` against reading it (issue 21): figures only, never a test gate.
+"""Loading a large `.pte` against reading it: figures only, never a test gate.
 
 Saves a stateful model whose weights make a reference engine of about --mb megabytes (CPU
 reference engines, through `torch_tensorrt.save`), then times, best of --repeat each:

@@ -23,7 +23,8 @@ started after a garbage collection. Two paths:
   the compiler runs, on the functional program's `module(check_guards=False)`) against
   upstream's `ep.run_decompositions({})` + `.module()` + `lift_mutated_buffers`.
 
-Then the four targets of issue 9 item 1, each with its measured ratio and met / NOT met.
+Then the targets the lift is held to (against upstream, and per-node growth), each with its
+measured ratio and met / NOT met.
 Not a test: figures only.
 Usage: python benchmarks/bench_plan.py [--layers 10 120 800] [--repeat 7] [--whole-repeat 5]
 """
@@ -206,7 +207,7 @@ def _closest(rows, nodes: int) -> int:
 def targets(rows: dict[int, dict[str, float]]) -> None:
     small, large = _closest(rows, 2000), _closest(rows, 13000)
     up = all(r["upstream"] != INF for r in rows.values())
-    print("targets (issue 9 item 1):")
+    print("targets:")
     for label, n in (("~2k", small), ("~13k", large)):
         r = rows[n]
         ratio = r["seam"] / r["upstream"] if up else None

@@ -1,4 +1,4 @@
-"""Prefill with a runtime prompt length, then decode, on the reference runtime (issue 19):
+"""Prefill with a runtime prompt length, then decode, on the reference runtime:
 figures only, never a test gate.
 
 A transformers Llama (random init, nothing downloaded) exported as transformers documents for

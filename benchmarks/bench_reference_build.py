@@ -1,4 +1,4 @@
-"""What the reference engine's fast lowering pays (issue 34 item 2): a partition taken as a program
+"""What the reference engine's fast lowering pays: a partition taken as a program
 without retracing (`engines.lifted_program`) and lowered once per distinct operator call
 (`engines.edge_replay`), beside ExecuTorch's whole pipeline (`torch.export` + `to_edge`) on the
 same partition — figures only, never a test gate.

@@ -1,4 +1,4 @@
-"""Real model sizes through compile + save + load (issue 21): figures only, never a test gate.
+"""Real model sizes through compile + save + load: figures only, never a test gate.
 
 A transformers Llama or Qwen3 (random init, nothing downloaded) exported as transformers
 documents for ExecuTorch (`TorchExportableModuleForDecoderOnlyLM`, static cache), then, per engine
@@ -35,8 +35,9 @@ import threading
 import time
 from pathlib import Path
 
-# name -> (transformers config class, its arguments): two Llamas of the issue 21 sizes, and two
-# shapes of released models (random init, nothing downloaded): Qwen3-0.6B and Llama-3.2-1B
+# name -> (transformers config class, its arguments): two Llamas of about 150M and 600M
+# parameters, and two shapes of released models (random init, nothing downloaded): Qwen3-0.6B
+# and Llama-3.2-1B
 SIZES = {
     "150m": ("LlamaConfig", dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
                                  num_attention_heads=16, num_key_value_heads=4, head_dim=64,

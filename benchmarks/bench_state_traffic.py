@@ -5,7 +5,7 @@ buffer kind (runtime copies + copy ops in the emitted program), measured by runn
 lowering time against layer count, stage by stage — the stages `tte.reference.export` runs:
 the state check (one eager call on a copy: no buffer changes shape) → torch.export →
 torch_tensorrt.compile with reference engines → torch_tensorrt.dynamo.export →
-declare → torch_tensorrt.executorch.export(...).to_executorch → .pte written — against issue 9's
+declare → torch_tensorrt.executorch.export(...).to_executorch → .pte written — against a
 baseline for 32 layers; and the per-call time of the .pte in ExecuTorch's runtime. One 1-layer
 lowering runs first, untimed, so no row pays for imports and first-call set-up.
 Usage: python benchmarks/bench_state_traffic.py [--layers 8 16 32] [--steps 8]
@@ -28,7 +28,7 @@ from torch_tensorrt_ext.executorch.saving.pte_write import write_atomic
 from torch_tensorrt_ext.seams.save_declaration import declare_program
 from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
 
-ISSUE_BASELINE = (32, 37.2)   # issue 9 item 1: the 32-layer reference export took 37.2 s
+ISSUE_BASELINE = (32, 37.2)   # the 32-layer reference export once took 37.2 s
 TARGET_RATIO = 3.0
 STAGES = ("state check", "export", "compile", "dynamo.export", "declare", "to_executorch", "write")
 
@@ -100,7 +100,7 @@ def _print_lowering(rows) -> None:
         if r["layers"] == n:
             ratio = baseline / r["lower_s"]
             print(f"{n} layers: lowering {r['lower_s']:.2f} s (process CPU {r['cpu_s']:.2f} s) "
-                  f"vs issue 9 baseline {baseline} s: {ratio:.2f}x faster (target >= "
+                  f"vs the baseline {baseline} s: {ratio:.2f}x faster (target >= "
                   f"{TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'})")
 
 

@@ -10,7 +10,7 @@ Programs, each saved through upstream's API with the series:
   time — not runnable here: per call, the program's own copy kernels and the delegate's own
   copy-backs (one device copy each, its blob's `copy_back`), from the `.pte` (`inspect`); saved
   twice: as shipped (copy-back writes handed to the delegate) and with that hand-over switched
-  off (every copy-back written back by the program, as before issue 18 item 4).
+  off (every copy-back written back by the program, as before that hand-over existed).
 
 Usage: python benchmarks/bench_traffic_paths.py [--steps 8] [--no-qwen3-next]
 """

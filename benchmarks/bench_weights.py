@@ -1,4 +1,4 @@
-"""Weights once (issue 44): file, load and memory of one- and two-method programs, as multiples of
+"""Weights stored once: file, load and memory of one- and two-method programs, as multiples of
 the weights' bytes. Figures only, never a test gate.
 
 A stateful decoder stack (--layers blocks of four width x width projections and a KV cache),

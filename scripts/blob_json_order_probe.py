@@ -1,5 +1,5 @@
-"""How far the Python blob reader's JSON refusals follow the C++ reader's (issue 34 item 2,
-issue 46 item 4): the differential corpus (`tests/contracts/test_blob_differential.py`:
+"""How far the Python blob reader's JSON refusals follow the C++ reader's: the
+differential corpus (`tests/contracts/test_blob_differential.py`:
 hand-made hostile blobs and 3,300 seeded mutations) goes through both readers; prints, per
 corpus, how many blobs they accept/refuse differently (must be 0) and how many they refuse under
 different `json.*` check ids (a text with several JSON defects: C++ names the first in document

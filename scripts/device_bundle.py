@@ -1,6 +1,6 @@
 """Build `.devrun/` (gitignored): everything the GPU tier (tests/gpu, `scripts/test.sh --gpu`)
 needs in bundle mode, made on this CPU machine — for a GPU machine that has CUDA, cmake and
-python3 but no ExecuTorch, no torch_tensorrt_ext and no network (issues 22, 57; there
+python3 but no ExecuTorch, no torch_tensorrt_ext and no network (run there with
 `TTE_DEVICE_BUNDLE=.devrun bash scripts/test.sh --gpu`, or `scripts/device_run.sh`).
 
 * `sdk/`: the C++ side of the installed executorch wheel (headers, shared libraries, CMake

@@ -1,4 +1,4 @@
-"""On the GPU machine (issue 18 item 6): a model exported on CUDA reaches ExecuTorch's emitter with
+"""On the GPU machine: a model exported on CUDA reaches ExecuTorch's emitter with
 every value it serializes in host memory (`executorch.saving.host_values`), and the emitter's way of
 reading a value — a host dereference of the storage's data pointer (ctypes) — is what kills a
 process when the value is a CUDA tensor. Needs only torch with a CUDA device (that machine's

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Rewrite the project's patch series with the `index <old>..<new>` lines of the pinned releases'
-blobs (issue 33): for each target, a release checkout is made from this environment's patch record
+blobs: for each target, a release checkout is made from this environment's patch record
 (`patching.release_repo`), the series is imported onto it (git am) and exported again (git
 format-patch --full-index) — the contributor flow itself, so the files are what any later
 `patch export` writes. Run after changing a patch by hand; an unchanged series is rewritten byte
