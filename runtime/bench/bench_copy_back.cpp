@@ -1,4 +1,4 @@
-// Times one decode step's copy-back on the GPU, the ways it can be done, in one run (issue 35).
+// Times one decode step's copy-back on the GPU, the ways it can be done, in one run.
 // Usage: tte_bench_copy_back [qwen3next|demo|SIZE,SIZE,...] [REPETITIONS]
 // Prints one line per way: `<way> per_step_us=<float> bytes=<int> copies=<int>`:
 //   batched      the runtime's copy-back step: Device::device_copy_batch (one kernel launch per

@@ -831,7 +831,7 @@ TEST(c_api_never_allocates_locks_or_throws) {
            std::string("tte-runtime 0.1 (engines: ") + tte::compiled_engines() + ")");
 }
 
-// Issue 35: the copies of one call in device memory go as one batch, which runs them in no
+// The copies of one call in device memory go as one batch, which runs them in no
 // particular order — so a batch whose ranges overlap is refused (execute.copy_overlap, naming both
 // buffers) before anything is copied; checked again whenever the caller's addresses change. Last in
 // this file: the device chosen stays in force for the process.

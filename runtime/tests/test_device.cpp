@@ -65,7 +65,7 @@ TEST(bytes_go_in_and_out_only_through_the_device) {
   CHECK(!dev().owns(a.get()));
 }
 
-// The batched copy-back (issue 35): every range lands, each from its own source; a range past
+// The batched copy-back: every range lands, each from its own source; a range past
 // its allocation is refused like a single copy.
 TEST(a_batch_of_device_copies_lands_every_range) {
   std::vector<void*> mem;

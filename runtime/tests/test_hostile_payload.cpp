@@ -1,4 +1,4 @@
-// Hostile reference payloads through the backend (issue 12 items 1 and 6): a payload whose every
+// Hostile reference payloads through the backend: a payload whose every
 // byte in turn is flipped — the blob resealed, so the nested program itself is what is tested —
 // is refused at init with a reason naming the delegate, or initialises and executes (Ok or an
 // error) without crashing; an operator index out of range is refused at init by name. The last

@@ -1,4 +1,4 @@
-// TR03 integrity (CONTRACTS.md §1 "Integrity") and the limits both blob readers share (issue 12):
+// TR03 integrity (CONTRACTS.md §1 "Integrity") and the limits both blob readers share:
 // every digest mismatch refused with its message; every byte of a real blob flipped is refused
 // unless it is one the readers never read; NUL inside strings, nesting beyond 64 levels and
 // bindings larger than 2**63-1 bytes refused under the check ids python's blob.parse names

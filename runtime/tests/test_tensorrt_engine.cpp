@@ -351,7 +351,7 @@ TEST(the_engine_names_its_kind) {
   CHECK_EQ(std::string(b.engine->kind()), std::string("tensorrt_rtx"));
 }
 
-// Issue 32: an engine taking a start position as a shape tensor (TensorRT reads it on the host
+// An engine taking a start position as a shape tensor (TensorRT reads it on the host
 // when it enqueues): the value is copied out of the caller's tensor — device memory read back
 // once per call, host memory copied — and the engine is bound to that host copy; a plain int64
 // input stays a device binding; a shape input too large or dynamic is refused at init.
