@@ -146,12 +146,14 @@ def test_every_cited_document_is_in_the_repository():
     assert sources and missing == []
 
 
-_TRACKER_NUMBER = __import__("re").compile(r"\b[Ii]ssues? \d+|[Ii]ssue\d+")
+_TRACKER_NUMBER = __import__("re").compile(r"\b[Ii]ssues? ?#?\d+|[Ii]ssues?[_-]?\d+")
+_SOURCE_SUFFIXES = {".py", ".sh", ".h", ".cpp", ".cu", ".cmake", ".toml", ".in"}
 
 
 def test_the_package_names_no_tracker_number():
     """The package's code and file names say what a case is, never which tracker entry reported
-    it ("issue 45"): a reader of the code has the code, not the tracker."""
+    it (the word for a tracker entry and its number): a reader of the code has the code, not the
+    tracker."""
     found = [f"{p.relative_to(ROOT)}:{i}" for p, _ in _trees()
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if _TRACKER_NUMBER.search(line)]
@@ -159,3 +161,22 @@ def test_the_package_names_no_tracker_number():
              for p in (REPO / top).rglob("*")
              if _TRACKER_NUMBER.search(p.name) and "__pycache__" not in p.parts]
     assert found == [] and named == []
+
+
+def test_tests_scripts_benchmarks_and_runtime_name_no_tracker_number():
+    """The same rule for the code around the package: the tests, scripts, benchmarks and the C++
+    runtime (sources, CMake files, its tests), and the root build files — their comments and
+    docstrings say what a case is, and no file or folder there is named after a tracker entry."""
+    sources = [p for top in ("tests", "scripts", "benchmarks", "runtime")
+               for p in (REPO / top).rglob("*")
+               if p.is_file() and (p.suffix in _SOURCE_SUFFIXES or p.name == "CMakeLists.txt")
+               and not {"__pycache__", "_lib", ".devrun"} & set(p.parts)
+               and not any(part.startswith("build") for part in p.relative_to(REPO).parts[:-1])]
+    sources += [REPO / "pyproject.toml", REPO / "CMakeLists.txt"]
+    found = [f"{p.relative_to(REPO)}:{i}" for p in sources
+             for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+             if _TRACKER_NUMBER.search(line)]
+    named = [str(p.relative_to(REPO)) for top in ("tests", "scripts", "benchmarks", "runtime")
+             for p in (REPO / top).rglob("*")
+             if _TRACKER_NUMBER.search(p.name) and "__pycache__" not in p.parts]
+    assert len(sources) > 100 and found == [] and named == []
