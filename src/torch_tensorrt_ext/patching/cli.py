@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import bundled, contributor, site
+from . import bundled, site
+from .contributor import flow as contributor
 from .errors import PatchError
 from .lock import DEFAULT_TIMEOUT, TIMEOUT_ENV, LockOptions
 from .manifest import load_manifest

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bundled, gitapply
+from .contributor.upstream_hooks import load_hooks
+from .contributor.upstream_lint import lint_release
 from .dists import Distribution, find_one_of
 from .errors import PatchError
 from .lock import LockOptions
 from .manifest import Target, load_manifest
 from .series import Series, load_series
-from .upstream_hooks import load_hooks
-from .upstream_lint import lint_release
 from .session import session
 from .state import (FileRecord, PatchRecord, State, TargetRecord, around_record, commit_files,
                     drop_bytecode, read_state, sha256, state_path)
