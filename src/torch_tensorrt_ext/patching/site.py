@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bundled, gitapply
-from .contributor.upstream_hooks import load_hooks
-from .contributor.upstream_lint import lint_release
 from .dists import Distribution, find_one_of
 from .errors import PatchError
 from .lock import LockOptions
@@ -385,7 +383,11 @@ def check(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> li
 
 def _upstream_hooks(site: Path, patches_dir: Path, all_series: list[Series]) -> list[str]:
     """Upstream's own formatters and linters (patches/hooks.toml) on the files the series
-    touches: a finding the series introduces fails the check; upstream's own are counted."""
+    touches: a finding the series introduces fails the check; upstream's own are counted. That
+    is contributor tooling (`contributor/`), imported here only: apply/revert/status never load
+    it."""
+    from .contributor.upstream_hooks import load_hooks
+    from .contributor.upstream_lint import lint_release
     hooks = load_hooks(patches_dir)
     manifest = load_manifest(patches_dir)
     lines: list[str] = []
