@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Rewrite the project's patch series with the `index <old>..<new>` lines of the pinned releases'
 blobs: for each target, a release checkout is made from this environment's patch record
-(`patching.release_repo`), the series is imported onto it (git am) and exported again (git
+(`patching.contributor.release_repo`), the series is imported onto it (git am), exported again (git
 format-patch --full-index) — the contributor flow itself, so the files are what any later
 `patch export` writes. Run after changing a patch by hand; an unchanged series is rewritten byte
 for byte.
@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(names) -> int:
-    from torch_tensorrt_ext.patching.contributor import export_series, import_series
+    from torch_tensorrt_ext.patching.contributor.flow import export_series, import_series
     from torch_tensorrt_ext.patching.manifest import load_manifest
-    from torch_tensorrt_ext.patching.release_repo import release_checkout
+    from torch_tensorrt_ext.patching.contributor.release_repo import release_checkout
     from torch_tensorrt_ext.patching.series import load_series
     manifest = load_manifest(ROOT / "patches")
     site = Path(sysconfig.get_paths()["purelib"])

@@ -144,7 +144,7 @@ def test_apply_check_revert_on_the_real_torch_tensorrt_wheel(tmp_path, capsys):
 
 
 def _release_repo_or_skip(tmp_path, target: str) -> Path:
-    from torch_tensorrt_ext.patching.release_repo import release_checkout
+    from torch_tensorrt_ext.patching.contributor.release_repo import release_checkout
     dist = find_distribution(SITE, "executorch")
     if dist is None or dist.version != "1.5.1":
         pytest.skip(f"the pinned releases are not installed in {SITE}")
@@ -225,7 +225,7 @@ def test_the_series_imports_onto_its_release_and_the_merged_files_check(tmp_path
     """What `patch import` checks after merging (compile, undefined names, unused imports that
     the release files do not have) holds for the project's own series on its pinned release:
     it imports with nothing to report."""
-    from torch_tensorrt_ext.patching.contributor import import_series
+    from torch_tensorrt_ext.patching.contributor.flow import import_series
     manifest = load_manifest(PATCHES)
     repo = _release_repo_or_skip(tmp_path, target)
     lines = import_series(repo, load_series(manifest, target))

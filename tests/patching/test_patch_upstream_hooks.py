@@ -16,9 +16,9 @@ import pytest
 from helpers import REPO
 from torch_tensorrt_ext.patching import cli
 from torch_tensorrt_ext.patching.errors import PatchError
-from torch_tensorrt_ext.patching.hook_findings import Finding, changed_regions
-from torch_tensorrt_ext.patching.upstream_hooks import load_hooks, tool_env
-from torch_tensorrt_ext.patching.upstream_lint import introduced, line_map, lint_series
+from torch_tensorrt_ext.patching.contributor.hook_findings import Finding, changed_regions
+from torch_tensorrt_ext.patching.contributor.upstream_hooks import load_hooks, tool_env
+from torch_tensorrt_ext.patching.contributor.upstream_lint import introduced, line_map, lint_series
 
 PATCHES = REPO / "patches"
 SITE = Path(sysconfig.get_paths()["purelib"])

@@ -12,11 +12,11 @@ from patch_fixtures import (git, numbered, patch_text, replace_line, sha, snapsh
                             write_series, write_site)
 
 from torch_tensorrt_ext.patching import cli  # noqa: E402
-from torch_tensorrt_ext.patching.contributor import import_series  # noqa: E402
+from torch_tensorrt_ext.patching.contributor.flow import import_series  # noqa: E402
 from torch_tensorrt_ext.patching.errors import PatchError  # noqa: E402
 from torch_tensorrt_ext.patching.gitapply import apply_series  # noqa: E402
 from torch_tensorrt_ext.patching.manifest import load_manifest  # noqa: E402
-from torch_tensorrt_ext.patching.release_repo import release_checkout  # noqa: E402
+from torch_tensorrt_ext.patching.contributor.release_repo import release_checkout  # noqa: E402
 from torch_tensorrt_ext.patching.series import load_series  # noqa: E402
 
 CORE = numbered("core")

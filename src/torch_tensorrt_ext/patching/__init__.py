@@ -9,10 +9,9 @@ Modules: `bundled` (the series shipped in the package, via importlib.resources),
 (patches/upstream.toml), `series` (patch files and order files), `gitapply` (git apply in a
 throw-away tree), `dists` (installed versions), `state` (the record kept in site-packages), `lock`
 (one lock per site-packages), `session` (lock + cleanup of a killed run's leftovers), `site`
-(apply/revert/status/check), `contributor` (import/export/drift on git checkouts), `cli` (the
-`patch` sub-command), `testhook` (pause points for the tests), `upstream_hooks`
-(patches/hooks.toml: upstream's formatters and linters at its pins), `hook_findings` (what they
-say about one tree), `upstream_lint` (what the series introduces: pristine vs patched).
+(apply/revert/status/check), `cli` (the `patch` sub-command), `testhook` (pause points for the
+tests). The contributor tooling — import/export/drift on git checkouts and upstream's own hooks
+on the series — is the subpackage `contributor/`.
 """
 from .errors import PatchError
 

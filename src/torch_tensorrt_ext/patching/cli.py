@@ -1,8 +1,10 @@
 """`torch-tensorrt-ext patch ...`: the patch series on installed packages and on upstream checkouts.
 
-Invariant: this module only parses arguments, calls `site` / `contributor`, prints their lines to
-stdout, and turns a `PatchError` into its message on stderr and exit status 1 (drift also exits 1
-when a patch conflicts). It holds no patching logic.
+Invariant: this module only parses arguments, calls `site` / `contributor.flow`, prints their
+lines to stdout, and turns a `PatchError` into its message on stderr and exit status 1 (drift also
+exits 1 when a patch conflicts). It holds no patching logic. The contributor tooling
+(`contributor/`) is imported only inside the handlers of import / export / drift, so the end
+user's apply / revert / status never load it.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import bundled, contributor, site
+from . import bundled, site
 from .errors import PatchError
 from .lock import DEFAULT_TIMEOUT, TIMEOUT_ENV, LockOptions
 from .manifest import load_manifest
@@ -57,7 +59,8 @@ def register(subparsers) -> None:
         return p
 
     p = checkout("import", "commit the series onto the checkout's HEAD on a new branch (git am)")
-    p.add_argument("--branch", default=contributor.DEFAULT_BRANCH)
+    p.add_argument("--branch", default=None,
+                   help="the new branch (default: tte-patches, contributor.flow.DEFAULT_BRANCH)")
     p.add_argument("--3way", dest="three_way", action="store_true",
                    help="merge three-way, using the pinned release commit as merge base")
     p.add_argument("--release", default=None,
@@ -127,21 +130,25 @@ def _series(args: argparse.Namespace):
 
 @_guard
 def _run_import(args: argparse.Namespace) -> int:
-    _print(contributor.import_series(args.repo, _series(args), branch=args.branch,
-                                     three_way=args.three_way, release=args.release))
+    from .contributor import flow
+    branch = {"branch": args.branch} if args.branch is not None else {}
+    _print(flow.import_series(args.repo, _series(args), three_way=args.three_way,
+                              release=args.release, **branch))
     return 0
 
 
 @_guard
 def _run_export(args: argparse.Namespace) -> int:
-    _print(contributor.export_series(args.repo, load_manifest(_patches(args)), args.target,
-                                     base=args.base))
+    from .contributor import flow
+    _print(flow.export_series(args.repo, load_manifest(_patches(args)), args.target,
+                              base=args.base))
     return 0
 
 
 @_guard
 def _run_drift(args: argparse.Namespace) -> int:
-    lines, ok = contributor.drift(args.repo, _series(args), rev=args.rev)
+    from .contributor import flow
+    lines, ok = flow.drift(args.repo, _series(args), rev=args.rev)
     _print(lines)
     return 0 if ok else 1
 

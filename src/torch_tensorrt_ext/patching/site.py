@@ -25,8 +25,6 @@ from .errors import PatchError
 from .lock import LockOptions
 from .manifest import Target, load_manifest
 from .series import Series, load_series
-from .upstream_hooks import load_hooks
-from .upstream_lint import lint_release
 from .session import session
 from .state import (FileRecord, PatchRecord, State, TargetRecord, around_record, commit_files,
                     drop_bytecode, read_state, sha256, state_path)
@@ -385,7 +383,11 @@ def check(site: Path, patches_dir: Path, lock: LockOptions = DEFAULT_LOCK) -> li
 
 def _upstream_hooks(site: Path, patches_dir: Path, all_series: list[Series]) -> list[str]:
     """Upstream's own formatters and linters (patches/hooks.toml) on the files the series
-    touches: a finding the series introduces fails the check; upstream's own are counted."""
+    touches: a finding the series introduces fails the check; upstream's own are counted. That
+    is contributor tooling (`contributor/`), imported here only: apply/revert/status never load
+    it."""
+    from .contributor.upstream_hooks import load_hooks
+    from .contributor.upstream_lint import lint_release
     hooks = load_hooks(patches_dir)
     manifest = load_manifest(patches_dir)
     lines: list[str] = []

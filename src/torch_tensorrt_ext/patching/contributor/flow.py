@@ -17,13 +17,13 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import gitapply
-from .errors import PatchError
+from .. import gitapply
+from ..errors import PatchError
+from ..gitapply import git
+from ..manifest import Manifest, hash_hint
+from ..series import ORDER_FILE, Series, parse_patch
+from ..state import sha256
 from .exportfmt import FORMAT_PATCH_ARGS, normalise_patch
-from .gitapply import git
-from .manifest import Manifest, hash_hint
-from .series import ORDER_FILE, Series, parse_patch
-from .state import sha256
 from .tree_check import NOT_CHECKED, tree_problems
 from .upstream_hooks import load_hooks, tool_env
 from .upstream_lint import lint_series

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitapply
-from .errors import PatchError
+from .. import gitapply
+from ..errors import PatchError
 from .hook_findings import Finding, lines_of, tree_findings
 from .release_repo import release_files
 from .upstream_hooks import HookSet, tool_env

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PatchError
-from .gitapply import git, isolated_env
+from ..errors import PatchError
+from ..gitapply import git, isolated_env
 from .upstream_hooks import Hook, HookSet
 
 _REPORTED = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?P<what>.*)$")

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dists import normalise
-from .errors import PatchError
+from ..dists import normalise
+from ..errors import PatchError
 
 HOOKS_NAME = "hooks.toml"
 ENV_DIR_VAR = "TTE_HOOKS_DIR"        # where the hook environments live (default below)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import PatchError
-from .gitapply import git, isolated_env
-from .manifest import Manifest
-from .state import read_state, sha256
+from ..errors import PatchError
+from ..gitapply import git, isolated_env
+from ..manifest import Manifest
+from ..state import read_state, sha256
 
 __all__ = ["release_checkout", "release_files"]
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from collections.abc import Sequence
 
-from .gitapply import git
+from ..gitapply import git
 
 __all__ = ["NOT_CHECKED", "tree_problems"]
 
