@@ -138,6 +138,16 @@ def test_state_written_without_readers_is_really_written(tmp_path, name, kw):
         torch.testing.assert_close(prog.run(torch.zeros(1), method="read")[0], state)
 
 
+def _edge(programs):
+    """torch-tensorrt's (patched) edge manager for `programs`, state on the host (also in the
+    emulated-device suite's run)."""
+    import torch_tensorrt.executorch  # noqa: F401
+
+    from torch_tensorrt_ext.executorch.saving.partition import reference_device
+    with reference_device("cpu"):
+        return torch_tensorrt_module().executorch.export(programs)
+
+
 def test_sharing_state_across_methods_changes_no_config_but_its_own():
     """Host state shared by two methods (the planner's share_mutable_buffers, set for them)
     leaves every other save alone: neither the default ExecutorchBackendConfig's planner —
@@ -150,12 +160,7 @@ def test_sharing_state_across_methods_changes_no_config_but_its_own():
     factory, args_of, _ = MODELS["kv_write_only"]
     model = factory().eval()
     methods = {"forward": (model, args_of(0)), "read": (_Reader(model), (torch.zeros(1),))}
-    programs = reference.export_methods(methods)
-    import torch_tensorrt.executorch  # noqa: F401
-
-    from torch_tensorrt_ext.executorch.saving.partition import reference_device
-    with reference_device("cpu"):   # host state (also in the emulated-device suite's run)
-        edge = torch_tensorrt_module().executorch.export(programs)
+    edge = _edge(reference.export_methods(methods))
     mine = ExecutorchBackendConfig()
     planner = mine.memory_planning_pass
     for given in (None, mine):
@@ -164,4 +169,21 @@ def test_sharing_state_across_methods_changes_no_config_but_its_own():
         assert config is not mine and config.memory_planning_pass is not planner
     assert ExecutorchBackendConfig().memory_planning_pass.share_mutable_buffers is False
     assert mine.memory_planning_pass is planner and planner.share_mutable_buffers is False
-    assert not getattr(mine, "_tte_state", False) and mine.passes == []
+    default = ExecutorchBackendConfig().to_out_var_pass
+    assert mine.passes == [] and type(mine.to_out_var_pass) is type(default)
+    assert not any(k.startswith("_tte") for k in vars(config))   # the save's facts ride apart
+
+
+def test_a_config_planned_for_state_is_not_planned_twice():
+    """`plan_state` hands the save's facts beside the config it makes (nothing rides on the
+    config); handed that config again it refuses, naming what to pass instead."""
+    from torch_tensorrt_ext.errors import UsageError
+    from torch_tensorrt_ext.executorch.saving.config import plan_state
+    factory, args_of, _ = MODELS["kv_write_only"]
+    edge = _edge(reference.export_methods({"forward": (factory().eval(), args_of(0))}))
+    plan = plan_state(edge)
+    assert set(plan.writes) == {"forward"} and plan.one_state is True
+    assert plan_state(edge, share_across_methods=False).one_state is False
+    with pytest.raises(UsageError, match="already planned for state by torch-tensorrt-ext; "
+                       "pass to_executorch the config you started from"):
+        edge.to_executorch(plan.config)

@@ -1,22 +1,27 @@
 """The ExecuTorch backend config a stateful program needs, and the edge manager that applies it.
 
-Invariant: `backend_config` returns the caller's config (or the default) plus exactly what state
-needs — initial values of the mutable buffers serialized (exact placeholder names), their FQNs
-emitted, no host→device staging of state an engine writes itself, and one allocation per buffer
-shared by every method, in memory of its own whenever the program has several methods (ExecuTorch's
-sharing for host-only programs, `shared_arenas`'s where state lives in device memory; there a
-buffer only read by an engine is resident too) — and one correction of ExecuTorch 1.5.1's emitted
-programs, a `torch.cond` result read after a later control-flow op copied out of the memory that op
-reuses first (`branch_results`: else a buffer written from it gets the later op's values); applying
-it to a config it produced changes nothing.
-`stateful_edge`'s manager applies it on every `to_executorch`, then checks the emitted program:
-each method's writes (`verify_writes`), and the methods against each other (`program_state`).
+Invariant: `plan_state` returns, for one save, the caller's config (or the default) copied plus
+exactly what state needs — initial values of the mutable buffers serialized (exact placeholder
+names), their FQNs emitted, no host→device staging of state an engine writes itself, and one
+allocation per buffer shared by every method, in memory of its own whenever the program has
+several methods (ExecuTorch's sharing for host-only programs, `shared_arenas`'s where state lives
+in device memory; there a buffer only read by an engine is resident too) — and one correction of
+ExecuTorch 1.5.1's emitted programs, a `torch.cond` result read after a later control-flow op
+copied out of the memory that op reuses first (`branch_results`: else a buffer written from it
+gets the later op's values); beside the config, the save's facts (each method's declared writes,
+whether the methods hold one state), handed to the checks as values — nothing rides on the
+config. A config it already produced is refused rather than planned twice.
+`StatefulEdgeProgramManager.to_executorch` plans once per call, lowers, then checks the emitted
+program: each method's writes (`verify_writes`), and the methods against each other
+(`program_state`).
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
+from executorch.exir import EdgeProgramManager
 from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 
@@ -27,8 +32,8 @@ from ..inspecting.program_state import check_program_state, declared_uses
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
 
-__all__ = ["backend_config", "stateful_edge", "InitialiseMutableBuffers",
-           "mutable_buffer_placeholders"]
+__all__ = ["StatePlan", "StatefulEdgeProgramManager", "backend_config", "plan_state",
+           "stateful_edge", "InitialiseMutableBuffers", "mutable_buffer_placeholders"]
 
 
 class InitialiseMutableBuffers(ExportPass):
@@ -53,19 +58,32 @@ def mutable_buffer_placeholders(ep: ExportedProgram) -> set[str]:
     return {name for name, fqn in sig.inputs_to_buffers.items() if fqn in mutated}
 
 
-def backend_config(edge_manager, config=None, share_across_methods=None,
-                   writes: dict[str, Writes] | None = None):
+@dataclass(frozen=True)
+class StatePlan:
+    """One save's plan: the config ExecuTorch lowers with, each method's declared writes (what
+    `verify_writes` checks the emitted program against) and whether the methods hold one state
+    (what `program_state` checks; False only where the caller asked each method to keep its own)."""
+
+    config: object
+    writes: dict[str, Writes]
+    one_state: bool
+
+
+def plan_state(edge_manager, config=None, share_across_methods=None) -> StatePlan:
     """The caller's `ExecutorchBackendConfig` (or the default) plus what state needs: initial
     values of the mutable buffers serialized, their FQNs emitted, no host→device staging of state
-    an engine writes itself (`writes`: each method's declared writes, `expected_writes` — read
-    here when not handed in), and (several methods) one allocation per buffer shared by every
-    method, as in eager (`_share_state_across_methods`); first of the edge passes, a cond's
-    result read after a later control-flow op copied (`branch_results.CopyBranchResults`).
-    Applying it to a config it already produced changes nothing."""
+    an engine writes itself (each method's declared writes, `expected_writes`, read once here),
+    and (several methods) one allocation per buffer shared by every method, as in eager
+    (`_share_state_across_methods`); first of the edge passes, a cond's result read after a later
+    control-flow op copied (`branch_results.CopyBranchResults`). A config this function already
+    produced is refused (`UsageError`): planned twice, its passes would run twice."""
     from executorch.exir import ExecutorchBackendConfig
 
-    if getattr(config, "_tte_state", False):
-        return config
+    from ...errors import UsageError
+    if config is not None and any(isinstance(p, InitialiseMutableBuffers)
+                                  for p in config.passes or ()):
+        raise UsageError("this ExecutorchBackendConfig was already planned for state by "
+                         "torch-tensorrt-ext; pass to_executorch the config you started from")
     # a copy, and a copy of its planner: the caller's config is not changed, and a default
     # config's planner is one instance shared by every default ExecutorchBackendConfig (a
     # dataclass default), so setting share_mutable_buffers on it would reach every later save;
@@ -75,7 +93,7 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
     planner = config.memory_planning_pass = copy.copy(config.memory_planning_pass)
     if hasattr(planner, "state"):
         planner.state = type(planner.state)()
-    writes = expected_writes(edge_manager) if writes is None else writes
+    writes = expected_writes(edge_manager)
     names: set[str] = set()
     on_device: set[str] = set()
     for method in edge_manager.methods:
@@ -93,10 +111,12 @@ def backend_config(edge_manager, config=None, share_across_methods=None,
     # copies (a host kernel) keeps its host staging, so that copy can reach it
     config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass,
                                                             resident)
-    config._tte_state = True
-    config._tte_writes = writes     # read once: the save's verifier reads them from here
-    config._tte_one_state = share_across_methods is not False   # the whole-program check's
-    return config
+    return StatePlan(config, writes, share_across_methods is not False)
+
+
+def backend_config(edge_manager, config=None, share_across_methods=None):
+    """`plan_state`'s config alone (for a caller lowering without this package's checks)."""
+    return plan_state(edge_manager, config, share_across_methods).config
 
 
 def _clone_op(edge_manager):
@@ -203,42 +223,48 @@ def _buffer_uses(edge_manager) -> dict[str, list[str]]:
     return used
 
 
+class StatefulEdgeProgramManager(EdgeProgramManager):
+    """ExecuTorch's edge manager whose `to_executorch` is the stateful one: planned by
+    `plan_state` once per call, lowered with autograd off, the emitted program checked."""
+
+    def to_executorch(self, config=None, *, share_across_methods=None):
+        """ExecuTorch's `to_executorch` with `plan_state`'s config; `share_across_methods`:
+        None (state shared whenever several methods hold it), or False (each method keeps its
+        own state, for loaders that share nothing; the cross-method check is then not asked)."""
+        plan = plan_state(self, config, share_across_methods)
+        # autograd off: torch.export gives a buffer written from trainable values a fake
+        # value that requires grad, and ExecuTorch's retrace of its write-back `copy_` (a
+        # leaf in-place) then raises — lowering computes no gradient
+        with torch.no_grad():
+            lowered = super().to_executorch(plan.config)
+        verify_writes(lowered.executorch_program, {m: w.mutated for m, w in plan.writes.items()})
+        if plan.one_state:
+            check_program_state(program=lowered.executorch_program, named=lowered._named_data,
+                                uses=declared_uses({m: self.exported_program(m)
+                                                    for m in self.methods}))
+        return lowered
+
+
 def stateful_edge(edge_manager):
-    """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns, whose
-    `to_executorch(config)` always adds `backend_config` — so a caller lowering several methods
-    themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does, and an
-    emitted program that does not write each declared buffer exactly once fails it — one
+    """The `EdgeProgramManager` torch-tensorrt's `executorch.export` returns (and ExecuTorch's
+    recipe session holds), made a `StatefulEdgeProgramManager` in place — the caller keeps the
+    object it holds (ExecuTorch's session keeps its own reference) — so a caller lowering several
+    methods themselves gets initialised, named, unstaged state like `torch_tensorrt.save` does,
+    and an emitted program that does not write each declared buffer exactly once fails it — one
     checker, `verify_writes`, on the declared writes read once (`declared_writes`) — as does one
     whose methods do not hold one state (`program_state.check_program_state`; not asked of a
-    save that keeps each method's state apart on request). Constant
-    methods meant for ExecuTorch's LLM runner are checked first (`llm_metadata`). It lowers
-    with autograd off, whatever the caller's grad mode (a write left to PyTorch saves outside
-    `torch.no_grad()` too)."""
-    from executorch.exir import EdgeProgramManager
-
+    save that keeps each method's state apart on request). Constant methods meant for
+    ExecuTorch's LLM runner are checked first (`llm_metadata`). It lowers with autograd off,
+    whatever the caller's grad mode (a write left to PyTorch saves outside `torch.no_grad()`
+    too). Only ExecuTorch's own manager class is taken (a subclass's `to_executorch` would be
+    bypassed)."""
     from ...contracts.llm_metadata import check_runner_metadata
+    from ...errors import UsageError
     check_runner_metadata(getattr(edge_manager, "_config_methods", None) or {})
-
-    class StatefulEdgeProgramManager(type(edge_manager)):
-        def to_executorch(self, config=None):
-            writes = getattr(config, "_tte_writes", None)   # a config backend_config made
-            if writes is None:
-                writes = expected_writes(self)       # once per save; every stage reads it
-            # autograd off: torch.export gives a buffer written from trainable values a fake
-            # value that requires grad, and ExecuTorch's retrace of its write-back `copy_` (a
-            # leaf in-place) then raises — lowering computes no gradient
-            config = backend_config(self, config, writes=writes)
-            with torch.no_grad():
-                lowered = super().to_executorch(config)
-            verify_writes(lowered.executorch_program,
-                          {m: w.mutated for m, w in writes.items()})
-            if config._tte_one_state:
-                check_program_state(program=lowered.executorch_program,
-                                    named=lowered._named_data,
-                                    uses=declared_uses({m: self.exported_program(m)
-                                                        for m in self.methods}))
-            return lowered
-
-    assert isinstance(edge_manager, EdgeProgramManager)
+    if type(edge_manager) is not EdgeProgramManager:
+        if isinstance(edge_manager, StatefulEdgeProgramManager):
+            return edge_manager
+        raise UsageError(f"expected ExecuTorch's EdgeProgramManager, got "
+                         f"{type(edge_manager).__qualname__}")
     edge_manager.__class__ = StatefulEdgeProgramManager
     return edge_manager

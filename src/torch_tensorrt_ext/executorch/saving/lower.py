@@ -20,7 +20,6 @@ from executorch.exir import ExecutorchBackendConfig
 
 from ...upstream_api import torch_tensorrt_module
 from . import backend  # noqa: F401  (registers TensorRTBackend for to_backend)
-from .config import backend_config
 from .partition import reference_device
 from .pte_write import write_atomic
 
@@ -37,8 +36,8 @@ def to_executorch(programs: Programs, *, device: str | None = None,
     torch_tensorrt = torch_tensorrt_module()
     with reference_device(device) if device is not None else contextlib.nullcontext():
         edge = torch_tensorrt.executorch.export(programs)
-    return edge.to_executorch(backend_config(edge, ExecutorchBackendConfig(),
-                                             share_across_methods=share_mutable_buffers))
+    return edge.to_executorch(ExecutorchBackendConfig(),
+                              share_across_methods=share_mutable_buffers)
 
 
 def save_pte(programs: Programs, path: str, **kw) -> str:
