@@ -252,20 +252,14 @@ def _declared(gm: torch.fx.GraphModule, args: tuple) -> ExportedProgram:
 
 def _for_lowering(ep: ExportedProgram) -> ExportedProgram:
     """What torch-tensorrt's `executorch.export` hands ExecuTorch's lowering for one program:
-    its engine calls validated, staged and rewritten to ExecuTorch-safe calls, aliased KV writes
-    declared, values on the host and copy-backs handed to the delegates."""
-    from torch_tensorrt.dynamo._exporter import _declare_aliased_kv_mutations_on_ep
-    from torch_tensorrt.executorch._export_utils import (replace_execute_engine,
-                                                         stage_exported_program,
-                                                         validate_engine_program)
+    staged by the same function export stages each method with (`stage_for_lowering`, which the
+    patch series adds: engine calls validated and rewritten, aliased KV and copy-back writes
+    declared), then values on the host and copy-backs handed to the delegates."""
+    from torch_tensorrt.executorch._export import stage_for_lowering
 
     from .saving.prepare import prepare_programs
-    resolved: dict = {}
-    validate_engine_program(ep, resolved)
     copyback = ep.graph_module.meta.get("_copyback_mutation_buffers", []) or []
-    staged = _declare_aliased_kv_mutations_on_ep(stage_exported_program(ep),
-                                                 copyback_buffers=list(copyback))
-    return prepare_programs(replace_execute_engine(staged, resolved))
+    return prepare_programs(stage_for_lowering(ep, copyback_buffers=copyback)[0])
 
 
 recipe_registry.register_backend_recipe_provider(TensorRTRecipeProvider())
