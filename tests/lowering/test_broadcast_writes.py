@@ -16,7 +16,8 @@ import torch
 from torch import nn
 from stateful_check import ModuleProgram, check_program
 
-from torch_tensorrt_ext.lowering.broadcast_writes import broadcast_write_values
+from torch_tensorrt_ext.lowering.broadcast_writes import (broadcast_write_sites,
+                                                          broadcast_write_values)
 
 D = 8
 # source -> (the value written into b [4, D] from h [1, 3, D], b's dtype)
@@ -65,9 +66,10 @@ def test_plain_functionalization_reads_the_narrow_value_and_the_pass_widens_it(h
             for got, exp in zip(plain(*_h(0)), _Broadcast(how)(*_h(0)), strict=True):
                 torch.testing.assert_close(got, exp)
     ep = torch.export.export(_Broadcast(how), _h(0))
-    assert broadcast_write_values(ep.graph_module, apply=False) == 1
-    assert broadcast_write_values(ep.graph_module) == 1
-    assert broadcast_write_values(ep.graph_module, apply=False) == 0   # nothing left to widen
+    sites = broadcast_write_sites(ep.graph_module)
+    assert len(sites) == 1
+    broadcast_write_values(ep.graph_module, sites)
+    assert broadcast_write_sites(ep.graph_module) == ()   # nothing left to widen
     module = ep.run_decompositions({}).module()
     eager = _Broadcast(how)
     for step in range(2):
@@ -85,7 +87,7 @@ def test_a_value_of_the_buffers_shape_and_dtype_is_left_as_it_is():
         def forward(self, h):
             self.b.copy_(h.mean(1))
             return self.b.sum(0)
-    assert broadcast_write_values(torch.export.export(Same(), _h(0)).graph_module) == 0
+    assert broadcast_write_sites(torch.export.export(Same(), _h(0)).graph_module) == ()
 
 
 @pytest.mark.parametrize("how", sorted(SOURCES))

@@ -11,7 +11,8 @@ import torch
 from dynamic_models import ScatterPrefill, prefill_args, prefill_dims
 
 from torch_tensorrt_ext.errors import Unsupported
-from torch_tensorrt_ext.lowering.dynamic_scatters import accumulate_dynamic_scatters
+from torch_tensorrt_ext.lowering.dynamic_scatters import (accumulate_dynamic_scatters,
+                                                          dynamic_scatter_sites)
 
 _aten = torch.ops.aten
 
@@ -29,9 +30,10 @@ def test_a_dynamic_scatter_add_becomes_an_accumulating_index_put_of_the_same_val
     model = ScatterPrefill(op).eval()
     eager = copy.deepcopy(model)
     ep = torch.export.export(model, prefill_args(4), dynamic_shapes=prefill_dims())
-    assert accumulate_dynamic_scatters(ep.graph_module, apply=False) == 1
+    sites = dynamic_scatter_sites(ep.graph_module)
+    assert len(sites) == 1
     assert before in _targets(ep)
-    assert accumulate_dynamic_scatters(ep.graph_module) == 1
+    accumulate_dynamic_scatters(ep.graph_module, sites)
     (put,) = [n for n in ep.graph.nodes if n.target is after]
     assert before not in _targets(ep) and put.args[3] is True
     rewritten = ep.module()
@@ -44,7 +46,7 @@ def test_a_dynamic_scatter_add_becomes_an_accumulating_index_put_of_the_same_val
 
 def test_a_static_scatter_add_is_left_to_torch_tensorrt():
     static = torch.export.export(ScatterPrefill("scatter_add").eval(), prefill_args(4))
-    assert accumulate_dynamic_scatters(static.graph_module) == 0
+    assert dynamic_scatter_sites(static.graph_module) == ()
 
 
 def test_another_reduction_over_a_dynamic_length_is_refused_naming_the_node():
@@ -59,7 +61,7 @@ def test_another_reduction_over_a_dynamic_length_is_refused_naming_the_node():
 
     amax = torch.export.export(Amax().eval(), prefill_args(4), dynamic_shapes=prefill_dims())
     with pytest.raises(Unsupported) as e:
-        accumulate_dynamic_scatters(amax.graph_module, apply=False)
+        dynamic_scatter_sites(amax.graph_module)
     assert str(e.value) == (
         "node 'scatter_reduce_': scatter_reduce(reduce='amax', include_self=True) over an index "
         "of dynamic size [1, s11, 8]: torch-tensorrt 2.14.0 unrolls scatter_reduce over the "

@@ -14,7 +14,7 @@ import torch
 
 from torch_tensorrt_ext.engines.kernel_forms import is_dense
 from torch_tensorrt_ext.engines.payload import dense_constants
-from torch_tensorrt_ext.lowering.empty_cat import drop_empty_cat_operands
+from torch_tensorrt_ext.lowering.empty_cat import drop_empty_cat_operands, empty_cat_sites
 
 
 class _CatOntoEmpty(torch.nn.Module):
@@ -36,18 +36,20 @@ def test_a_cat_onto_a_legacy_empty_tensor_loses_that_operand_and_keeps_its_value
     ep = torch.export.export(_CatOntoEmpty(), (x,), strict=False)
     gm = ep.graph_module
     assert len(_cats(gm)[0].args[0]) == 2
-    assert drop_empty_cat_operands(gm) == 1
+    sites = empty_cat_sites(gm)
+    assert len(sites) == 1
+    drop_empty_cat_operands(gm, sites)
     (cat,) = _cats(gm)
     assert len(cat.args[0]) == 1 and tuple(cat.args[0][0].meta["val"].shape) == (1, 2, 3, 4)
     torch.testing.assert_close(ep.module()(x), x * 2)
-    assert drop_empty_cat_operands(gm) == 0   # nothing left to drop
+    assert empty_cat_sites(gm) == ()   # nothing left to drop
 
 
 def test_a_cat_of_tensors_of_one_rank_is_left_alone():
     x = torch.randn(2, 3)
     gm = torch.export.export(_CatSameRank(), (x,), strict=False).graph_module
     before = [len(c.args[0]) for c in _cats(gm)]
-    assert drop_empty_cat_operands(gm) == 0
+    assert empty_cat_sites(gm) == ()
     assert [len(c.args[0]) for c in _cats(gm)] == before
 
 

@@ -15,8 +15,10 @@ import pytest
 import torch
 from torch import nn
 
-from torch_tensorrt_ext.lowering.broadcast_writes import broadcast_write_values
-from torch_tensorrt_ext.lowering.negative_indices import normalize_select_scatter
+from torch_tensorrt_ext.lowering.broadcast_writes import (broadcast_write_sites,
+                                                          broadcast_write_values)
+from torch_tensorrt_ext.lowering.negative_indices import (negative_index_sites,
+                                                          normalize_select_scatter)
 from torch_tensorrt_ext.lowering.subgraphs import copied, graphs
 from torch_tensorrt_ext.seams.compile import stateful_program
 
@@ -60,15 +62,16 @@ def test_the_block_is_a_graph_of_its_own_and_its_writes_are_rewritten_there():
     assert len(list(graphs(gm))) == 2                      # the program's graph, the block's body
     assert not gm.graph.find_nodes(op="call_function", target=torch.ops.aten.select.int)
     assert _select_indices(gm) == [-1]
-    assert normalize_select_scatter(gm, apply=False) == 1  # counted, nothing changed
-    assert broadcast_write_values(gm, apply=False) == 1
+    negative, broadcast = negative_index_sites(gm), broadcast_write_sites(gm)
+    assert len(negative) == 1 and len(broadcast) == 1      # found, nothing changed
+    assert negative[0][0] != ""                            # in the block's body
     assert _select_indices(gm) == [-1]
-    assert normalize_select_scatter(gm) == 1
-    assert broadcast_write_values(gm) == 1
+    normalize_select_scatter(gm, negative)
+    broadcast_write_values(gm, broadcast)
     assert _select_indices(gm) == [3]
     body = list(graphs(gm))[1].graph
     assert not body.find_nodes(op="call_function", target=torch.ops.aten.fill_.Tensor)
-    assert normalize_select_scatter(gm, apply=False) == 0 == broadcast_write_values(gm, apply=False)
+    assert negative_index_sites(gm) == () == broadcast_write_sites(gm)
 
 
 def test_a_copy_is_edited_alone():
@@ -76,7 +79,9 @@ def test_a_copy_is_edited_alone():
     before = _codes(ep.graph_module)
     copy = copied(ep.graph_module)
     assert _codes(copy) == before
-    assert normalize_select_scatter(copy) == 1
+    sites = negative_index_sites(ep.graph_module)
+    assert negative_index_sites(copy) == sites and len(sites) == 1   # the names survive copying
+    normalize_select_scatter(copy, sites)
     assert _select_indices(copy) == [3]
     assert _codes(ep.graph_module) == before and _select_indices(ep.graph_module) == [-1]
 
@@ -87,7 +92,7 @@ def test_stateful_program_leaves_the_callers_program_as_it_was(block):
     torch.manual_seed(0)
     ep = torch.export.export(model().eval(), (torch.randn(2, 8),))
     before, x = _codes(ep.graph_module), torch.randn(2, 8)
-    assert normalize_select_scatter(ep.graph_module, apply=False) == 1
+    assert len(negative_index_sites(ep.graph_module)) == 1
     state, writers = stateful_program(ep)
     assert _codes(ep.graph_module) == before
     assert set(writers) == {"ema", "f"}
@@ -98,4 +103,4 @@ def test_stateful_program_leaves_the_callers_program_as_it_was(block):
     eager.load_state_dict(ep.state_dict)
     want = eager(x)
     torch.testing.assert_close(ep.module()(x), want)
-    assert normalize_select_scatter(state.graph_module, apply=False) == 0
+    assert negative_index_sites(state.graph_module) == ()

@@ -12,48 +12,47 @@ leaves as the buffer's new value `[1, D]`: a read of the buffer after the write 
 (`buf[1]`: "index 1 out of range"); a float value copied into a bf16 buffer is read back as
 float. The buffer's state itself is right (its write-back `copy_` broadcasts), its reads are not.
 
-Invariant: `broadcast_write_values(gm)` rewrites, in place and in every graph of `gm`
-(`subgraphs.graphs`: a higher-order op's body too), every `aten.copy_(dst, src)` and
-`aten.fill_.Tensor(dst, src)` whose source's shape or dtype differs from its destination's
-static ones into `aten.copy_(dst, aten.expand(src', dst.shape))`, `src'` being `src` converted to
-`dst`'s dtype (`_to_copy`) where they differ — the same values the write stores (`copy_` converts
-as `fill_` does) — and changes nothing else; it returns how many it rewrote (with `apply=False`
-it only counts them). A write whose value already has its destination's shape and dtype (the
-common case) is left as it is.
+Invariant: `broadcast_write_sites(gm)` changes nothing and names (`subgraphs.Site`), in every
+graph of `gm` (`subgraphs.graphs`: a higher-order op's body too), every `aten.copy_(dst, src)` and
+`aten.fill_.Tensor(dst, src)` whose source's shape or dtype differs from its destination's static
+ones. `broadcast_write_values(gm, sites)` rewrites, in place, exactly the writes `sites` names
+into `aten.copy_(dst, aten.expand(src', dst.shape))`, `src'` being `src` converted to `dst`'s
+dtype (`_to_copy`) where they differ — the same values the write stores (`copy_` converts as
+`fill_` does) — and changes nothing else. A write whose value already has its destination's
+shape and dtype (the common case) is no site.
 """
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
 
-from .subgraphs import graphs
+from .subgraphs import Site, edit_sites, sites_in
 
-__all__ = ["broadcast_write_values"]
+__all__ = ["broadcast_write_sites", "broadcast_write_values"]
 
 _WRITES = (torch.ops.aten.copy_.default, torch.ops.aten.fill_.Tensor)
 
 
-def broadcast_write_values(gm: GraphModule, apply: bool = True) -> int:
-    return sum(_broadcast(g, apply) for g in graphs(gm))
+def _widens(n: Node) -> bool:
+    dst, src = n.args[:2]
+    dval = getattr(dst, "meta", {}).get("val")
+    sval = getattr(src, "meta", {}).get("val")
+    return isinstance(dval, torch.Tensor) and isinstance(sval, torch.Tensor) and \
+        all(isinstance(d, int) for d in dval.shape) and \
+        (tuple(sval.shape) != tuple(dval.shape) or sval.dtype != dval.dtype)
 
 
-def _broadcast(gm: GraphModule, apply: bool) -> int:
-    changed = 0
-    for n in [n for t in _WRITES for n in gm.graph.find_nodes(op="call_function", target=t)]:
+def broadcast_write_sites(gm: GraphModule) -> tuple[Site, ...]:
+    return sites_in(gm, lambda g: [n for t in _WRITES
+                                   for n in g.graph.find_nodes(op="call_function", target=t)
+                                   if _widens(n)])
+
+
+def broadcast_write_values(gm: GraphModule, sites: tuple[Site, ...]) -> None:
+    def change(g: GraphModule, n: Node) -> None:
         dst, src = n.args[:2]
-        dval = getattr(dst, "meta", {}).get("val")
-        sval = getattr(src, "meta", {}).get("val")
-        if not isinstance(dval, torch.Tensor) or not isinstance(sval, torch.Tensor) or \
-                not all(isinstance(d, int) for d in dval.shape) or \
-                (tuple(sval.shape) == tuple(dval.shape) and sval.dtype == dval.dtype):
-            continue
-        changed += 1
-        if apply:
-            _rewrite(gm, n, dst, src, dval, sval)
-    if changed and apply:
-        gm.graph.lint()
-        gm.recompile()
-    return changed
+        _rewrite(g, n, dst, src, dst.meta["val"], src.meta["val"])
+    edit_sites(gm, sites, change)
 
 
 def _rewrite(gm: GraphModule, n: Node, dst: Node, src: Node, dval, sval) -> None:

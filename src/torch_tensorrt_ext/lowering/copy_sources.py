@@ -14,17 +14,16 @@ A buffer copied whole from another buffer (`a.copy_(c)`) is lost further down th
 new value is then the other buffer's own input, which the lifting takes for no write at all (the
 save's verifier refuses the program, naming `a`).
 
-Invariant: `own_copy_sources(ep)` gives each whole-buffer `aten.copy_.default` of `ep`'s graph
-(its destination a placeholder, or a value that is all of one — the same storage, shape, strides
-and offset, as `buf.float()` of a float buffer is) whose source is shared — the source of an
-earlier such copy, a buffer's placeholder, a placeholder some in-place op writes (each read
-through such an alias too), or the result of an in-place op — a `clone` of that source made
-right before the copy, and changes nothing else: every value computed is the same, each buffer's
-new value is then a node of its own. A copy from a value no other write ends on (the common
-case: a ring buffer copied from its new `cat`) is left as it is, so no step pays for a copy it
-does not need.
-Returns how many copies it gave their own source (with `apply=False`, how many it would give,
-changing nothing).
+Invariant: `shared_copy_sources(ep)` changes nothing and names (`subgraphs.Site`) each
+whole-buffer `aten.copy_.default` of `ep`'s graph (its destination a placeholder, or a value that
+is all of one — the same storage, shape, strides and offset, as `buf.float()` of a float buffer
+is) whose source is shared — the source of an earlier such copy, a buffer's placeholder, a
+placeholder some in-place op writes (each read through such an alias too), or the result of an
+in-place op. `own_copy_sources(ep, sites)` gives exactly the copies `sites` names a `clone` of
+their source made right before the copy, and changes nothing else: every value computed is the
+same, each buffer's new value is then a node of its own. A copy from a value no other write ends
+on (the common case: a ring buffer copied from its new `cat`) is no site, so no step pays for a
+copy it does not need.
 """
 from __future__ import annotations
 
@@ -32,7 +31,9 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.multiprocessing.reductions import StorageWeakRef
 
-__all__ = ["own_copy_sources"]
+from .subgraphs import Site, edit_sites
+
+__all__ = ["own_copy_sources", "shared_copy_sources"]
 
 _COPY = torch.ops.aten.copy_.default
 
@@ -60,14 +61,14 @@ def _whole_placeholders(gm: GraphModule):
         if isinstance(n, Node) else None
 
 
-def own_copy_sources(ep: torch.export.ExportedProgram, apply: bool = True) -> int:
+def shared_copy_sources(ep: torch.export.ExportedProgram) -> tuple[Site, ...]:
     gm: GraphModule = ep.graph_module
     buffers = set(ep.graph_signature.inputs_to_buffers)
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     whole_of = _whole_placeholders(gm)
     written = {whole_of(n.args[0]) for n in calls if _writes_first_arg(n) and n.args} - {None}
     seen: set[Node] = set()
-    changed = 0
+    sites: list[Site] = []
     for n in calls:
         if n.target is not _COPY or whole_of(n.args[0]) is None \
                 or not isinstance(n.args[1], Node):
@@ -78,23 +79,25 @@ def own_copy_sources(ep: torch.export.ExportedProgram, apply: bool = True) -> in
                                                                   or whole.name in buffers)) or \
             (src.op == "call_function" and _writes_first_arg(src))
         seen.add(whole)
-        if not shared:
-            continue
-        changed += 1
-        if not apply:
-            continue
-        with gm.graph.inserting_before(n):
-            own = gm.graph.call_function(torch.ops.aten.clone.default, (src,))
-        val = src.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            mode = getattr(val, "fake_mode", None)
-            if mode is not None:
-                with mode:
-                    own.meta["val"] = val.clone()
-            else:
+        if shared:
+            sites.append(("", n.name))
+    return tuple(sites)
+
+
+def own_copy_sources(ep: torch.export.ExportedProgram, sites: tuple[Site, ...]) -> None:
+    edit_sites(ep.graph_module, sites, _clone_source)
+
+
+def _clone_source(gm: GraphModule, n: Node) -> None:
+    src = n.args[1]
+    with gm.graph.inserting_before(n):
+        own = gm.graph.call_function(torch.ops.aten.clone.default, (src,))
+    val = src.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        mode = getattr(val, "fake_mode", None)
+        if mode is not None:
+            with mode:
                 own.meta["val"] = val.clone()
-        n.args = (n.args[0], own, *n.args[2:])
-    if changed and apply:
-        gm.graph.lint()
-        gm.recompile()
-    return changed
+        else:
+            own.meta["val"] = val.clone()
+    n.args = (n.args[0], own, *n.args[2:])

@@ -7,18 +7,18 @@ prefill's length) the loop specializes the symbol to the example's size: the pro
 stops being dynamic, and a reference engine refuses its binding ("engine binding 'pos' has
 dimension 0 = 4; a reference engine takes dynamic dimensions that are one symbol each").
 
-Invariant: `accumulate_dynamic_scatters(gm)` rewrites, in place and in every graph of `gm`
-(`subgraphs.graphs`), each `aten.scatter_add` / `scatter_add_` and each `aten.scatter_reduce.two`
-/ `scatter_reduce_.two` with `reduce="sum"` and `include_self=True` whose index has a symbolic
-size into `aten.index_put` / `index_put_` of the same input with `accumulate=True`, indexed at
-`index` along the scatter dimension and at every position (an `arange`) along each other one,
-from the source narrowed to the index's shape — the values `scatter_add` defines (up to the order
-in which floating-point additions are made, as for `scatter_add` itself), the in-place form still
-in place; it changes nothing else and returns how many it rewrote (with `apply=False` it only
-counts them). A scatter whose sizes are all static is left to torch-tensorrt (its loop is exact
-there); another reduction (`prod`, `mean`, `amax`, `amin`, or a sum without the input) over an
-index of symbolic size is refused (`Unsupported`, naming the node) rather than left to be
-specialized.
+Invariant: `dynamic_scatter_sites(gm)` changes nothing and names (`subgraphs.Site`), in every
+graph of `gm` (`subgraphs.graphs`), each `aten.scatter_add` / `scatter_add_` and each
+`aten.scatter_reduce.two` / `scatter_reduce_.two` with `reduce="sum"` and `include_self=True`
+whose index has a symbolic size; another reduction (`prod`, `mean`, `amax`, `amin`, or a sum
+without the input) over an index of symbolic size is refused there (`Unsupported`, naming the
+node) rather than left to be specialized. `accumulate_dynamic_scatters(gm, sites)` rewrites, in
+place, exactly the scatters `sites` names into `aten.index_put` / `index_put_` of the same input
+with `accumulate=True`, indexed at `index` along the scatter dimension and at every position (an
+`arange`) along each other one, from the source narrowed to the index's shape — the values
+`scatter_add` defines (up to the order in which floating-point additions are made, as for
+`scatter_add` itself), the in-place form still in place; it changes nothing else. A scatter
+whose sizes are all static is no site: it is left to torch-tensorrt (its loop is exact there).
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..errors import Unsupported
-from .subgraphs import graphs
+from .subgraphs import Site, edit_sites, sites_in
 
-__all__ = ["accumulate_dynamic_scatters"]
+__all__ = ["accumulate_dynamic_scatters", "dynamic_scatter_sites"]
 
 _aten = torch.ops.aten
 # scatter op -> the index_put of the same form (functional / in place)
@@ -39,23 +39,14 @@ _AS_INDEX_PUT = {_aten.scatter_add.default: _aten.index_put.default,
                  _aten.scatter_reduce_.two: _aten.index_put_.default}
 
 
-def accumulate_dynamic_scatters(gm: GraphModule, apply: bool = True) -> int:
-    return sum(_rewrite(g, apply) for g in graphs(gm))
+def dynamic_scatter_sites(gm: GraphModule) -> tuple[Site, ...]:
+    return sites_in(gm, lambda g: [n for op in _AS_INDEX_PUT
+                                   for n in g.graph.find_nodes(op="call_function", target=op)
+                                   if _dynamic_sum(n)])
 
 
-def _rewrite(gm: GraphModule, apply: bool) -> int:
-    changed = 0
-    for op in _AS_INDEX_PUT:
-        for n in gm.graph.find_nodes(op="call_function", target=op):
-            if not _dynamic_sum(n):
-                continue
-            changed += 1
-            if apply:
-                _as_index_put(gm, n)
-    if changed and apply:
-        gm.graph.lint()
-        gm.recompile()
-    return changed
+def accumulate_dynamic_scatters(gm: GraphModule, sites: tuple[Site, ...]) -> None:
+    edit_sites(gm, sites, _as_index_put)
 
 
 def _val(a):

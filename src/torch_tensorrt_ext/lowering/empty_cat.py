@@ -8,21 +8,21 @@ PyTorch and the empty tensor became a constant of the saved program; when a prog
 are all empty, ExecuTorch 1.5.1 writes no constant segment and its runtime then refuses to load
 the program ("constant_buffer path is disabled").
 
-Invariant: `drop_empty_cat_operands(gm)` removes, in place and in every graph of `gm`
-(`subgraphs.graphs`: a higher-order op's body too), every operand of an `aten.cat`
-whose value is a 1-D tensor of static size 0 when another operand has a different rank — the
-same values (torch.cat skips them) — and then every node left without users that only read such
-an operand (`detach`, `detach_`, `alias`, `clone`); it returns how many operands it removed.
-It changes nothing else; with `apply=False` it only counts them.
+Invariant: `empty_cat_sites(gm)` changes nothing and names (`subgraphs.Site`), in every graph
+of `gm` (`subgraphs.graphs`: a higher-order op's body too), each `aten.cat` with an operand whose
+value is a 1-D tensor of static size 0 while another operand has a different rank.
+`drop_empty_cat_operands(gm, sites)` removes, in place, those operands of exactly the cats
+`sites` names — the same values (torch.cat skips them) — and then every node left without users
+that only read such an operand (`detach`, `detach_`, `alias`, `clone`); it changes nothing else.
 """
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
 
-from .subgraphs import graphs
+from .subgraphs import Site, edit_sites, sites_in
 
-__all__ = ["drop_empty_cat_operands"]
+__all__ = ["drop_empty_cat_operands", "empty_cat_sites"]
 
 _CAT = torch.ops.aten.cat.default
 _PASS_THROUGH = {torch.ops.aten.detach.default, torch.ops.aten.detach_.default,
@@ -48,26 +48,24 @@ def _drop_dead_readers(node: Node) -> None:
         node = source
 
 
-def drop_empty_cat_operands(gm: GraphModule, apply: bool = True) -> int:
-    return sum(_drop(g, apply) for g in graphs(gm))
+def _drops(n: Node) -> bool:
+    operands = list(n.args[0])
+    kept = [a for a in operands if not _legacy_empty(a)]
+    return bool(kept) and len(kept) != len(operands) and \
+        not all(_rank(a) == _rank(kept[0]) for a in operands)
 
 
-def _drop(gm: GraphModule, apply: bool) -> int:
-    removed = 0
-    for n in list(gm.graph.find_nodes(op="call_function", target=_CAT)):
+def empty_cat_sites(gm: GraphModule) -> tuple[Site, ...]:
+    return sites_in(gm, lambda g: [n for n in g.graph.find_nodes(op="call_function", target=_CAT)
+                                   if _drops(n)])
+
+
+def drop_empty_cat_operands(gm: GraphModule, sites: tuple[Site, ...]) -> None:
+    def change(_g: GraphModule, n: Node) -> None:
         operands = list(n.args[0])
         kept = [a for a in operands if not _legacy_empty(a)]
-        if not kept or len(kept) == len(operands) or \
-                all(_rank(a) == _rank(kept[0]) for a in operands):
-            continue
-        removed += len(operands) - len(kept)
-        if not apply:
-            continue
         n.args = (kept, *n.args[1:])
         for a in operands:
             if a not in kept and isinstance(a, Node):
                 _drop_dead_readers(a)
-    if removed and apply:
-        gm.graph.lint()
-        gm.recompile()
-    return removed
+    edit_sites(gm, sites, change)

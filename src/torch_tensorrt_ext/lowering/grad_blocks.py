@@ -17,20 +17,21 @@ A disabled autocast block (`torch.autocast(..., enabled=False)`) is kept the sam
 too (an enabled one casts, and is left to functionalization).
 
 Invariant: `without_grad_blocks(ep)` is `ep` itself when its graph calls no such block, else a
-new program: `ep`'s graphs copied (`subgraphs.copied`; `ep` is left as it was), the blocks
-inlined by `inline_grad_blocks`, and each output spec naming the node now in its place of the
-graph's output (an output the block computed is the inlined node); nothing else differs.
-`inline_grad_blocks(gm)` replaces each `wrap_with_set_grad_enabled` call, and each
-`wrap_with_autocast` call with `enabled=False`, of `gm`'s own graph — and of the bodies it
-inlines, until none is left — by copies of its body's nodes (the body's placeholders read as the
-call's operands, each `getitem` of the call as the body's output at that index), moves a nested
-body's own graph modules onto `gm` under unused names, drops the inlined body (its `get_attr`,
-and the attribute when nothing else reads it) and changes nothing else: the same ops on the same
-values, in the same order. A call whose result is read other than item by item, or whose body is
-not a graph module of `gm` or reads another attribute than a graph module, is left as it is
-(functionalized later, as any higher-order op taking a buffer is).
-Returns how many calls it inlined; with `apply=False`, how many calls of `gm`'s own graph it
-would start from, changing nothing.
+new program (`rewrites.rewritten` of `GRAD_BLOCKS`: `ep`'s graphs copied, `ep` left as it was),
+the blocks inlined by `inline_grad_blocks`, and each output spec naming the node now in its place
+of the graph's output (an output the block computed is the inlined node); nothing else differs.
+`grad_block_sites(gm)` changes nothing and names (`subgraphs.Site`) each inlinable
+`wrap_with_set_grad_enabled` call, and each `wrap_with_autocast` call with `enabled=False`, of
+`gm`'s own graph. `inline_grad_blocks(gm, sites)` replaces each call `sites` names — and then
+each such call the inlined bodies brought into `gm`'s graph, until none is left — by copies of
+its body's nodes (the body's placeholders read as the call's operands, each `getitem` of the call
+as the body's output at that index), moves a nested body's own graph modules onto `gm` under
+unused names, drops the inlined body (its `get_attr`, and the attribute when nothing else reads
+it) and changes nothing else: the same ops on the same values, in the same order. A call whose
+result is read other than item by item, or whose body is not a graph module of `gm` or reads
+another attribute than a graph module, is no site and is left as it is (functionalized later,
+as any higher-order op taking a buffer is). Unlike the other rewrites its apply goes past its
+sites: the nested blocks are in the bodies' graphs, not `gm`'s, until their parent is inlined.
 """
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ from torch.export.graph_signature import SymIntArgument, TensorArgument
 from torch.fx import GraphModule, Node
 
 from .program_edit import rebuilt
-from .subgraphs import copied
+from .rewrites import Rewrite, rewritten
+from .subgraphs import Site
 
-__all__ = ["inline_grad_blocks", "without_grad_blocks"]
+__all__ = ["GRAD_BLOCKS", "grad_block_sites", "inline_grad_blocks", "without_grad_blocks"]
 
 # block op -> (where its body is among the call's arguments, whether a call may be inlined):
 # a grad-mode block always (grad mode changes no value); an autocast block only disabled
@@ -62,11 +64,25 @@ def _calls(gm: GraphModule) -> list[Node]:
             if _inlinable(gm, c)]
 
 
-def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    if not inline_grad_blocks(ep.graph_module, apply=False):
-        return ep
-    gm = copied(ep.graph_module)
-    inline_grad_blocks(gm)
+def grad_block_sites(gm: GraphModule) -> tuple[Site, ...]:
+    return tuple(("", c.name) for c in _calls(gm))
+
+
+def inline_grad_blocks(gm: GraphModule, sites: tuple[Site, ...]) -> None:
+    nodes = {n.name: n for n in gm.graph.nodes}
+    calls = [nodes[name] for path, name in sites if not path]
+    while calls:
+        for call in calls:
+            _inline(gm, call)
+        calls = _calls(gm)       # the blocks nested in those just inlined
+    gm.graph.lint()
+    gm.recompile()
+
+
+def _inlined(ep: torch.export.ExportedProgram, sites: tuple[Site, ...]
+             ) -> torch.export.ExportedProgram:
+    gm = ep.graph_module
+    inline_grad_blocks(gm, sites)
     outs = gm.graph.output_node().args[0]
     specs = [dataclasses.replace(spec, arg=type(spec.arg)(name=out.name))
              if isinstance(spec.arg, (TensorArgument, SymIntArgument)) and isinstance(out, Node)
@@ -74,20 +90,11 @@ def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.Export
     return rebuilt(ep, graph_module=gm, output_specs=specs)
 
 
-def inline_grad_blocks(gm: GraphModule, apply: bool = True) -> int:
-    calls = _calls(gm)
-    if not apply:
-        return len(calls)
-    inlined = 0
-    while calls:
-        for call in calls:
-            _inline(gm, call)
-            inlined += 1
-        calls = _calls(gm)
-    if inlined:
-        gm.graph.lint()
-        gm.recompile()
-    return inlined
+GRAD_BLOCKS = Rewrite("grad_blocks", lambda ep: grad_block_sites(ep.graph_module), _inlined)
+
+
+def without_grad_blocks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    return rewritten(ep, (GRAD_BLOCKS,)).program
 
 
 def _inlinable(gm: GraphModule, call: Node) -> bool:

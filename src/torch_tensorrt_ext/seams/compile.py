@@ -132,40 +132,20 @@ def stateful_program(program: torch.export.ExportedProgram
     over a dynamic length, which its decomposition would unroll and so make static, becomes an
     accumulating `index_put` (`dynamic_scatters`); and a buffer copied whole from a value another
     write also ends on gets its own copy of it, which functionalization would refuse
-    (`copy_sources`). The rewrites edit a copy of the program's graphs, made only when one
-    applies: the caller's program is left as it was."""
+    (`copy_sources`). The rewrites are `rewrites.SAME_VALUE`, made in order by `rewrites.rewritten`
+    on a copy of the program's graphs, made only when one applies (none more when an earlier step
+    already made a new program): the caller's program is left as it was."""
     from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
-    from ..lowering.program_edit import rebuilt
-    from ..lowering.subgraphs import copied
+    from ..lowering.rewrites import SAME_VALUE, rewritten
     state = without_grad_blocks(program)   # a new program where a no_grad block was inlined
     state = inputs_as_state(state)[0]      # a new program where a constant became a buffer
-    if _same_value_rewrites(state, apply=False):
-        if state is program:
-            state = rebuilt(program, graph_module=copied(program.graph_module))
-        _same_value_rewrites(state, apply=True)
+    state = rewritten(state, SAME_VALUE, owned=state is not program).program
     writers = buffer_writers(state)
     if hides_writes(state):
         state = functional_program(state)   # the functional form buffer_writers computed
     return state, writers
-
-
-def _same_value_rewrites(ep: torch.export.ExportedProgram, apply: bool) -> int:
-    """How many nodes the rewrites `stateful_program` makes change (made when `apply`); each
-    changes nothing on a graph where it finds nothing, so 0 with `apply=False` means the
-    program goes on as it is."""
-    from ..lowering.copy_sources import own_copy_sources
-    from ..lowering.dynamic_scatters import accumulate_dynamic_scatters
-    from ..lowering.empty_cat import drop_empty_cat_operands
-    from ..lowering.broadcast_writes import broadcast_write_values
-    from ..lowering.negative_indices import normalize_select_scatter
-    gm = ep.graph_module
-    return (normalize_select_scatter(gm, apply)   # torch-tensorrt drops a write to buf[-1]
-            + drop_empty_cat_operands(gm, apply)  # a cat onto a legacy empty tensor stays on host
-            + broadcast_write_values(gm, apply)   # and a copy_/fill_ value's broadcast
-            + accumulate_dynamic_scatters(gm, apply)   # it unrolls a dynamic scatter_add
-            + own_copy_sources(ep, apply))        # run_decompositions refuses shared sources
 
 
 def plan_of(module: torch.nn.Module) -> MutationPlan | None:
