@@ -40,7 +40,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.lowering import graph_writes
-from torch_tensorrt_ext.seams.compile import StatefulCompile
+from torch_tensorrt_ext.compiling.stateful_compile import StatefulCompile
 
 
 class Layer(torch.nn.Module):

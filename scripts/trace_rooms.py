@@ -65,7 +65,7 @@ def _traced(seam) -> list[tuple[str, str]]:
 
 
 def main() -> int:
-    from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.compiling import stateful_compile as seam
     torch.manual_seed(0)
     calls = _traced(seam)
     stays, left, returns = [], set(), []

@@ -182,7 +182,7 @@ RTX_REGRESSIONS = {
     "ring_written_at_its_last_position": Program(bufs=(Buf(kind="ring_roll"),)),
     # rtx_compile: PlanError "the graph reads its output 'output1' (result 1), which the engine
     # module does not return": a KV cache returned after its write was the partition's last
-    # output, aliased, and hidden by the engine module (seams/partition_outputs.py)
+    # output, aliased, and hidden by the engine module (compiling/partition_outputs.py)
     "kv_slice_returned_after_its_write": Program(bufs=(Buf(kind="kv_slice", ret=("after",)),)),
     "kv_index_copy_returned_after_its_write": Program(bufs=(Buf(kind="kv_index_copy",
                                                                 ret=("after",)),)),

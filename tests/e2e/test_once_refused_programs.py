@@ -57,7 +57,7 @@ def test_the_described_program_runs_like_eager(name):
 # the slice assignment's copy, so the cache write lands in a partition of its own whose only
 # output is the cache's aliased new value, which the program never reads (the engine writes the
 # buffer in place). ExecuTorch cannot lower a delegate none of whose outputs is read, so the save
-# refused it; such a partition now runs in PyTorch (seams/write_only_partitions).
+# refused it; such a partition now runs in PyTorch (compiling/write_only_partitions).
 def test_an_engine_whose_only_effect_is_a_kv_write():
     program = Program(bufs=(Buf(kind="from_input"), Buf(kind="kv_slice", place="attr")),
                       split="write", split_at=1)

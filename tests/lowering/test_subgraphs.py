@@ -20,7 +20,7 @@ from torch_tensorrt_ext.lowering.broadcast_writes import (broadcast_write_sites,
 from torch_tensorrt_ext.lowering.negative_indices import (negative_index_sites,
                                                           normalize_select_scatter)
 from torch_tensorrt_ext.lowering.subgraphs import copied, graphs
-from torch_tensorrt_ext.seams.compile import stateful_program
+from torch_tensorrt_ext.compiling.stateful_compile import stateful_program
 
 
 class _LastRowInNoGrad(nn.Module):

@@ -75,7 +75,7 @@ class KvReturned(torch.nn.Module):
 
 class KvReturnedLast(KvReturned):
     """The same cache returned as the last output: the engine's aliased output is its last, which
-    torch-tensorrt's engine module used to hide (seams/partition_outputs.py)."""
+    torch-tensorrt's engine module used to hide (compiling/partition_outputs.py)."""
 
     def forward(self, x, pos):
         self.k.index_copy_(2, pos, self.lin(x))

@@ -6,7 +6,7 @@ nothing; `apply(program, sites)` changes exactly the nodes `sites` names, in pla
 the program — the same object, or a new one over the same graph module where the signature must
 name what the rewrite changed (`grad_blocks`).
 
-`SAME_VALUE` is the list `seams.compile.stateful_program` makes, in order: a negative `select`
+`SAME_VALUE` is the list `stateful_compile.stateful_program` makes, in order: a negative `select`
 index (`negative_indices`; torch-tensorrt drops a write to `buf[-1]`), a `cat` onto a legacy empty
 tensor (`empty_cat`; it would stay on the host), the broadcast and dtype conversion of a `copy_`
 or `fill_` value (`broadcast_writes`), a scatter-add over a dynamic length (`dynamic_scatters`;

@@ -39,7 +39,7 @@ ARGS = (torch.randn(1, 8), torch.tensor([3]))
 def test_a_partition_that_would_only_write_in_place_runs_in_pytorch_and_saves(tmp_path, kind):
     """The cache write's partition would be an engine none of whose outputs the
     program reads, which ExecuTorch cannot lower (the save refused it); it runs in PyTorch
-    (seams/write_only_partitions) and the program writes the buffer itself."""
+    (compiling/write_only_partitions) and the program writes the buffer itself."""
     torch_tensorrt = torch_tensorrt_or_skip()
     ep = torch.export.export(WriteOnly().eval(), ARGS)
     if kind == "reference":

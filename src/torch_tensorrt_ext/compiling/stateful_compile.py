@@ -29,14 +29,14 @@ from torch.fx import GraphModule
 from ..contracts.plan import MutationPlan
 from ..lowering import reconcile
 from ..lowering.graph_record import GraphRecord
-from ..compiling.carried_writes import check_carried
-from ..compiling.engine_records import bind_reference_buffers, engine_infos, engine_modules
+from .carried_writes import check_carried
+from .engine_records import bind_reference_buffers, engine_infos, engine_modules
 from ..engines.engine_module import copy_record
-from ..compiling.module_form import (bodies_held_on_top, calling_convention_of,
+from .module_form import (bodies_held_on_top, calling_convention_of,
                                      engine_results_as_returned, sizes_read_from_inputs,
                                      to_module_form)
-from ..compiling.planned_lift import as_copy_back, mark_copy_back, plan_and_lift
-from ..compiling.trt_log import install as _quiet_unused_state_inputs
+from .planned_lift import as_copy_back, mark_copy_back, plan_and_lift
+from .trt_log import install as _quiet_unused_state_inputs
 
 _quiet_unused_state_inputs()   # TensorRT's per-layer warnings about write-only state inputs
 

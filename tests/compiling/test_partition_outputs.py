@@ -1,4 +1,4 @@
-"""seams/partition_outputs.py: a partition never returns an aliased cache write last while it has
+"""partition_outputs: a partition never returns an aliased cache write last while it has
 a plain output, so torch-tensorrt's engine module (which hides the aliased outputs after its last
 plain one) returns every output the graph reads.
 
@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from rtx_env import compile_rtx, engine_modules, getitem_users, recorded_aliasing
 from rtx_env import torch_tensorrt_or_skip
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
-from torch_tensorrt_ext.seams.partition_outputs import aliased_outputs_returned
+from torch_tensorrt_ext.compiling.partition_outputs import aliased_outputs_returned
 
 aten = torch.ops.aten
 

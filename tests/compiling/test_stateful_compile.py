@@ -1,6 +1,6 @@
-"""The compile seam (`seams.compile.StatefulCompile`): one plan and one lift, in place; a KV
-write's read-after-write judged before lifting as after; a rebuild starts from the record of the
-lifted graph; a buffer another method writes keeps its own input name."""
+"""The compile stage (`compiling.stateful_compile.StatefulCompile`): one plan and one lift, in
+place; a KV write's read-after-write judged before lifting as after; a rebuild starts from the
+record of the lifted graph; a buffer another method writes keeps its own input name."""
 from __future__ import annotations
 
 import copy
@@ -54,7 +54,7 @@ def test_read_after_write_is_judged_before_lifting_as_it_was_after():
 
 def test_compile_seam_plans_and_lifts_once_in_place(monkeypatch):
     from e2e_models import MODELS
-    from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.compiling import stateful_compile as seam
     from torch_tensorrt_ext.compiling import planned_lift
     calls = {"find": 0, "lift": 0}
     for name, real in (("find", planned_lift.find_buffer_writes),
@@ -96,7 +96,7 @@ def test_a_rebuild_starts_from_the_lifted_graph_as_it_was_before_the_build(monke
     the lifted graph — not from the graph the first build lowered and stripped of its folded
     constants, and without lifting again; every call still updates the cache like eager."""
     from rtx_env import engine_modules, torch_tensorrt_or_skip
-    from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.compiling import stateful_compile as seam
     from torch_tensorrt_ext.compiling import planned_lift
     torch_tensorrt = torch_tensorrt_or_skip()
     real_reconcile, real_lift, lifts = seam.reconcile, planned_lift.lift_writes, []
@@ -142,7 +142,7 @@ def test_read_only_state_is_lifted_and_keeps_its_own_input_name():
     holds a snapshot of it); its input is `b_<fqn>` (an engine binding name) as for a written
     buffer — the name `ExportedProgram.module()` used for the input it unlifted is taken back,
     not suffixed."""
-    from torch_tensorrt_ext.seams import compile as seam
+    from torch_tensorrt_ext.compiling import stateful_compile as seam
     gm = _decomposed_gm(Stateful(_writes_a_reads_r, a=(4,), r=(4,)), torch.ones(4))
     sc = seam.StatefulCompile(gm)
     assert sc.lifted.buffer_inputs == (("a", "b_a"), ("r", "b_r"))
