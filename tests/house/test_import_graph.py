@@ -27,7 +27,7 @@ LAYERS = [
     ("executorch.saving", "executorch.running"),
     ("executorch",),
     ("seams",),
-    ("reference", "executorch.recipes"),
+    ("reference", "recipes"),
     ("demo",),
     ("plan_cli", "inspect_cli", "demo_cli"),
     ("cli",),

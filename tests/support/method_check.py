@@ -138,7 +138,7 @@ def _save_upstream(program, eps, path: Path) -> None:
 def _save_recipe(program, eps, path: Path) -> None:
     import torch_tensorrt_ext as tte
     from executorch.export import ExportRecipe, export
-    from torch_tensorrt_ext.executorch.recipes import TensorRTRecipeType
+    from torch_tensorrt_ext.recipes import TensorRTRecipeType
     dims = {n: program.dynamic_shapes(n) for n in program.names() if program.dynamic_shapes(n)}
     positional = getattr(program, "positional", program.example_args)
     with tte.reference.engines():

@@ -34,8 +34,8 @@ from torch.export import ExportedProgram
 from torchao.core.config import AOBaseConfig
 from torchao.quantization.transform_module import register_quantize_module_handler
 
-from ..errors import UsageError
-from ..upstream_api import torch_tensorrt_module
+from .errors import UsageError
+from .upstream_api import torch_tensorrt_module
 
 __all__ = ["TensorRTRecipeProvider", "TensorRTRecipeType", "engine_kind_in_force"]
 
@@ -66,7 +66,7 @@ class UnsupportedRecipe(UsageError):
 def engine_kind_in_force() -> str:
     """"reference" inside `tte.reference.engines()`, else the SDK torch-tensorrt builds with:
     "tensorrt_rtx" (torch-tensorrt-rtx) or "tensorrt"."""
-    from ..seams.engine_kind import engine_kind
+    from .seams.engine_kind import engine_kind
     if engine_kind() == "reference":
         return "reference"
     rtx = torch_tensorrt_module().ENABLED_FEATURES.tensorrt_rtx
@@ -79,7 +79,7 @@ def supported(kind: str) -> tuple[list[TensorRTRecipeType], str]:
     target of compute capability 8.0 or later (the device's, else `seams.device`'s target)."""
     if kind == "reference":
         return list(TensorRTRecipeType), "'reference' engines"
-    from ..seams.device import target_capability
+    from .seams.device import target_capability
     cc = target_capability()
     recipes = [r for r in TensorRTRecipeType
                if r is not TensorRTRecipeType.BF16 or cc >= BF16_CAPABILITY]
@@ -130,13 +130,13 @@ def _edge_config():
 def _stateful(edge_manager) -> list:
     """ExecuTorch's hook after lowering, used to make its `to_executorch` the stateful one (the
     manager's class changes in place; no pass is returned)."""
-    from .saving.config import stateful_edge
+    from .executorch.saving.config import stateful_edge
     stateful_edge(edge_manager)
     return []
 
 
 def _engines(kind: str):
-    from ..seams.engine_kind import reference_engines
+    from .seams.engine_kind import reference_engines
     return reference_engines() if kind == "reference" else contextlib.nullcontext()
 
 
@@ -160,7 +160,7 @@ def _user_args(ep: ExportedProgram) -> tuple:
 
 
 def _dims(gm: torch.fx.GraphModule):
-    from ..engines.dynamic_dims import partition_dims
+    from .engines.dynamic_dims import partition_dims
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return partition_dims(inputs).export_spec(gm)
 
@@ -244,7 +244,7 @@ def _cast_dtype(node: torch.fx.Node):
 
 def _declared(gm: torch.fx.GraphModule, args: tuple) -> ExportedProgram:
     """The compiled module as `torch_tensorrt.save` exports it: every mutation declared."""
-    from ..seams.save_declaration import declare_program
+    from .seams.save_declaration import declare_program
     torch_tensorrt = torch_tensorrt_module()
     return declare_program(torch_tensorrt.dynamo.export(gm, arg_inputs=list(args),
                                                         dynamic_shapes=_dims(gm)))
@@ -257,7 +257,7 @@ def _for_lowering(ep: ExportedProgram) -> ExportedProgram:
     declared), then values on the host and copy-backs handed to the delegates."""
     from torch_tensorrt.executorch._export import stage_for_lowering
 
-    from .saving.prepare import prepare_programs
+    from .executorch.saving.prepare import prepare_programs
     copyback = ep.graph_module.meta.get("_copyback_mutation_buffers", []) or []
     return prepare_programs(stage_for_lowering(ep, copyback_buffers=copyback)[0])
 

@@ -23,7 +23,7 @@ from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 
 pytestmark = pytest.mark.inspects_pte
 
-recipes = pytest.importorskip("torch_tensorrt_ext.executorch.recipes")
+recipes = pytest.importorskip("torch_tensorrt_ext.recipes")
 export_api = pytest.importorskip("executorch.export")
 R = recipes.TensorRTRecipeType
 DTYPES = {R.FP32: torch.float32, R.FP16: torch.float16, R.BF16: torch.bfloat16}
