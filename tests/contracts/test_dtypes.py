@@ -36,14 +36,14 @@ def test_python_maps_derive_from_the_table():
 def test_a_programs_int16_state_is_named_and_sized_like_the_rest():
     """`inspect` and the traffic count read a `.pte`'s tensors through `SCALAR_TYPES`: the
     bindings' dtypes plus int16, which state may hold though no engine binding takes it."""
-    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import _dtype
-    from torch_tensorrt_ext.executorch.inspecting.traffic import _nbytes
-    assert _dtype(schema.ScalarType.SHORT) == "int16"
-    assert _dtype(schema.ScalarType.FLOAT) == "float32"
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import dtype
+    from torch_tensorrt_ext.executorch.inspecting.traffic import nbytes
+    assert dtype(schema.ScalarType.SHORT) == "int16"
+    assert dtype(schema.ScalarType.FLOAT) == "float32"
     for code, (name, size) in dtypes.SCALAR_TYPES.items():
         assert torch.empty((), dtype=getattr(torch, name)).element_size() == size
         t = schema.Tensor(scalar_type=schema.ScalarType(code), storage_offset=0, sizes=[2, 3],
                           dim_order=[0, 1], requires_grad=False, layout=0, data_buffer_idx=0,
                           allocation_info=None, shape_dynamism=schema.TensorShapeDynamism.STATIC)
-        assert _nbytes(t) == 6 * size, name
+        assert nbytes(t) == 6 * size, name
     assert set(dtypes.SCALAR_TYPES) - set(dtypes.SCALAR_TYPE_NAMES) == {2}

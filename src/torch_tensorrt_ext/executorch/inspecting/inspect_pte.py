@@ -23,11 +23,11 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ...contracts import blob as blobfmt
 from ...contracts.dtypes import SCALAR_TYPES
-from .traffic import (COPY_OPS, LINK_OPS, _nbytes, mutable_buffers, plan_copy_paths,
+from .traffic import (COPY_OPS, LINK_OPS, mutable_buffers, nbytes, plan_copy_paths,
                       written_args)
 from ...errors import UnknownName
 
-def _dtype(scalar_type) -> str:
+def dtype(scalar_type) -> str:
     """The contract's dtype name (`float32`, `int64`, ...) of an ExecuTorch scalar type."""
     return SCALAR_TYPES.get(int(scalar_type), (str(scalar_type),))[0]
 
@@ -184,7 +184,7 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: list[DelegateInfo], paths: di
         if any(i in inputs for _, i in d.aliased_io):
             kind = "kv_alias"
         elif any(i in inputs for _, i in d.copy_back):
-            kind, delegate_copies = "copy_back", _nbytes(t)
+            kind, delegate_copies = "copy_back", nbytes(t)
     if kind == "read_only" and copies:
         kind = "copy_back"
     if kind == "read_only" and written_in_place:
@@ -193,8 +193,8 @@ def _buffer(fqn: str, t: schema.Tensor, delegates: list[DelegateInfo], paths: di
     device = "cpu"
     if info is not None and info.device_type == schema.DeviceType.CUDA:
         device = f"cuda:{info.device_index}"
-    return BufferInfo(fqn, kind, _dtype(t.scalar_type), tuple(t.sizes),
-                      _nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
+    return BufferInfo(fqn, kind, dtype(t.scalar_type), tuple(t.sizes),
+                      nbytes(t), device, bool(has_mutable_data and t.data_buffer_idx),
                       copies, where, binding, paths.get("link", 0), host_path, delegate_copies)
 
 

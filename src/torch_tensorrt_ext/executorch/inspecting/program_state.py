@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from executorch.exir import schema
 
 from ...errors import TteError
-from .traffic import _nbytes
+from .traffic import nbytes
 
 __all__ = ["ProgramStateError", "StateFault", "check_program_state", "declared_uses",
            "source_uses", "state_faults"]
@@ -99,7 +99,7 @@ def _placed(program: schema.Program, record: dict | None) -> list[_Placed]:
             fqn = info.fully_qualified_name if info is not None else None
             out.append(_Placed(plan.name, fqn or None,
                                _allocation(plan.name, a.memory_id, record, host_shared),
-                               start, start + _nbytes(t), int(t.scalar_type), tuple(t.sizes), i))
+                               start, start + nbytes(t), int(t.scalar_type), tuple(t.sizes), i))
     return out
 
 

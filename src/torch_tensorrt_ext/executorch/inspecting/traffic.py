@@ -17,7 +17,8 @@ from ...contracts.dtypes import SCALAR_TYPES
 
 COPY_OPS = ("aten::copy_", "aten::copy", "et_copy::_h2d_copy", "et_copy::_d2h_copy")
 LINK_OPS = ("et_copy::_h2d_copy", "et_copy::_d2h_copy")   # the rest are host kernels
-def _nbytes(t: schema.Tensor) -> int:
+def nbytes(t: schema.Tensor) -> int:
+    """The bytes tensor `t` holds: its dtype's size (`SCALAR_TYPES`) times each of its sizes."""
     n = SCALAR_TYPES.get(int(t.scalar_type), ("", 4))[1]
     for s in t.sizes:
         n *= s
@@ -146,11 +147,11 @@ def plan_copy_paths(plan: schema.ExecutionPlan) -> dict[str, dict[str, int]]:
                     touched.add(fqn)
             path = "link" if name in LINK_OPS else "host"
             for fqn in touched:
-                counts[fqn][path] += _nbytes(buffers[fqn][1])
+                counts[fqn][path] += nbytes(buffers[fqn][1])
             if name == "et_copy::_d2h_copy" and not touched:   # into a temporary (its out arg)
                 out = call.args[-1]
                 if isinstance(plan.values[out].val, schema.Tensor):
-                    fetched[out] = _nbytes(plan.values[out].val)
+                    fetched[out] = nbytes(plan.values[out].val)
             elif touched and name != "et_copy::_d2h_copy":
                 # a write-back from a temporary a device-to-host copy filled: that fetch is this
                 # buffer's traffic too (the new value crossed the link to reach the host kernel)

@@ -37,7 +37,7 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from ...errors import TteError
-from .traffic import _nbytes, in_place_args, mutable_buffers, written_args
+from .traffic import in_place_args, mutable_buffers, nbytes, written_args
 
 __all__ = ["Writer", "WriteVerifyError", "method_writers", "mutated_by", "verify_writes"]
 
@@ -166,7 +166,7 @@ class _Method:
 
     def _size(self, index: int | None) -> int:
         t = self.plan.values[index].val if index is not None else None
-        return _nbytes(t) if isinstance(t, schema.Tensor) else 0
+        return nbytes(t) if isinstance(t, schema.Tensor) else 0
 
     def _kernel(self, call: schema.KernelCall) -> None:
         op = self.plan.operators[call.op_index]
@@ -324,7 +324,7 @@ def verify_writes(pte: Pte, mutated: Mapping[str, Iterable[str]]) -> None:
                     "saving.branch_results), and report this with the program")
         for fqn, writers in sorted(m.writers.items()):
             t = m.buffers[fqn][1]
-            _check_buffer(plan.name, fqn, writers, fqn in want, _nbytes(t), tuple(t.sizes),
+            _check_buffer(plan.name, fqn, writers, fqn in want, nbytes(t), tuple(t.sizes),
                           fqn in m.staged)
         for fqn, w, _ in m.stale:
             raise WriteVerifyError(
