@@ -75,16 +75,17 @@ def test_train_mode_batchnorm_left_wholly_to_pytorch_saves_outside_no_grad():
 
 
 def test_the_host_part_is_rewritten_on_a_copy_and_a_renamed_output_follows():
-    """`prepare._host_aten`: the caller's program keeps its prims; in the returned one no prim
-    is left, and an output spec naming a replaced node names its replacement."""
-    from torch_tensorrt_ext.executorch.saving.prepare import _host_aten
+    """`prepare.prepare_programs` (a host-only program: the prims rewrite is all it changes):
+    the caller's program keeps its prims; in the returned one no prim is left, and an output
+    spec naming a replaced node names its replacement."""
+    from torch_tensorrt_ext.executorch.saving.prepare import prepare_programs
 
     class Div(torch.nn.Module):
         def forward(self, a, b):
             return prims.div(a, b)
 
     ep = torch.export.export(Div(), (torch.randn(4), torch.rand(4) + 0.5))
-    out = _host_aten(ep)
+    out = prepare_programs(ep)
     targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert targets == [prims.div.default]
     assert [n.target for n in out.graph.nodes if n.op == "call_function"] == \
