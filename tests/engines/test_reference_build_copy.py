@@ -1,5 +1,5 @@
 """A reference engine's build edits a copy of its partition's graph that shares the partition's
-tensors (`engines.reference_engine._graph_copy`): a deep copy held a second copy of the weights
+tensors (`engines.reference_engine.graph_copy`): a deep copy held a second copy of the weights
 while they were lowered — the compile's peak at 1.2 B parameters was 3.1x the weights, 2.1x with the
 tensors shared (`benchmarks/bench_scale.py`)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch.fx import symbolic_trace
 
-from torch_tensorrt_ext.engines.reference_engine import _graph_copy
+from torch_tensorrt_ext.engines.reference_engine import graph_copy
 
 
 class Partition(torch.nn.Module):
@@ -30,7 +30,7 @@ def _tensors(gm):
 def test_the_copy_shares_every_tensor_and_owns_its_graph():
     gm = symbolic_trace(Partition())
     before = {k: v.clone() for k, v in _tensors(gm).items()}
-    copy = _graph_copy(gm)
+    copy = graph_copy(gm)
     assert {k: v.data_ptr() for k, v in _tensors(copy).items()} == \
         {k: v.data_ptr() for k, v in _tensors(gm).items()}
     assert copy.graph is not gm.graph

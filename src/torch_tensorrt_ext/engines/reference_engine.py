@@ -128,7 +128,7 @@ def _bindings(phs: list[Node], outs: list[Node], out_names: list[str], dims: Par
     return tuple(bindings), tuple(sources)
 
 
-def _graph_copy(gm: GraphModule) -> GraphModule:
+def graph_copy(gm: GraphModule) -> GraphModule:
     """A copy of `gm` whose graph and attributes the build may edit, sharing its tensors
     (parameters, buffers, tensor attributes): the build replaces tensors but never writes one,
     and a deep copy would hold a second copy of the partition's weights while it lowers them."""
@@ -141,7 +141,7 @@ def _graph_copy(gm: GraphModule) -> GraphModule:
 def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None, name: str = "",
                            engine_cache=None) -> ReferenceEngineModule:
     """One partition → one reference engine (an ExecuTorch program run by `tte::execute_engine`)."""
-    sub = _graph_copy(submodule)
+    sub = graph_copy(submodule)
     scalars = scalar_inputs_as_tensors(sub)
     graph = sub.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
