@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rtx_env import built_engine_kind, rtx_programs
+from torch_tensorrt_ext import cli
 from torch_tensorrt_ext.contracts import blob as blobfmt
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.inspecting.traffic import flatbuffer_program
@@ -19,7 +20,6 @@ from torch_tensorrt_ext.contracts.engine_call import is_engine_call
 from torch_tensorrt_ext.executorch.saving import lower
 from torch_tensorrt_ext.executorch.saving.tensorrt_blob import tensor_bytes
 from torch_tensorrt_ext.export.engine_calls import engine_record
-from torch_tensorrt_ext.inspect_cli import _text as describe
 from plan_models import DecayingState
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.inspects_pte]
@@ -36,7 +36,14 @@ def _plan(ep: torch.export.ExportedProgram) -> bytes:
     return bytes(tensor_bytes(plan)) if isinstance(plan, torch.Tensor) else bytes(plan)
 
 
-def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path):
+def _described(path, capsys) -> str:
+    """What `torch-tensorrt-ext inspect PATH` prints."""
+    capsys.readouterr()
+    assert cli.main(["inspect", str(path)]) == 0
+    return capsys.readouterr().out
+
+
+def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path, capsys):
     path = tmp_path / "two.pte"
     programs = rtx_programs(DecayingState(64, seed=0), ARGS, ("prefill", "decode"))
     plan = _plan(programs["prefill"])
@@ -53,11 +60,12 @@ def test_two_methods_with_one_plan_store_it_once_in_the_pte(tmp_path):
     assert pte.count(plan) == 1                     # the plan's bytes are in the file once
     assert len(pte) < len(plan) + 64 * 1024         # not twice: the rest is two small programs
     assert "plans: 1 named-data plans serve 2 engines (stored once, deserialized once per key)" \
-        in describe(info)
+        in _described(path, capsys)
 
 
 
-def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_pte(tmp_path):
+def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_pte(tmp_path,
+                                                                                   capsys):
     import torch_tensorrt_ext as tte
     path = tmp_path / "two.pte"
     programs = rtx_programs(DecayingState(64, seed=0), ARGS, ("prefill", "decode"))
@@ -71,7 +79,7 @@ def test_saved_with_its_data_externally_the_plan_is_in_the_ptd_once_not_in_the_p
     info = inspect_pte(pte)
     assert [d.plan for m in info.methods for d in m.delegates] == [(key, len(plan), False)] * 2
     assert f"plan: {len(plan)} bytes of named data {key}, in an external data file (.ptd)" \
-        in describe(info)
+        in _described(path, capsys)
 
 
 def test_a_tiny_plan_stays_in_its_blob_a_real_one_is_named_data():

@@ -20,6 +20,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from dynamic_models import MAX_T, PrefillCache, prefill_args, prefill_dims
+from torch_tensorrt_ext import cli
 from torch_tensorrt_ext.executorch.saving import lower
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.running.program import PteError, load
@@ -47,7 +48,7 @@ def _save(tmp_path, model, **kw):
     return path
 
 
-def test_the_cache_is_one_device_allocation_in_both_methods(tmp_path):
+def test_the_cache_is_one_device_allocation_in_both_methods(tmp_path, capsys):
     """The record names one cuda:0 arena holding only the cache; each method plans the cache
     there (a planned buffer of exactly the arena's size, on the device), and prefill's host
     write crosses the link once each way."""
@@ -69,8 +70,8 @@ def test_the_cache_is_one_device_allocation_in_both_methods(tmp_path):
     assert k.host_path == "host kernels touch it or its new value: aten::index_put"
     (k,) = info.method("decode").buffers
     assert (k.program_copy_bytes, k.delegate) == (0, 0)
-    from torch_tensorrt_ext.inspect_cli import _text
-    assert _text(info).splitlines()[-1] == (
+    assert cli.main(["inspect", path]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
         f"state shared by every method: {CACHE} bytes on cuda:0, one allocation: k_cache@0 "
         "(planned buffer " + ", ".join(f"{m}:{i}" for m, i in arena.methods) + ")")
 
