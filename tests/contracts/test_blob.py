@@ -547,7 +547,8 @@ def test_tte_version_must_be_the_integer_3_4_or_5(version):
 def test_blob_module_keeps_its_names_and_validation_lives_apart():
     from torch_tensorrt_ext.contracts import blob_validate as V
     m = B.parse(raw(md=kv_meta())).metadata
-    assert B._parse_metadata(B.MAGIC_TR03, json.dumps(sealed(kv_meta(), b"E" * 20)).encode()) == m
+    assert blob_metadata.parse_metadata(B.MAGIC_TR03,
+                                        json.dumps(sealed(kv_meta(), b"E" * 20)).encode()) == m
     twice = B.BlobMetadata(**{**m.__dict__, "io_bindings": m.io_bindings * 2})
     for validate in (B.validate, V.validate):
         with pytest.raises(B.BlobError, match="binding name 'cache_in' appears twice"):

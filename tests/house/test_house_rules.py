@@ -180,3 +180,21 @@ def test_tests_scripts_benchmarks_and_runtime_name_no_tracker_number():
              for p in (REPO / top).rglob("*")
              if _TRACKER_NUMBER.search(p.name) and "__pycache__" not in p.parts]
     assert len(sources) > 100 and found == [] and named == []
+
+
+def _private_imports(path: Path) -> list[str]:
+    """`line name` of every private name `path` imports from the package (`from
+    torch_tensorrt_ext... import _name`); a dunder name (`__version__`) is not private."""
+    return [f"{node.lineno} {a.name}" for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ImportFrom) and not node.level
+            and (node.module or "").split(".")[0] == ROOT.name
+            for a in node.names
+            if a.name.startswith("_") and not (a.name.startswith("__") and a.name.endswith("__"))]
+
+
+def test_tests_import_no_private_name_of_the_package():
+    """The tests reach the package through the names it makes public: a test that needs a private
+    helper tests it through the public function that uses it, or the helper is made public."""
+    sources = [p for p in (REPO / "tests").rglob("*.py") if "__pycache__" not in p.parts]
+    found = [f"{p.relative_to(REPO)}:{hit}" for p in sources for hit in _private_imports(p)]
+    assert len(sources) > 100 and found == []
