@@ -1,7 +1,7 @@
 """House rules the linters do not check (the conventions of docs/ARCHITECTURE.md): no Python or
 C++ function of the package runs past 60 lines, every module states its invariant in a
-docstring, the package raises its own errors, and the code cites only documents the repository
-has.
+docstring, the package raises its own errors, the code cites only documents the repository
+has, and the tests import no private name of the package.
 
 Read from the source with `ast`, so a new module or function is held to the rules the moment it
 is written.
