@@ -18,6 +18,7 @@ the loaded program to an eager copy over a given interleaving of calls.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Callable
@@ -145,9 +146,10 @@ def _save_recipe(program, eps, path: Path) -> None:
         session = export(_modules(program), {n: [positional(n)] for n in program.names()},
                          export_recipe=ExportRecipe.get_recipe(TensorRTRecipeType.FP32),
                          dynamic_shapes=dims or None)
-    session.save_to_pte(str(path))
-    # ExecuTorch's session writes the .pte alone: its program manager writes the .ptd
-    session.get_executorch_program_manager().write_tensor_data_to_file(str(path.parent))
+    # ExecuTorch 1.5.1's save_to_pte writes the .ptd (weights saved externally) into the
+    # working directory, not beside the .pte: saved from the .pte's folder, as a user would
+    with contextlib.chdir(path.parent):
+        session.save_to_pte(path.name)
 
 
 SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
@@ -155,7 +157,6 @@ SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _s
 
 def save(program: MethodsProgram, path: Path, eps=None) -> None:
     """`program` saved at `path` through its save path (`eps`: its methods exported)."""
-    import contextlib
 
     import torch_tensorrt_ext as tte
     from torch_tensorrt_ext.upstream_api import quiet
@@ -255,7 +256,6 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
 
 
 def _reference_device(device):
-    import contextlib
     if device is None:
         return contextlib.nullcontext()
     from torch_tensorrt_ext.executorch.saving.partition import reference_device
