@@ -7,10 +7,13 @@ saved with CPU reference engines through `tte.reference.export` (the patched
 * `one`: one method (`forward`, one token);
 * `two`: prefill (--prompt tokens) + decode (one token) sharing the cache;
 * `two_ptd`: the same with the weights in an external `.ptd` (`save_data_externally`).
-Each program is then loaded in a child process of its own and prints: file size (.pte + .ptd) /
-weights; load time / the time to read the files (both best of 3, page cache warm); RSS grown by
-the load and by the first call of each method, / weights. (TensorRT-RTX engines cannot run here;
-their plans hold their weights: `bench_scale.py --kind tensorrt-rtx` measures their save.)
+Each program is saved in a child process of its own (the model built there, seeded: the same
+weights) and then loaded in another, and prints: file size (.pte + .ptd) / weights; the save's
+peak RSS above the RSS with the model built, / weights (compile + lowering + write: the export's
+peak; measured after a save of a tiny stack, so imports and one-time caches are not counted);
+load time / the time to read the files (both best of 3, page cache warm); RSS grown by the load
+and by the first call of each method, / weights. (TensorRT-RTX engines cannot run here; their
+plans hold their weights: `bench_scale.py --kind tensorrt-rtx` measures their save.)
 
 Usage: python benchmarks/bench_weights.py [--width 2048] [--layers 4 8] [--prompt 8]
 """
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from bench_scale import _best_of, _rss   # one timer and one RSS reader for the benchmarks
+from bench_scale import _best_of, _peak, _reset_peak, _rss   # one timer and RSS reader
 
 
 class Block(torch.nn.Module):
@@ -82,20 +85,36 @@ def child(pte: str, ptd: str, width: int, prompt: int, weights: int) -> dict:
     return {"read_s": read, "load_s": load, "rss_load": after_load / weights, "rss_first": firsts}
 
 
-def _save(name: str, d: Path, model, width: int, prompt: int) -> tuple[str, str]:
-    """Save program `name` (one | two | two_ptd) of `model` in `d`: (.pte, .ptd or "")."""
+def _save(name: str, d: Path, width: int, layers: int, prompt: int) -> dict:
+    """Save program `name` (one | two | two_ptd) of `Stack(width, layers)` in `d`, in this
+    process: the files and the save's peak RSS above the RSS with the model built (bytes)."""
     import contextlib
     import torch_tensorrt_ext as tte
-    a = _args(width, prompt)
     pte = d / f"{name}.pte"
+    # the same save of a tiny stack first: the imports and one-time caches it loads are not the
+    # save's peak (they do not grow with the weights)
+    tiny = _args(64, prompt)
+    tte.reference.export({"prefill": (Stack(64, 1).eval(), tiny["prefill"]),
+                          "decode": (Stack(64, 1).eval(), tiny["decode"])}, str(pte))
+    model = Stack(width, layers).eval()
+    a = _args(width, prompt)
     stem = name if name.endswith("ptd") else None
+    base = _rss()
+    _reset_peak()
     with tte.executorch.save_data_externally(stem) if stem else contextlib.nullcontext():
         if name == "one":
             tte.reference.export(model, a["forward"], str(pte))
         else:
             tte.reference.export({"prefill": (model, a["prefill"]),
                                   "decode": (model, a["decode"])}, str(pte))
-    return str(pte), str(d / f"{stem}.ptd") if stem else ""
+    return {"pte": str(pte), "ptd": str(d / f"{stem}.ptd") if stem else "",
+            "save_peak": _peak() - base}
+
+
+def _in_child(*argv: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -104,7 +123,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--save-child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.save_child:
+        name, d, width, layers, prompt = a.save_child
+        print(json.dumps(_save(name, Path(d), int(width), int(layers), int(prompt))))
+        return
     if a.child:
         pte, ptd, width, prompt, weights = a.child
         print(json.dumps(child(pte, ptd, int(width), int(prompt), int(weights))))
@@ -113,18 +137,18 @@ def main() -> None:
         model = Stack(a.width, layers).eval()
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
         print(f"\n{layers} blocks, width {a.width}: weights {weights / 2**20:.1f} MiB")
-        print(f"{'program':>14} {'file/w':>7} {'load/read':>10} {'RSS load/w':>11} "
-              f"{'RSS after each first call / w':>30}")
+        print(f"{'program':>14} {'file/w':>7} {'save peak/w':>11} {'load/read':>10} "
+              f"{'RSS load/w':>11} {'RSS after each first call / w':>30}")
         with tempfile.TemporaryDirectory() as d:
             for name in ("one", "two", "two_ptd"):
-                pte, ptd = _save(name, Path(d), model, a.width, a.prompt)
+                saved = _in_child("--save-child", name, d, str(a.width), str(layers),
+                                  str(a.prompt))
+                pte, ptd = saved["pte"], saved["ptd"]
                 size = Path(pte).stat().st_size + (Path(ptd).stat().st_size if ptd else 0)
-                out = subprocess.run([sys.executable, __file__, "--child", pte, ptd,
-                                      str(a.width), str(a.prompt), str(weights)],
-                                     capture_output=True, text=True, check=True)
-                r = json.loads(out.stdout.strip().splitlines()[-1])
+                r = _in_child("--child", pte, ptd, str(a.width), str(a.prompt), str(weights))
                 firsts = "  ".join(f"{m} {v:.3f}" for m, v in r["rss_first"].items())
-                print(f"{name:>14} {size / weights:7.3f} {r['load_s'] / r['read_s']:10.2f} "
+                print(f"{name:>14} {size / weights:7.3f} {saved['save_peak'] / weights:11.3f} "
+                      f"{r['load_s'] / r['read_s']:10.2f} "
                       f"{r['rss_load']:11.3f} {firsts:>30}   (load {r['load_s'] * 1e3:.1f} ms, "
                       f"read {r['read_s'] * 1e3:.1f} ms)")
 

@@ -1,4 +1,5 @@
-"""The `torch_tensorrt.dynamo.compile` seam: plan → lift → build → reconcile → module state.
+"""What a patched `torch_tensorrt.dynamo.compile` runs (handed over by `seams.compile_hooks`):
+plan → lift → build → reconcile → module state.
 
 Invariant: the module `StatefulCompile.finish` returns updates every buffer the exported program
 writes, exactly once per call, like eager: a write an engine aliases (`IKVCacheUpdateLayer`) is
@@ -29,12 +30,11 @@ from torch.fx import GraphModule
 from ..contracts.plan import MutationPlan
 from ..lowering import reconcile
 from ..lowering.graph_record import GraphRecord
+from ..engines.engine_module import copy_record
 from .carried_writes import check_carried
 from .engine_records import bind_reference_buffers, engine_infos, engine_modules
-from ..engines.engine_module import copy_record
-from .module_form import (bodies_held_on_top, calling_convention_of,
-                                     engine_results_as_returned, sizes_read_from_inputs,
-                                     to_module_form)
+from .module_form import (bodies_held_on_top, calling_convention_of, engine_results_as_returned,
+                          sizes_read_from_inputs, to_module_form)
 from .planned_lift import as_copy_back, mark_copy_back, plan_and_lift
 from .trt_log import install as _quiet_unused_state_inputs
 
