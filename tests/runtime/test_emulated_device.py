@@ -41,8 +41,9 @@ def test_the_end_to_end_suites_pass_with_state_on_the_emulated_device():
          "-k", " and ".join(["not tensorrt_rtx", *(f"not ({k})" for k in HOST_ONLY)]),
          str(TESTS)],
         capture_output=True, text=True, env=_child_env(), cwd=REPO, timeout=1200)
-    tail = (done.stdout + done.stderr)[-3000:]
-    assert done.returncode == 0, tail
+    out = done.stdout + done.stderr
+    failed = [line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    assert done.returncode == 0, "\n".join(failed) + "\n" + out[-3000:]   # the failures first
     summary = done.stdout.strip().splitlines()[-1]
     # "1 xfailed" is a pinned known bug, not a failure: match the count word exactly
     assert re.search(r"\d+ passed", summary) and not re.search(r"\d+ (failed|error)", summary), \
