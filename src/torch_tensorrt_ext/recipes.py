@@ -259,7 +259,7 @@ def _for_lowering(ep: ExportedProgram) -> ExportedProgram:
 
     from .executorch.saving.prepare import prepare_programs
     copyback = ep.graph_module.meta.get("_copyback_mutation_buffers", []) or []
-    return prepare_programs(stage_for_lowering(ep, copyback_buffers=copyback)[0])
+    return prepare_programs(stage_for_lowering(ep, copyback_buffers=copyback))
 
 
 recipe_registry.register_backend_recipe_provider(TensorRTRecipeProvider())
