@@ -156,7 +156,7 @@ def test_sharing_state_across_methods_changes_no_config_but_its_own():
     tensors are not on the default mem_id of 1")."""
     from executorch.exir import ExecutorchBackendConfig
 
-    from torch_tensorrt_ext.executorch.saving.config import backend_config
+    from torch_tensorrt_ext.executorch.saving.config import plan_state
     factory, args_of, _ = MODELS["kv_write_only"]
     model = factory().eval()
     methods = {"forward": (model, args_of(0)), "read": (_Reader(model), (torch.zeros(1),))}
@@ -164,7 +164,7 @@ def test_sharing_state_across_methods_changes_no_config_but_its_own():
     mine = ExecutorchBackendConfig()
     planner = mine.memory_planning_pass
     for given in (None, mine):
-        config = backend_config(edge, given)
+        config = plan_state(edge, given).config
         assert config.memory_planning_pass.share_mutable_buffers is True   # shared: host state
         assert config is not mine and config.memory_planning_pass is not planner
     assert ExecutorchBackendConfig().memory_planning_pass.share_mutable_buffers is False

@@ -59,10 +59,8 @@ class Rewritten:
 def on_graphs(name: str, find: Callable[[GraphModule], Sites],
               apply: Callable[[GraphModule, Sites], None]) -> Rewrite:
     """A rewrite of the program's graph module (and the graphs below it) as one of the program."""
-    def on_program(program: ExportedProgram, sites: Sites) -> ExportedProgram:
-        apply(program.graph_module, sites)
-        return program
-    return Rewrite(name, lambda program: find(program.graph_module), on_program)
+    return Rewrite(name, lambda program: find(program.graph_module),
+                   _in_place(lambda program, sites: apply(program.graph_module, sites)))
 
 
 def _in_place(apply: Callable[[ExportedProgram, Sites], None]

@@ -32,7 +32,7 @@ from ..inspecting.program_state import check_program_state, declared_uses
 from ..inspecting.verify_writes import verify_writes
 from .tensorrt_blob import DEVICE_SPEC
 
-__all__ = ["StatePlan", "StatefulEdgeProgramManager", "backend_config", "plan_state",
+__all__ = ["StatePlan", "StatefulEdgeProgramManager", "plan_state",
            "stateful_edge", "InitialiseMutableBuffers", "mutable_buffer_placeholders"]
 
 
@@ -112,11 +112,6 @@ def plan_state(edge_manager, config=None, share_across_methods=None) -> StatePla
     config.to_out_var_pass = device_state.StateOnDevicePass(on_device, config.to_out_var_pass,
                                                             resident)
     return StatePlan(config, writes, share_across_methods is not False)
-
-
-def backend_config(edge_manager, config=None, share_across_methods=None):
-    """`plan_state`'s config alone (for a caller lowering without this package's checks)."""
-    return plan_state(edge_manager, config, share_across_methods).config
 
 
 def _clone_op(edge_manager):
