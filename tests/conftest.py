@@ -21,6 +21,11 @@ follow the package's layers; the ExecuTorch layer's tests are in `et/` (a folder
 job, as in `executorch/`), not `executorch/`: `executorch` is a namespace package, so a
 `tests/executorch` folder on the path would join it ahead of the installed one
 (`executorch.__path__[0]` would be the tests' folder).
+
+torch's table of composite-implicit ops, which torch recomputes on every `run_decompositions`, is
+kept per operator registry for the session (`torch_tables.memoize_cia_table`: the same table,
+recomputed and compared every 64 lookups; ~12 % of an end-to-end file's time); $TTE_CIA_MEMO=0
+runs torch's own function.
 """
 from __future__ import annotations
 
@@ -31,6 +36,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+if os.environ.get("TTE_CIA_MEMO", "1") != "0":
+    from torch_tables import memoize_cia_table
+    memoize_cia_table()
 GPU_TIER = Path(__file__).resolve().parent / "gpu"
 # In bundle mode (a GPU machine with python3 and pytest alone: tests/gpu) only the GPU tier can be
 # imported, so a plain `pytest -m gpu` collects nothing else.
