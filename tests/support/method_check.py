@@ -7,7 +7,10 @@ held to eager PyTorch call by call:
         ExecuTorch's export API with the TensorRT recipe and a dict of methods ("recipe"); all on
         reference engines, weights in the `.pte` or (`external`) in a `.ptd`
       → `tte.executorch.load` → the drawn interleaving of calls and `reset()`: after every call the
-        call's outputs and every buffer (`prog.state()`, by FQN) equal eager's
+        call's outputs and every buffer (`prog.state()`, by FQN) equal eager's — for a
+        half-precision recipe (fp16 / bf16), eager's being the model cast as `model.to(dtype)`: a
+        floating value then is as near the fp32 model's as eager's (`as_near_fp32_as_eager`), an
+        integer equal
 
 `check_methods` returns a `stateful_check.Result` naming the first stage that failed (`export` is
 PyTorch refusing the program: `invalid`, the grammar's fault).
@@ -37,9 +40,11 @@ class _Failed(Exception):
         self.result = result
 
 
-def eager_calls(program: MethodsProgram) -> list:
-    """[(method or "reset", outputs, {fqn: buffer})] for each scheduled call, from a fresh model."""
-    model = program.build().eval()
+def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> list:
+    """[(method or "reset", outputs, {fqn: buffer})] for each scheduled call, from a fresh model
+    cast to `dtype` (default: the program's precision), inputs in that dtype."""
+    dtype = dtype or program.dtype
+    model = program.build().eval().to(dtype)
     initial = {n: b.detach().clone() for n, b in model.named_buffers()}
     out = []
     for i, (name, tokens, start) in enumerate(program.schedule()):
@@ -49,7 +54,7 @@ def eager_calls(program: MethodsProgram) -> list:
             out.append((name, [], {}))
             continue
         with torch.no_grad():
-            got = _flat(getattr(model, name)(*program.call_args(i, name, tokens, start)))
+            got = _flat(getattr(model, name)(*program.call_args(i, name, tokens, start, dtype)))
         out.append((name, got, {f: model.get_buffer(f[2:]).detach().clone()
                                 for f in program.fqns()}))
     return out
@@ -141,10 +146,12 @@ def _save_recipe(program, eps, path: Path) -> None:
     from executorch.export import ExportRecipe, export
     from torch_tensorrt_ext.recipes import TensorRTRecipeType
     dims = {n: program.dynamic_shapes(n) for n in program.names() if program.dynamic_shapes(n)}
+    precision = getattr(program, "precision", "fp32")
     positional = getattr(program, "positional", program.example_args)
     with tte.reference.engines():
         session = export(_modules(program), {n: [positional(n)] for n in program.names()},
-                         export_recipe=ExportRecipe.get_recipe(TensorRTRecipeType.FP32),
+                         export_recipe=ExportRecipe.get_recipe(
+                             getattr(TensorRTRecipeType, RECIPES[precision])),
                          dynamic_shapes=dims or None)
     # ExecuTorch 1.5.1's save_to_pte writes the .ptd (weights saved externally) into the
     # working directory, not beside the .pte: saved from the .pte's folder, as a user would
@@ -153,6 +160,7 @@ def _save_recipe(program, eps, path: Path) -> None:
 
 
 SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
+RECIPES = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16"}   # TensorRTRecipeType's names
 
 
 def save(program: MethodsProgram, path: Path, eps=None) -> None:
@@ -200,9 +208,36 @@ def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
                                        msg=lambda m, f=fqn: f"{where} buffer {f!r}: {m}")
 
 
-def _step(program: MethodsProgram, prog, want: list) -> None:
-    for i, ((name, tokens, start), (_, want_out, want_state)) in enumerate(
-            zip(program.schedule(), want, strict=True)):
+def as_near_fp32_as_eager(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> str:
+    """"" when `got` (ours, half precision) is no further from `exact` (the fp32 model's) than
+    twice eager's `want` (the model cast to that precision) is, plus two rounding steps of that
+    precision at the value's magnitude (the engine sums in its own order: not eager's bits, as
+    good an approximation); else what differs."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{got.dtype} {list(got.shape)} where eager has {want.dtype} {list(want.shape)}"
+    ours = (got.double() - exact.double()).abs().max().item() if got.numel() else 0.0
+    eagers = (want.double() - exact.double()).abs().max().item() if got.numel() else 0.0
+    step = torch.finfo(want.dtype).eps / 2 * max(1.0, exact.abs().max().item() if got.numel()
+                                                 else 1.0)
+    if ours <= 2 * eagers + 2 * step:
+        return ""
+    return f"{ours:.4g} from fp32 where eager's {want.dtype} is {eagers:.4g}\n  got  " \
+           f"{got.flatten()[:8].tolist()}\n  want {want.flatten()[:8].tolist()}"
+
+
+def _differs_in(got: torch.Tensor, want: torch.Tensor, exact) -> str:
+    if exact is None or not want.is_floating_point():
+        return _differs(got, want, False)
+    return as_near_fp32_as_eager(got, want, exact)
+
+
+def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) -> None:
+    """Call the loaded program as scheduled, each call's outputs and state held to `want`'s (and,
+    for half precision, to `exact`'s, the fp32 model's)."""
+    exact = exact or [None] * len(want)
+    for i, ((name, tokens, start), (_, want_out, want_state), fp32) in enumerate(
+            zip(program.schedule(), want, exact, strict=True)):
+        exact_out, exact_state = (fp32[1], fp32[2]) if fp32 else ([None] * len(want_out), {})
         try:
             if name == "reset":
                 prog.reset()
@@ -213,15 +248,15 @@ def _step(program: MethodsProgram, prog, want: list) -> None:
         except Exception as e:  # noqa: BLE001 - the stage's failure, reported
             raise _Failed(dataclasses.replace(_error("pte_run", e, i), what=f"{name}: "
                                               f"{type(e).__name__}")) from e
-        for j, (g, w) in enumerate(zip(got, want_out, strict=False)):
-            if why := _differs(g, w, False):
+        for j, (g, w, e) in enumerate(zip(got, want_out, exact_out, strict=False)):
+            if why := _differs_in(g, w, e):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}) output {j}: {why}", i,
                                      f"{name} output"))
         for fqn, w in want_state.items():
             if fqn not in state:
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r} is "
                                      f"missing; have {sorted(state)}", i, f"{fqn} missing"))
-            if why := _differs(state[fqn], w, False):
+            if why := _differs_in(state[fqn], w, exact_state.get(fqn)):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r}: {why}",
                                      i, f"{name}: buffer {program.kind_of(fqn)}"))
 
@@ -233,6 +268,7 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
     import torch_tensorrt_ext as tte
     try:
         want = eager_calls(program)
+        exact = eager_calls(program, torch.float32) if program.precision != "fp32" else None
         eps = _exported(program)
     except Exception as e:  # noqa: BLE001 - the grammar made a program PyTorch refuses
         return dataclasses.replace(_error("invalid", e), what=f"refused: {type(e).__name__}")
@@ -249,7 +285,7 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
         except Exception as e:  # noqa: BLE001
             return _error("load", e)
         try:
-            _step(program, prog, want)
+            _step(program, prog, want, exact)
         except _Failed as f:
             return f.result
     return Result("ok")

@@ -11,7 +11,10 @@ these take `x [1, T, F]` and `pos [T]` — and `fill` (writes state from `x [1, 
 (only reads state), `encode` (touches no state), which take `x [1, F]`. Each method writes and
 reads the buffers it drew, reads before or after its writes. `calls` is a drawn interleaving of
 the methods and `reset` (a call that would run past the cache starts a new sequence: the driver
-resets first); `path` the save path (`SAVE_PATHS`), `external` weights in a `.ptd`.
+resets first); `path` the save path (`SAVE_PATHS`), `external` weights in a `.ptd`;
+`precision` the recipe's (`PRECISIONS`: the "recipe" path casts the model to fp16 / bf16 as eager's
+`model.to(dtype)`, its floating inputs too; every other path fp32); `norm` an RMSNorm after the
+input projection written as transformers write it, computing in `.float()` and casting back.
 `program.source()` is the module as standalone Python; inputs of call `i` are deterministic from
 the program's seed (`program.call_args(i, ...)`).
 """
@@ -32,6 +35,7 @@ KINDS = {"prefill": (True, STATE_KINDS), "chunk": (True, STATE_KINDS),
          "read": (False, ()), "encode": (False, ())}
 CHUNK = 3
 SAVE_PATHS = ("reference", "upstream", "recipe")
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +64,12 @@ class MethodsProgram:
     path: str = "reference"
     external: bool = False
     seed: int = 0
+    precision: str = "fp32"
+    norm: bool = False
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return PRECISIONS[self.precision]
 
     def names(self) -> list[str]:
         return [m.role for m in self.methods]
@@ -80,6 +90,7 @@ class MethodsProgram:
         return _source(self)
 
     def build(self) -> torch.nn.Module:
+        """The model in fp32, as its author writes it (a recipe casts it)."""
         return _namespace(self)["Model"]()
 
     def example_args(self, name: str) -> tuple:
@@ -93,9 +104,13 @@ class MethodsProgram:
         t = torch.export.Dim("T", min=1, max=S)
         return {"x": {1: t}, "pos": {0: t}}
 
-    def call_args(self, i: int, name: str, tokens: int, start: int) -> tuple:
+    def call_args(self, i: int, name: str, tokens: int, start: int, dtype=None) -> tuple:
+        """Call i's inputs, floating ones in `dtype` (default: the program's precision, what its
+        `.pte` takes)."""
         g = torch.Generator().manual_seed(self.seed * 1000 + i)
-        return _args(self.method(name), tokens, start, g)
+        args = _args(self.method(name), tokens, start, g)
+        dtype = dtype or self.dtype
+        return tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
 
     def schedule(self) -> list[tuple[str, int, int]]:
         """The calls as (method or "reset", tokens, start position), resets added where a
@@ -126,8 +141,8 @@ def _args(m: Method, tokens: int, start: int, g: torch.Generator) -> tuple:
 _INIT = {"kv": f"torch.zeros(1, {S}, {F})", "counter": "torch.zeros(1, dtype=torch.int64)",
          "ring": f"torch.zeros(1, {RING}, {F})", "ema": f"torch.zeros(1, {F})",
          "cross": f"torch.zeros(1, {F})"}
-_READ = {"kv": "self.kv.sum(1)", "counter": "self.counter.float()", "ring": "self.ring.mean(1)",
-         "ema": "self.ema", "cross": "self.cross"}
+_READ = {"kv": "self.kv.sum(1)", "counter": "self.counter.to(out.dtype)",
+         "ring": "self.ring.mean(1)", "ema": "self.ema", "cross": "self.cross"}
 
 
 def _write(kind: str, tokens: bool) -> str:
@@ -143,10 +158,15 @@ def _write(kind: str, tokens: bool) -> str:
     return "self.cross.copy_(self.wc(hm))"
 
 
-def _method_source(m: Method, states: dict[str, State]) -> list[str]:
+_NORM = ["        hf = h.float()",
+         "        h = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(h.dtype)",
+         "        h = h * self.nw"]
+
+
+def _method_source(m: Method, states: dict[str, State], norm: bool) -> list[str]:
     args = "x, pos" if m.tokens else "x"
     lines = [f"    def {m.role}(self, {args}):",
-             "        h = self.inp(x)",
+             "        h = self.inp(x)", *(_NORM if norm else []),
              "        hm = h.mean(1)" if m.tokens else "        hm = h"]
     if m.role == "encode":
         return lines + ["        return (torch.relu(self.enc(hm)) * 3 + 1,)", ""]
@@ -166,11 +186,13 @@ def _source(p: MethodsProgram) -> str:
              "        super().__init__()", f"        torch.manual_seed({p.seed})"]
     for name in ("inp", "wk", "we", "wc", "enc", "out"):
         lines.append(f"        self.{name} = torch.nn.Linear({F}, {F})")
+    if p.norm:
+        lines.append(f"        self.nw = torch.nn.Parameter(1 + 0.1 * torch.randn({F}))")
     for s in p.states:
         lines.append(f"        self.register_buffer({s.kind!r}, {_INIT[s.kind]})")
     lines.append("")
     for m in p.methods:
-        lines += _method_source(m, states)
+        lines += _method_source(m, states, p.norm)
     lines += ["", "class Method(torch.nn.Module):",
               "    \"\"\"One method of `model` as the module torch.export takes.\"\"\"", "",
               "    def __init__(self, model, name):", "        super().__init__()",
@@ -229,5 +251,8 @@ def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
     call = st.tuples(st.sampled_from(names + ["reset"]), st.integers(1, 4))
     calls = tuple(draw(st.lists(call, min_size=3, max_size=8)))
     calls = tuple((n, t if n == "prefill" else (CHUNK if n == "chunk" else 1)) for n, t in calls)
-    return MethodsProgram(states, methods, calls, draw(st.sampled_from(paths)),
-                          draw(st.booleans()), draw(st.integers(0, 3)))
+    path = draw(st.sampled_from(paths))
+    external, seed = draw(st.booleans()), draw(st.integers(0, 3))
+    precision = draw(st.sampled_from(tuple(PRECISIONS))) if path == "recipe" else "fp32"
+    return MethodsProgram(states, methods, calls, path, external, seed, precision,
+                          draw(st.booleans()))

@@ -63,6 +63,17 @@ def test_weights_in_a_data_file_keep_one_state(path):
     assert result.ok, result.report(program)
 
 
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_half_precision_recipe_keeps_one_state_across_methods(precision):
+    """ExecuTorch's export API with the FP16 / BF16 recipe on methods computing an RMSNorm in
+    `.float()` (as transformers write it): the cast model's state across every method, each value
+    as near the fp32 model's as eager's cast model is."""
+    program = STATELESS_BETWEEN
+    result = check_methods(MethodsProgram(program.states, program.methods, program.calls,
+                                          "recipe", precision=precision, norm=True))
+    assert result.ok, result.report(program)
+
+
 # The generator's fixed-seed smoke (scripts/generate_stateful.py --methods draws the long runs):
 # two to four methods — a dynamic prefill, a chunk, a decode, a fill, a read-only and a stateless
 # method — on a drawn save path, stepped through a drawn interleaving with reset.
