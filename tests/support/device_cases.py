@@ -52,7 +52,8 @@ class DeviceCase:
         model itself; `method_of("encode")` for `model.encode`); every method is exported from
         the same model and saved in one program, sharing its state by FQN;
     dynamic: method name -> the `dynamic_shapes` it is exported with (its inputs' shapes then
-        travel per step as in.<s>.<i>.shape).
+        travel per step as in.<s>.<i>.shape);
+    example: method name -> the inputs it is exported with (default: its first step's).
     """
 
     model: Callable[[], torch.nn.Module]
@@ -60,6 +61,7 @@ class DeviceCase:
     methods: Mapping[str, Callable[[torch.nn.Module], torch.nn.Module]] = field(
         default_factory=lambda: {"forward": itself})
     dynamic: Mapping[str, object] = field(default_factory=dict)
+    example: Mapping[str, tuple] = field(default_factory=dict)
 
     def method(self, s: int) -> str:
         return self.step(s)[0]
@@ -176,7 +178,9 @@ def random_state(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def _first_args(case: DeviceCase, method: str, steps: int = 64) -> tuple:
-    """The inputs of the first step that calls `method` (what it is exported with)."""
+    """What `method` is exported with: its `example`, else the inputs of its first step."""
+    if method in case.example:
+        return case.example[method]
     return next(case.args(s) for s in range(steps) if case.method(s) == method)
 
 

@@ -61,23 +61,18 @@ def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> li
 
 
 def _exported(program: MethodsProgram) -> dict[str, torch.export.ExportedProgram]:
-    method, model = _method_class(program), program.build().eval()
-    return {n: torch.export.export(method(model, n), program.example_args(n),
+    model = program.build().eval()
+    return {n: torch.export.export(program.method_module(model, n), program.example_args(n),
                                    dynamic_shapes=program.dynamic_shapes(n))
             for n in program.names()}
-
-
-def _method_class(program: MethodsProgram):
-    from method_grammar import _namespace
-    return _namespace(program)["Method"]
 
 
 def _modules(program) -> dict[str, torch.nn.Module]:
     """Each method as a module called positionally (what ExecuTorch's export API takes)."""
     if isinstance(program, ModelMethods):
         return dict(program.modules)
-    method, model = _method_class(program), program.build().eval()
-    return {n: method(model, n) for n in program.names()}
+    model = program.build().eval()
+    return {n: program.method_module(model, n) for n in program.names()}
 
 
 def _kwargs(program, name: str) -> dict:

@@ -93,6 +93,11 @@ class MethodsProgram:
         """The model in fp32, as its author writes it (a recipe casts it)."""
         return _namespace(self)["Model"]()
 
+    def method_module(self, model: torch.nn.Module, name: str) -> torch.nn.Module:
+        """Method `name` of `model` (a `build()`) as the module torch.export takes: its forward
+        calls that method; the model's parameters and buffers under `m.`."""
+        return _namespace(self)["Method"](model, name)
+
     def example_args(self, name: str) -> tuple:
         m = self.method(name)
         t = {"prefill": 4, "chunk": CHUNK}.get(name, 1)
