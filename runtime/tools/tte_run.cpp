@@ -14,9 +14,9 @@
 // resets the program's state (tte_program_reset: every buffer back to its initial value, no
 // reload) and runs the same steps again, which must give byte-identical outputs. The last line
 // printed is JSON: the device, the stream, the steps run, the bytes this runtime copied per
-// buffer (`copy_bytes`; `copy_paths`: [within device memory, across the host-device link, within
-// host memory]), staged by a device-mode reference engine (`staging_bytes`), and whether
-// the rerun after the reset was identical (`reset`).
+// buffer of every method the steps ran (`copy_bytes`; `copy_paths`: [within device memory,
+// across the host-device link, within host memory]), staged by a device-mode reference engine
+// (`staging_bytes`), and whether the rerun after the reset was identical (`reset`).
 //
 // Without --method a step runs `forward`, or the program's only method; a program with several
 // and no `forward` needs one named, by --method or DIR/method.<s> (the message lists them).
@@ -212,18 +212,35 @@ bool parse_options(int argc, char** argv, Options& o) {
   return ok && !o.pte.empty() && !o.io.empty() && o.steps >= 1;
 }
 
-// The summary's per-buffer figures: copied bytes, and [device, link, host] bytes by path.
-void buffer_figures(tte_program* p, const std::string& method, std::string& copies,
+// The methods steps [0, steps) run, each once, in the order they first run.
+std::vector<std::string> methods_run(const std::string& io, long steps,
+                                     const std::string& fallback) {
+  std::vector<std::string> ran;
+  for (long s = 0; s < steps; ++s) {
+    std::string m = method_of_step(io, s, fallback);
+    if (std::find(ran.begin(), ran.end(), m) == ran.end()) ran.push_back(std::move(m));
+  }
+  return ran;
+}
+
+// The summary's per-buffer figures, for every buffer of every method the steps ran (each FQN
+// once: methods share state by FQN): copied bytes, and [device, link, host] bytes by path.
+void buffer_figures(tte_program* p, const std::vector<std::string>& methods, std::string& copies,
                     std::string& paths) {
-  for (size_t b = 0; b < tte_program_buffer_count(p, method.c_str()); ++b) {
-    const char* fqn = nullptr;
-    tte_value v;
-    if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
-    const std::string key = (copies.empty() ? "\"" : ", \"") + json_escape(fqn) + "\": ";
-    copies += key + std::to_string(tte_runtime_copy_bytes(fqn));
-    paths += key + "[" + std::to_string(tte_runtime_copy_bytes_by_path(fqn, 0)) + ", " +
-             std::to_string(tte_runtime_copy_bytes_by_path(fqn, 1)) + ", " +
-             std::to_string(tte_runtime_copy_bytes_by_path(fqn, 2)) + "]";
+  std::vector<std::string> listed;
+  for (const std::string& method : methods) {
+    for (size_t b = 0; b < tte_program_buffer_count(p, method.c_str()); ++b) {
+      const char* fqn = nullptr;
+      tte_value v;
+      if (tte_program_buffer(p, method.c_str(), b, &fqn, &v) != 0) continue;
+      if (std::find(listed.begin(), listed.end(), fqn) != listed.end()) continue;
+      listed.emplace_back(fqn);
+      const std::string key = (copies.empty() ? "\"" : ", \"") + json_escape(fqn) + "\": ";
+      copies += key + std::to_string(tte_runtime_copy_bytes(fqn));
+      paths += key + "[" + std::to_string(tte_runtime_copy_bytes_by_path(fqn, 0)) + ", " +
+               std::to_string(tte_runtime_copy_bytes_by_path(fqn, 1)) + ", " +
+               std::to_string(tte_runtime_copy_bytes_by_path(fqn, 2)) + "]";
+    }
   }
 }
 
@@ -241,12 +258,11 @@ std::string write_outputs(const std::string& io,
 // The steps, their outputs written, and with --reset a reset and a rerun compared with them:
 // "" or what failed; the figures are the first run's; `again` is "true"/"false" after a rerun,
 // else "null".
-std::string step_and_rerun(tte_program* p, const Options& o, const std::string& first,
-                           std::string& copies, std::string& paths, uint64_t& staged,
-                           const char*& again) {
+std::string step_and_rerun(tte_program* p, const Options& o, std::string& copies,
+                           std::string& paths, uint64_t& staged, const char*& again) {
   std::vector<std::vector<std::vector<uint8_t>>> outs;
   std::string err = run_steps(p, o.method, o.io, o.steps, outs);
-  if (err.empty()) buffer_figures(p, first, copies, paths);
+  if (err.empty()) buffer_figures(p, methods_run(o.io, o.steps, o.method), copies, paths);
   if (err.empty()) err = write_outputs(o.io, outs);
   staged = tte_runtime_copy_bytes("tte.reference_engine.device_staging");  // before a rerun
   if (err.empty() && o.reset) {
@@ -285,7 +301,7 @@ int main(int argc, char** argv) {
     return fail(o.pte + ": " + text + (refusal.empty() ? "" : ": " + refusal));
   }
   if (o.method.empty()) o.method = default_method(p);
-  const std::string first = method_of_step(o.io, 0, o.method);  // its buffers are the summary's
+  const std::string first = method_of_step(o.io, 0, o.method);
   if (std::string e = check_method(p, first); !e.empty()) {
     tte_program_close(p);
     return fail(o.pte + ": " + e);
@@ -294,7 +310,7 @@ int main(int argc, char** argv) {
   std::string copies, paths;
   const char* again = "null";
   uint64_t staged = 0;
-  const std::string err = step_and_rerun(p, o, first, copies, paths, staged, again);
+  const std::string err = step_and_rerun(p, o, copies, paths, staged, again);
   tte_program_close(p);
   if (!err.empty()) return fail(err);
   std::printf(
