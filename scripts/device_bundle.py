@@ -9,14 +9,18 @@ python3 but no ExecuTorch, no torch_tensorrt_ext and no network (run there with
 * `payloads/`: the runtime's ctest fixtures (runtime/tests/gen_payloads.py, run here);
 * `cases/<name>/`: every case of tests/support/device_cases.py's `DEVICE_CASES` as a case folder
   (`device_cases.write_case`: the `.pte` saved with reference engines and state on `cuda:0`, the
-  inputs and method of STEPS calls, eager's outputs, `expect.json`);
+  inputs and method of STEPS calls, eager's outputs, `expect.json`) — and with `--drawn N`, N
+  programs of several methods drawn by tests/support/method_grammar.py from `--drawn-seed`
+  (`drawn_device_cases`: `cases/drawn_<seed>_<k>/`; a program that cannot be written is named
+  and counted, and the bundle is still made);
 * `wheels/`: pytest and what it needs, for the GPU machine's Python (3.12; pure-Python wheels,
   the versions installed here), installed there by `scripts/test.sh --gpu`.
 
-Usage: .venv/bin/python scripts/device_bundle.py [STEPS]
+Usage: .venv/bin/python scripts/device_bundle.py [STEPS] [--drawn N] [--drawn-seed S]
 """
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -58,6 +62,23 @@ def _cases(steps: int) -> None:
         write_case(OUT / "cases" / name, name, steps)
 
 
+def _drawn(steps: int, count: int, draw_seed: int) -> None:
+    from device_cases import DEVICE_CASES, write_case
+    from drawn_device_cases import drawn_device_cases
+    drawn, failed = drawn_device_cases(draw_seed, count), []
+    for name, case in drawn.items():
+        DEVICE_CASES[name] = case
+        try:
+            write_case(OUT / "cases" / name, name, steps)
+        except Exception as e:  # noqa: BLE001 - named and counted: the host generator's finding
+            shutil.rmtree(OUT / "cases" / name, ignore_errors=True)
+            failed.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+    print(f"drawn cases (seed {draw_seed}): {len(drawn)} distinct, {len(drawn) - len(failed)} "
+          f"written, {len(failed)} not")
+    for line in failed:
+        print("  " + line)
+
+
 PYTEST_WHEELS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
 
 
@@ -70,11 +91,17 @@ def _wheels() -> None:
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("steps", nargs="?", type=int, default=8)
+    parser.add_argument("--drawn", type=int, default=0, help="drawn programs of several methods")
+    parser.add_argument("--drawn-seed", type=int, default=0)
+    args = parser.parse_args()
     shutil.rmtree(OUT, ignore_errors=True)
     _sdk()
     _payloads()
-    _cases(steps)
+    _cases(args.steps)
+    if args.drawn:
+        _drawn(args.steps, args.drawn, args.drawn_seed)
     _wheels()
     size = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
     print(f"{OUT}: {size / 2**20:.1f} MiB")
