@@ -5,13 +5,16 @@ before its end leaves its folder in $TMPDIR, generate-stateful-*) — the same c
 generator prints, each program once (its last result). `--recheck` runs every program that did
 not pass again, on the code checked out now, and counts those results: a failure that no longer
 happens was fixed (or was the run's own, such as code changed under a running worker).
+`--features` prints how many of the programs that passed drew each feature (the program's
+`features()`: a buffer kind, a weight layout, a split, a save path, a precision, ...).
 
     .venv/bin/python scripts/stateful_journals.py /tmp/generate-stateful-ab12cd34 ... [--recheck]
-    [--device emulated --reference-device cuda:0]
+    [--device emulated --reference-device cuda:0] [--features]
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import os
 import sys
@@ -40,6 +43,15 @@ def results_of(folders, gen) -> dict:
     return results
 
 
+def _print_features(passed) -> None:
+    counts = collections.Counter(f for p in passed for f in p.features())
+    print(f"features of the {len(passed)} that passed (programs drawing each):")
+    for dimension in sorted({f.split(":")[0] for f in counts}):
+        values = sorted((f for f in counts if f.split(":")[0] == dimension),
+                        key=lambda f: -counts[f])
+        print(f"  {dimension}: " + ", ".join(f"{f.split(':', 1)[1]} {counts[f]}" for f in values))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+")
@@ -47,11 +59,14 @@ def main(argv=None) -> int:
     ap.add_argument("--device", help="runtime device for the recheck (e.g. emulated)")
     ap.add_argument("--reference-device", help="where reference delegates keep state (cuda:0)")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--features", action="store_true")
     args = ap.parse_args(argv)
     gen = _generator()
     results = results_of(args.folders, gen)
     order = list(results)
     gen._print_summary(order, gen._summary(order, results), "+".join(args.folders))
+    if args.features:
+        _print_features([p for p in order if results[p].ok])
     failed = [p for p in order if not results[p].ok and not results[p].invalid]
     if not args.recheck or not failed:
         return 1 if failed else 0

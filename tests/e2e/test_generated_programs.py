@@ -244,6 +244,10 @@ def test_journals_of_several_invocations_count_each_program_once_and_recheck_the
     folders = [str(tmp_path / "a"), str(tmp_path / "b")]
     assert journals.main(folders) == 1
     assert "tried 2 distinct programs" in capsys.readouterr().out
+    assert journals.main([*folders, "--features"]) == 1
+    out = capsys.readouterr().out
+    assert "features of the 1 that passed" in out and "  kind: counter 1\n" in out \
+        and "  weights: none 1\n" in out and "ema" not in out.split("features of")[1]
     assert journals.main([*folders, "--recheck", "--steps", "2"]) == 0
     out = capsys.readouterr().out
     assert "recheck of the 1 that did not pass" in out and "tried 1 distinct programs" in out \

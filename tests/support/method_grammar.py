@@ -86,6 +86,12 @@ class MethodsProgram:
     def kind_of(self, fqn: str) -> str:
         return fqn.split(".")[-1]
 
+    def features(self) -> set[str]:
+        """What the program drew, as `dimension:value` labels (a run's figures count them)."""
+        return ({f"state:{s.kind}" for s in self.states} | {f"role:{m.role}" for m in self.methods}
+                | {f"path:{self.path}", f"precision:{self.precision}", f"norm:{self.norm}",
+                   f"external:{self.external}", f"methods:{len(self.methods)}"})
+
     def source(self) -> str:
         return _source(self)
 

@@ -131,6 +131,11 @@ class Program:
     def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
 
+    def features(self) -> set[str]:
+        """What the program drew, as `dimension:value` labels (a run's figures count them)."""
+        return ({f"kind:{b.kind}" for b in self.bufs} | {f"dtype:{b.dtype}" for b in self.bufs}
+                | {f"weights:{self.weights}", f"split:{self.split}", f"buffers:{len(self.bufs)}"})
+
     def kind_of(self, fqn: str) -> str:
         return self.bufs[self.fqns().index(fqn)].kind
 
