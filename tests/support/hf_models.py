@@ -14,6 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from stateful_check import as_near_fp32_as_eager  # noqa: E402
+
 transformers = pytest.importorskip("transformers")
 from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM  # noqa: E402
 
@@ -59,14 +61,10 @@ def _tokens(step, n=1):
 
 
 def _as_near_fp32_as_eager(got, want, exact, what):
-    """`got` (ours, half precision) no further from `exact` (fp32) than twice eager's `want` (the
-    same model in that precision) is, plus two rounding steps of that precision at the logits'
-    magnitude: the engine sums in its own order, so it cannot be eager's bits, but it must be as
-    good an approximation."""
-    ours = (got.double() - exact.double()).abs().max().item()
-    eagers = (want.double() - exact.double()).abs().max().item()
-    step = torch.finfo(want.dtype).eps / 2 * max(1.0, exact.abs().max().item())
-    assert ours <= 2 * eagers + 2 * step, f"{what}: {ours:.4g} from fp32, eager {eagers:.4g}"
+    """`got` (ours, half precision) as near `exact` (fp32) as eager's `want` (the same model in
+    that precision): stateful_check.as_near_fp32_as_eager, asserted."""
+    why = as_near_fp32_as_eager(got, want, exact)
+    assert not why, f"{what}: {why}"
 
 
 def _eager(model):

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from method_grammar import MethodsProgram
-from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt
+from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt, as_near_fp32_as_eager
 
 
 class _Failed(Exception):
@@ -203,26 +203,11 @@ def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
                                        msg=lambda m, f=fqn: f"{where} buffer {f!r}: {m}")
 
 
-def as_near_fp32_as_eager(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> str:
-    """"" when `got` (ours, half precision) is no further from `exact` (the fp32 model's) than
-    twice eager's `want` (the model cast to that precision) is, plus two rounding steps of that
-    precision at the value's magnitude (the engine sums in its own order: not eager's bits, as
-    good an approximation); else what differs."""
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return f"{got.dtype} {list(got.shape)} where eager has {want.dtype} {list(want.shape)}"
-    ours = (got.double() - exact.double()).abs().max().item() if got.numel() else 0.0
-    eagers = (want.double() - exact.double()).abs().max().item() if got.numel() else 0.0
-    step = torch.finfo(want.dtype).eps / 2 * max(1.0, exact.abs().max().item() if got.numel()
-                                                 else 1.0)
-    if ours <= 2 * eagers + 2 * step:
-        return ""
-    return f"{ours:.4g} from fp32 where eager's {want.dtype} is {eagers:.4g}\n  got  " \
-           f"{got.flatten()[:8].tolist()}\n  want {want.flatten()[:8].tolist()}"
-
-
 def _differs_in(got: torch.Tensor, want: torch.Tensor, exact) -> str:
     if exact is None or not want.is_floating_point():
         return _differs(got, want, False)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{got.dtype} {list(got.shape)} where eager has {want.dtype} {list(want.shape)}"
     return as_near_fp32_as_eager(got, want, exact)
 
 

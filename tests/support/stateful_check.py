@@ -139,6 +139,22 @@ def _differs(got: torch.Tensor, want: torch.Tensor, loose: bool) -> str:
         f"\n  got  {got.flatten()[:8].tolist()}\n  want {want.flatten()[:8].tolist()}"
 
 
+def as_near_fp32_as_eager(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> str:
+    """"" when `got` (ours, half precision) is no further from `exact` (the fp32 model's) than
+    twice eager's `want` (the model cast to that precision) is, plus two rounding steps of that
+    precision at the value's magnitude (the engine sums in its own order: not eager's bits, as
+    good an approximation); else what differs."""
+    if not got.numel():
+        return ""
+    ours = (got.double() - exact.double()).abs().max().item()
+    eagers = (want.double() - exact.double()).abs().max().item()
+    step = torch.finfo(want.dtype).eps / 2 * max(1.0, exact.abs().max().item())
+    if ours <= 2 * eagers + 2 * step:
+        return ""
+    return f"{ours:.4g} from fp32 where eager's {want.dtype} is {eagers:.4g}\n  got  " \
+           f"{got.flatten()[:8].tolist()}\n  want {want.flatten()[:8].tolist()}"
+
+
 def _compare(stage: str, step: int, program: Program, got: Sequence[torch.Tensor],
              want: Sequence[torch.Tensor], state: dict[str, torch.Tensor],
              want_state: dict[str, torch.Tensor]) -> None:
