@@ -251,10 +251,15 @@ def main(argv=None) -> int:
                          "interleavings with reset, every multi-method save path) instead")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--out", help="folder for each failure class's shrunk program")
+    ap.add_argument("--run-dir", help="keep the run's journals in this folder (default: a "
+                    "temporary one, removed at the end) for scripts/stateful_journals.py")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return _worker(args.worker)
+    if args.run_dir:
+        Path(args.run_dir).mkdir(parents=True, exist_ok=True)
+        return _main(args, Path(args.run_dir))
     with tempfile.TemporaryDirectory(prefix="generate-stateful-") as tmp:
         return _main(args, Path(tmp))
 
