@@ -8,9 +8,9 @@ scheduled) with the program's own inputs (`call_args`), then once each method th
 never calls; step s is call s modulo their number. Each method is exported with the program's
 example inputs (a dynamic prefill's first call may be one token, which torch.export
 specializes). The eager copy calls the same methods on one model, so its state carries over
-between methods as the program's does. A device case saves
-through `tte.reference.export({...})` in fp32: the drawn save path and precision are the host
-generator's (`method_check`), not the device's.
+between methods as the program's does. A device case saves through `tte.reference.export({...})`
+in fp32: the drawn save path and precision are the host generator's (`method_check`), not the
+device's.
 """
 from __future__ import annotations
 

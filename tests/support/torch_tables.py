@@ -8,8 +8,10 @@ one that keeps the table per registry — keyed by the op namespaces, every regi
 every composite-implicit registration — and recomputes it every `CHECK_EVERY` lookups, raising if
 the kept one differs: the process computes what torch computes, faster.
 
-Invariant: every value the memo returns equals what torch's own function returns for the registry
-of that moment (a registration the key misses is caught by the periodic recomputation, loudly).
+Invariant: the memo returns the table torch computed for the registry key of that moment; a change
+to the table the key does not see (a composite-implicit kernel registered from Python on an
+existing op, say) is found by the next periodic recomputation, which raises `StaleTable` rather
+than let a stale table decide a decomposition silently.
 """
 from __future__ import annotations
 
