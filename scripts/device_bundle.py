@@ -12,7 +12,8 @@ python3 but no ExecuTorch, no torch_tensorrt_ext and no network (run there with
   inputs and method of STEPS calls, eager's outputs, `expect.json`) — and with `--drawn N`, N
   programs of several methods drawn by tests/support/method_grammar.py from `--drawn-seed`
   (`drawn_device_cases`: `cases/drawn_<seed>_<k>/`; a program that cannot be written is named
-  and counted, and the bundle is still made);
+  and counted, and the bundle is still made; each written one is stepped here on the emulated
+  device first, with the GPU tier's checks, and its mismatches printed);
 * `wheels/`: pytest and what it needs, for the GPU machine's Python (3.12; pure-Python wheels,
   the versions installed here), installed there by `scripts/test.sh --gpu`.
 
@@ -76,6 +77,32 @@ def _drawn(steps: int, count: int, draw_seed: int) -> None:
     print(f"drawn cases (seed {draw_seed}): {len(drawn)} distinct, {len(drawn) - len(failed)} "
           f"written, {len(failed)} not")
     for line in failed:
+        print("  " + line)
+    _check_emulated(sorted(n for n in drawn if (OUT / "cases" / n / "m.pte").is_file()))
+
+
+def _check_emulated(names: list[str]) -> None:
+    """Each written drawn case stepped here by the runner on the emulated device (state in memory
+    that faults on host access), with the GPU tier's checks: outputs against eager, copy bytes
+    against the blobs, device to device, reset + rerun identical."""
+    import tempfile
+    from device_outputs import eager_mismatches, expectations, summary_mismatches
+    from runtime_helpers import run_runner
+    bad = []
+    for name in names:
+        case = OUT / "cases" / name
+        with tempfile.TemporaryDirectory() as tmp:
+            io = Path(tmp)
+            for f in case.iterdir():
+                (io / f.name).symlink_to(f.resolve())
+            done, summary = run_runner(io / "m.pte", io, expectations(case)["steps"], "emulated",
+                                       "--reset")
+            if done.returncode != 0:
+                bad.append(f"{name}: tte_run exited {done.returncode}: {done.stderr[-300:]}")
+                continue
+            bad += eager_mismatches(case, io)[0] + summary_mismatches(case, summary, True)
+    print(f"drawn cases on the emulated device here: {len(names)} stepped, {len(bad)} mismatches")
+    for line in bad:
         print("  " + line)
 
 
