@@ -86,21 +86,15 @@ def _check_emulated(names: list[str]) -> None:
     that faults on host access), with the GPU tier's checks: outputs against eager, copy bytes
     against the blobs, device to device, reset + rerun identical."""
     import tempfile
-    from device_outputs import eager_mismatches, expectations, summary_mismatches
-    from runtime_helpers import run_runner
+    from device_outputs import expectations
+    from runtime_helpers import runner_mismatches
     bad = []
     for name in names:
         case = OUT / "cases" / name
         with tempfile.TemporaryDirectory() as tmp:
-            io = Path(tmp)
             for f in case.iterdir():
-                (io / f.name).symlink_to(f.resolve())
-            done, summary = run_runner(io / "m.pte", io, expectations(case)["steps"], "emulated",
-                                       "--reset")
-            if done.returncode != 0:
-                bad.append(f"{name}: tte_run exited {done.returncode}: {done.stderr[-300:]}")
-                continue
-            bad += eager_mismatches(case, io)[0] + summary_mismatches(case, summary, True)
+                (Path(tmp) / f.name).symlink_to(f.resolve())
+            bad += runner_mismatches(case, tmp, expectations(case)["steps"])[0]
     print(f"drawn cases on the emulated device here: {len(names)} stepped, {len(bad)} mismatches")
     for line in bad:
         print("  " + line)

@@ -37,7 +37,7 @@ from torchao.quantization.transform_module import register_quantize_module_handl
 from .errors import UsageError
 from .upstream_api import torch_tensorrt_module
 
-__all__ = ["TensorRTRecipeProvider", "TensorRTRecipeType", "engine_kind_in_force"]
+__all__ = ["DTYPES", "TensorRTRecipeProvider", "TensorRTRecipeType", "engine_kind_in_force"]
 
 BACKEND = "tensorrt"
 

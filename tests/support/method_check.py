@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from method_grammar import MethodsProgram
-from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt, as_near_fp32_as_eager
+from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt
 
 
 class _Failed(Exception):
@@ -139,14 +139,14 @@ def _save_upstream(program, eps, path: Path) -> None:
 def _save_recipe(program, eps, path: Path) -> None:
     import torch_tensorrt_ext as tte
     from executorch.export import ExportRecipe, export
-    from torch_tensorrt_ext.recipes import TensorRTRecipeType
+    from torch_tensorrt_ext.recipes import DTYPES
     dims = {n: program.dynamic_shapes(n) for n in program.names() if program.dynamic_shapes(n)}
-    precision = getattr(program, "precision", "fp32")
+    dtype = getattr(program, "dtype", torch.float32)
     positional = getattr(program, "positional", program.example_args)
     with tte.reference.engines():
         session = export(_modules(program), {n: [positional(n)] for n in program.names()},
                          export_recipe=ExportRecipe.get_recipe(
-                             getattr(TensorRTRecipeType, RECIPES[precision])),
+                             next(r for r, d in DTYPES.items() if d == dtype)),
                          dynamic_shapes=dims or None)
     # ExecuTorch 1.5.1's save_to_pte writes the .ptd (weights saved externally) into the
     # working directory, not beside the .pte: saved from the .pte's folder, as a user would
@@ -155,7 +155,6 @@ def _save_recipe(program, eps, path: Path) -> None:
 
 
 SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
-RECIPES = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16"}   # TensorRTRecipeType's names
 
 
 def save(program: MethodsProgram, path: Path, eps=None) -> None:
@@ -203,14 +202,6 @@ def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
                                        msg=lambda m, f=fqn: f"{where} buffer {f!r}: {m}")
 
 
-def _differs_in(got: torch.Tensor, want: torch.Tensor, exact) -> str:
-    if exact is None or not want.is_floating_point():
-        return _differs(got, want, False)
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return f"{got.dtype} {list(got.shape)} where eager has {want.dtype} {list(want.shape)}"
-    return as_near_fp32_as_eager(got, want, exact)
-
-
 def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) -> None:
     """Call the loaded program as scheduled, each call's outputs and state held to `want`'s (and,
     for half precision, to `exact`'s, the fp32 model's)."""
@@ -229,14 +220,14 @@ def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) 
             raise _Failed(dataclasses.replace(_error("pte_run", e, i), what=f"{name}: "
                                               f"{type(e).__name__}")) from e
         for j, (g, w, e) in enumerate(zip(got, want_out, exact_out, strict=False)):
-            if why := _differs_in(g, w, e):
+            if why := _differs(g, w, False, e):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}) output {j}: {why}", i,
                                      f"{name} output"))
         for fqn, w in want_state.items():
             if fqn not in state:
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r} is "
                                      f"missing; have {sorted(state)}", i, f"{fqn} missing"))
-            if why := _differs_in(state[fqn], w, exact_state.get(fqn)):
+            if why := _differs(state[fqn], w, False, exact_state.get(fqn)):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r}: {why}",
                                      i, f"{name}: buffer {program.kind_of(fqn)}"))
 

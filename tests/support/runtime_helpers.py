@@ -14,6 +14,7 @@ tests/support/device_cases.py (the runner's cases).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 
@@ -252,3 +253,17 @@ def run_runner(pte, io_dir, steps: int, device: str = "emulated", *extra: str):
                           capture_output=True, text=True, timeout=300)
     last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
     return done, (json.loads(last[0]) if last else None)
+
+
+def runner_mismatches(case, io_dir, steps: int, device: str = "emulated"):
+    """Case folder `case` (device_cases.write_case) stepped by `tte_run` in `io_dir` with
+    `--reset`: (what is wrong by device_outputs' eager and summary checks — or the runner's exit —
+    and the runner's JSON summary or None)."""
+    from device_outputs import eager_mismatches, summary_mismatches
+    done, summary = run_runner(Path(io_dir) / "m.pte", io_dir, steps, device, "--reset")
+    if done.returncode != 0:
+        return [f"{Path(case).name}: tte_run exited {done.returncode}: "
+                f"{done.stderr[-300:]}"], None
+    return eager_mismatches(case, io_dir)[0] + summary_mismatches(case, summary, True), summary
+
+

@@ -125,9 +125,13 @@ def _flat(out) -> list[torch.Tensor]:
     return [o.detach().clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
 
 
-def _differs(got: torch.Tensor, want: torch.Tensor, loose: bool) -> str:
+def _differs(got: torch.Tensor, want: torch.Tensor, loose: bool, exact=None) -> str:
+    """"" or what differs; `exact` (the fp32 model's value, for a half-precision `want`): a
+    floating value is then held by `as_near_fp32_as_eager`."""
     if got.dtype != want.dtype or got.shape != want.shape:
         return f"{got.dtype} {list(got.shape)} where eager has {want.dtype} {list(want.shape)}"
+    if want.is_floating_point() and exact is not None:
+        return as_near_fp32_as_eager(got, want, exact)
     if want.is_floating_point():
         rtol, atol = TOLERANCE.get(torch.bfloat16 if loose else want.dtype, (1e-5, 1e-5))
         if torch.allclose(got.float(), want.float(), rtol=rtol, atol=atol, equal_nan=True):
