@@ -42,9 +42,12 @@ class _Failed(Exception):
 
 def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> list:
     """[(method or "reset", outputs, {fqn: buffer})] for each scheduled call, from a fresh model
-    cast to `dtype` (default: the program's precision), inputs in that dtype."""
+    cast to `dtype` (default: the program's precision; float32: the model as built, half-precision
+    buffers included), inputs in that dtype."""
     dtype = dtype or program.dtype
-    model = program.build().eval().to(dtype)
+    model = program.build().eval()
+    if dtype != torch.float32:     # the recipe's cast; an fp32 program keeps its bf16 buffers
+        model = model.to(dtype)
     initial = {n: b.detach().clone() for n, b in model.named_buffers()}
     out = []
     for i, (name, tokens, start) in enumerate(program.schedule()):
@@ -205,7 +208,7 @@ def step_like_eager(prog, eager: torch.nn.Module, call: Callable, calls: list,
 def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) -> None:
     """Call the loaded program as scheduled, each call's outputs and state held to `want`'s (and,
     for half precision, to `exact`'s, the fp32 model's)."""
-    exact = exact or [None] * len(want)
+    exact, loose = exact or [None] * len(want), program.loose
     for i, ((name, tokens, start), (_, want_out, want_state), fp32) in enumerate(
             zip(program.schedule(), want, exact, strict=True)):
         exact_out, exact_state = (fp32[1], fp32[2]) if fp32 else ([None] * len(want_out), {})
@@ -220,14 +223,14 @@ def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) 
             raise _Failed(dataclasses.replace(_error("pte_run", e, i), what=f"{name}: "
                                               f"{type(e).__name__}")) from e
         for j, (g, w, e) in enumerate(zip(got, want_out, exact_out, strict=False)):
-            if why := _differs(g, w, False, e):
+            if why := _differs(g, w, loose, e):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}) output {j}: {why}", i,
                                      f"{name} output"))
         for fqn, w in want_state.items():
             if fqn not in state:
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r} is "
                                      f"missing; have {sorted(state)}", i, f"{fqn} missing"))
-            if why := _differs(state[fqn], w, False, exact_state.get(fqn)):
+            if why := _differs(state[fqn], w, loose, exact_state.get(fqn)):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r}: {why}",
                                      i, f"{name}: buffer {program.kind_of(fqn)}"))
 

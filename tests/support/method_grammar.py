@@ -3,9 +3,13 @@ strategies (so shrinking is free) — how users ship LLMs (prefill + decode), Wh
 beside a decoder whose cross-attention state one step fills and the others only read) and VLMs (a
 stateless vision method between decode steps).
 
-A `MethodsProgram` is one module with 1-4 buffers (`State`: a `kv` cache written at the call's
+A `MethodsProgram` is one module with 1-6 buffers (`State`: a `kv` cache written at the call's
 positions, an int64 `counter` of tokens, a `ring` of the last rows, an `ema`, a `cross` state
-copied from a method's input) and 2-4 methods (`Method`), each of one `KINDS` role:
+copied from a method's input; and up to two `cell`s: a buffer of the single-method grammar,
+`stateful_grammar.Buf`, any of its 27 kinds and their dtypes, written by that grammar's own code
+from the method's means over its tokens and the call's first position — the KV forms users write,
+`.item()` starts, `torch.cond`, scatters, broadcasting copies, bool and integer state) and 2-4
+methods (`Method`), each of one `KINDS` role:
 `prefill` (a dynamic token length), `chunk` (a static 3-token prefill), `decode` (one token) —
 these take `x [1, T, F]` and `pos [T]` — and `fill` (writes state from `x [1, F]`), `read`
 (only reads state), `encode` (touches no state), which take `x [1, F]`. Each method writes and
@@ -27,6 +31,8 @@ import linecache
 import torch
 from hypothesis import strategies as st
 
+import stateful_grammar as single
+
 F, S, RING = 8, 12, 3
 STATE_KINDS = ("kv", "counter", "ring", "ema", "cross")
 # role -> (takes tokens and positions, state kinds it may write)
@@ -42,6 +48,24 @@ PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat
 class State:
     kind: str = "kv"
     no_grad: bool = False       # its writes inside `with torch.no_grad():`
+    cell: single.Buf | None = None   # kind "cell": a buffer of the single-method grammar
+
+    @property
+    def name(self) -> str:
+        """The buffer's name (its FQN is `m.<name>`); methods' `writes` / `reads` name it."""
+        return f"c_{self.cell.kind}" if self.cell else self.kind
+
+    @property
+    def half(self) -> bool:
+        return self.cell is not None and self.cell.dtype in ("bfloat16", "float16")
+
+
+def may_write(role: str, state: State) -> bool:
+    """Whether a method of `role` may write `state`: a cell whose code reads a position
+    (`single.POSITIONS`) only in a method that takes positions."""
+    if state.cell is None:
+        return state.kind in KINDS[role][1]
+    return KINDS[role][0] or (role == "fill" and state.cell.kind not in single.POSITIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,16 +105,26 @@ class MethodsProgram:
         """The buffers some method writes: the program's state (a buffer only read is a
         constant, checked through the outputs that read it)."""
         written = {k for m in self.methods for k in m.writes}
-        return [f"m.{s.kind}" for s in self.states if s.kind in written]
+        return [f"m.{s.name}" for s in self.states if s.name in written]
 
     def kind_of(self, fqn: str) -> str:
         return fqn.split(".")[-1]
 
+    @property
+    def loose(self) -> bool:
+        """Whether a written buffer is bf16 / fp16 in an fp32 program: its rounding then feeds
+        fp32 values, which are held to bf16's tolerance (as the single-method check does)."""
+        written = {k for m in self.methods for k in m.writes}
+        return any(s.half for s in self.states if s.name in written)
+
     def features(self) -> set[str]:
         """What the program drew, as `dimension:value` labels (a run's figures count them)."""
+        cells = {f"cell:{s.cell.kind}" for s in self.states if s.cell} | \
+            {f"cell_dtype:{s.cell.dtype}" for s in self.states if s.cell}
         return ({f"state:{s.kind}" for s in self.states} | {f"role:{m.role}" for m in self.methods}
-                | {f"path:{self.path}", f"precision:{self.precision}", f"norm:{self.norm}",
-                   f"external:{self.external}", f"methods:{len(self.methods)}"})
+                | cells | {f"path:{self.path}", f"precision:{self.precision}",
+                           f"norm:{self.norm}", f"external:{self.external}",
+                           f"methods:{len(self.methods)}"})
 
     def source(self) -> str:
         return _source(self)
@@ -174,25 +208,45 @@ _NORM = ["        hf = h.float()",
          "        h = h * self.nw"]
 
 
-def _method_source(m: Method, states: dict[str, State], norm: bool) -> list[str]:
+def _read(s: State) -> str:
+    return f"self.{s.name}.float().mean().to(out.dtype)" if s.cell else _READ[s.kind]
+
+
+def _cell_write(s: State, i: int, tokens: bool) -> list[str]:
+    """The single-method grammar's code of cell `s` (state number i) in a method: it reads `h` and
+    `x` as [1, F] (a token method's means over its tokens) and its position `p{i}` from the first
+    of the call's positions; what it hands back and its `h` feed `hm`."""
+    lines = ["h_, x_ = h, x", f"h, x = hm, {'x.mean(1)' if tokens else 'x'}"]
+    if s.cell.kind in single.POSITIONS:
+        lines.append(f"p{i} = pos[:1] % {single.POSITIONS[s.cell.kind]}")
+    code, outs = single.buffer_code(s.cell, i, f"self.{s.name}")
+    lines += code + [f"h = h + {o}.float().mean().to(h.dtype) * 0.1" for o in outs]
+    return lines + ["hm, h, x = h, h_, x_"]
+
+
+def _method_source(m: Method, states: dict[str, tuple[int, State]], norm: bool) -> list[str]:
     args = "x, pos" if m.tokens else "x"
     lines = [f"    def {m.role}(self, {args}):",
              "        h = self.inp(x)", *(_NORM if norm else []),
              "        hm = h.mean(1)" if m.tokens else "        hm = h"]
     if m.role == "encode":
         return lines + ["        return (torch.relu(self.enc(hm)) * 3 + 1,)", ""]
-    reads = ["        out = hm"] + [f"        out = out + {_READ[k]}" for k in m.reads]
+    reads = ["        out = hm"] + [f"        out = out + {_read(states[k][1])}" for k in m.reads]
     writes = []
     for k in m.writes:
+        i, state = states[k]
+        if state.cell:
+            writes += [f"        {line}" for line in _cell_write(state, i, m.tokens)]
+            continue
         code = _write(k, m.tokens)
         writes += ["        with torch.no_grad():", f"            {code}"] \
-            if states[k].no_grad else [f"        {code}"]
+            if state.no_grad else [f"        {code}"]
     body = reads + writes if m.read_first else writes + reads
     return lines + body + ["        return (self.out(out),)", ""]
 
 
 def _source(p: MethodsProgram) -> str:
-    states = {s.kind: s for s in p.states}
+    states = {s.name: (i, s) for i, s in enumerate(p.states)}
     lines = ["import torch", "", "", "class Model(torch.nn.Module):", "    def __init__(self):",
              "        super().__init__()", f"        torch.manual_seed({p.seed})"]
     for name in ("inp", "wk", "we", "wc", "enc", "out"):
@@ -200,7 +254,8 @@ def _source(p: MethodsProgram) -> str:
     if p.norm:
         lines.append(f"        self.nw = torch.nn.Parameter(1 + 0.1 * torch.randn({F}))")
     for s in p.states:
-        lines.append(f"        self.register_buffer({s.kind!r}, {_INIT[s.kind]})")
+        lines.append(f"        self.{single.register_line(s.name, s.cell)}" if s.cell else
+                     f"        self.register_buffer({s.kind!r}, {_INIT[s.kind]})")
     lines.append("")
     for m in p.methods:
         lines += _method_source(m, states, p.norm)
@@ -231,39 +286,53 @@ def _namespace(p: MethodsProgram) -> dict:
 # --- strategies ----------------------------------------------------------------------------
 
 @st.composite
-def _method(draw, role: str, kinds: tuple[str, ...]) -> Method:
-    may = [k for k in kinds if k in KINDS[role][1]]
+def _method(draw, role: str, states: tuple[State, ...]) -> Method:
+    names = [s.name for s in states]
+    may = [s.name for s in states if may_write(role, s)]
     writes = tuple(draw(st.lists(st.sampled_from(may), unique=True, max_size=3))) if may else ()
-    reads = () if role == "encode" else tuple(draw(st.lists(st.sampled_from(kinds), unique=True,
+    reads = () if role == "encode" else tuple(draw(st.lists(st.sampled_from(names), unique=True,
                                                           max_size=3)))
     if role in ("fill",) and not writes and may:
         writes = (may[0],)
     if role == "read" and not reads:
-        reads = (kinds[0],)
+        reads = (names[0],)
     return Method(role, writes, reads, draw(st.booleans()))
 
 
 @st.composite
+def _cell(draw, precision: str) -> State:
+    """A buffer of the single-method grammar at the top of the model; in a half-precision recipe
+    of float32 or a dtype the cast leaves alone (`model.to(dtype)` makes a float32 buffer the
+    recipe's dtype; a bf16 buffer in an fp16 model would be a program eager cannot run)."""
+    buf = dataclasses.replace(draw(single.buffers()), place="top")
+    if precision != "fp32" and buf.dtype in ("bfloat16", "float16"):
+        buf = dataclasses.replace(buf, dtype="float32")
+    return State("cell", buf.no_grad, buf)
+
+
+@st.composite
 def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
-    kinds = tuple(draw(st.lists(st.sampled_from(STATE_KINDS), unique=True, min_size=1,
-                                max_size=4)))
-    states = tuple(State(k, draw(st.booleans()) and draw(st.booleans())) for k in kinds)
+    path = draw(st.sampled_from(paths))
+    precision = draw(st.sampled_from(tuple(PRECISIONS))) if path == "recipe" else "fp32"
+    kinds = tuple(draw(st.lists(st.sampled_from(STATE_KINDS), unique=True, max_size=4)))
+    cells = tuple(draw(st.lists(_cell(precision), min_size=0 if kinds else 1, max_size=2,
+                                unique_by=lambda c: c.name)))
+    states = tuple(State(k, draw(st.booleans()) and draw(st.booleans())) for k in kinds) + cells
     roles = draw(st.lists(st.sampled_from(tuple(KINDS)), unique=True, min_size=2, max_size=4))
-    methods = tuple(draw(_method(r, kinds)) for r in roles)
+    methods = tuple(draw(_method(r, states)) for r in roles)
     if not any(m.writes for m in methods):
-        first = next((i for i, m in enumerate(methods) if KINDS[m.role][1]), None)
+        first = next((i for i, m in enumerate(methods)
+                      if any(may_write(m.role, s) for s in states)), None)
         if first is None:
-            methods = methods + (Method("decode", (kinds[0],)),)
+            methods = methods + (Method("decode", (states[0].name,)),)
         else:
-            may = [k for k in kinds if k in KINDS[methods[first].role][1]] or [kinds[0]]
-            methods = tuple(dataclasses.replace(m, writes=(may[0],)) if i == first else m
+            may = next(s.name for s in states if may_write(methods[first].role, s))
+            methods = tuple(dataclasses.replace(m, writes=(may,)) if i == first else m
                             for i, m in enumerate(methods))
     names = [m.role for m in methods]
     call = st.tuples(st.sampled_from(names + ["reset"]), st.integers(1, 4))
     calls = tuple(draw(st.lists(call, min_size=3, max_size=8)))
     calls = tuple((n, t if n == "prefill" else (CHUNK if n == "chunk" else 1)) for n, t in calls)
-    path = draw(st.sampled_from(paths))
     external, seed = draw(st.booleans()), draw(st.integers(0, 3))
-    precision = draw(st.sampled_from(tuple(PRECISIONS))) if path == "recipe" else "fp32"
     return MethodsProgram(states, methods, calls, path, external, seed, precision,
                           draw(st.booleans()))

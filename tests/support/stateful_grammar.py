@@ -394,9 +394,27 @@ def _body(b: Buf, i: int, B: str, batch: int) -> tuple[list[str], list[str]]:
     return lines, outs
 
 
+# kind -> how many values its position input `p{i}` takes (0 .. n-1): a KV slot, a kv_run's start
+# (its RUN positions stay in the cache), a table row
+POSITIONS = {"kv_index_copy": S_MAX, "kv_index_put": S_MAX, "kv_run": S_MAX - RUN + 1,
+             "index_put": ROWS, "index_add": ROWS}
+
+
 def _extra_input(b: Buf, i: int) -> str | None:
-    return f"p{i}" if b.kind in ("kv_index_copy", "kv_index_put", "kv_run", "index_put",
-                                 "index_add") else None
+    return f"p{i}" if b.kind in POSITIONS else None
+
+
+def buffer_code(b: Buf, i: int, expr: str) -> tuple[list[str], list[str]]:
+    """The code of buffer `b` (number i, held at the Python expression `expr`) at batch 1, for a
+    program of another grammar that embeds it (method_grammar's cells): its lines — reading `h`
+    [1, F], `x` [1, F] and, for a kind of `POSITIONS`, `p{i}` [1]; possibly reassigning `h` —
+    and the names of what it hands back."""
+    return _body(b, i, expr, 1)
+
+
+def register_line(name: str, b: Buf) -> str:
+    """`register_buffer(name, <b's initial value at batch 1>[, persistent=False])`."""
+    return _register(name, b, 1)
 
 
 def _cell(b: Buf, i: int, batch: int) -> tuple[list[str], str, list[str]]:
@@ -474,13 +492,12 @@ def _args_source(program: Program) -> list[str]:
              f"    g = torch.Generator().manual_seed({program.seed} * 1000 + step)",
              f"    args = [torch.randn({program.batch}, {F}, generator=g)]"]
     for i, b in enumerate(program.bufs):
-        if b.kind in ("kv_index_copy", "kv_index_put"):
-            lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX}]))")
-        elif b.kind == "kv_run":
-            lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % {S_MAX - RUN + 1}]))")
-        elif b.kind in ("index_put", "index_add"):
-            lines.append(f"    args.append(torch.tensor([(2 * step + {i} + j) % {ROWS} "
-                         f"for j in range({program.batch})]))")
+        if b.kind in ("kv_index_copy", "kv_index_put", "kv_run"):
+            lines.append(f"    args.append(torch.tensor([(3 * step + {i}) % "
+                         f"{POSITIONS[b.kind]}]))")
+        elif b.kind in POSITIONS:        # a row of each batch item
+            lines.append(f"    args.append(torch.tensor([(2 * step + {i} + j) % "
+                         f"{POSITIONS[b.kind]} for j in range({program.batch})]))")
     return lines + ["    return tuple(args)", "", ""]
 
 
