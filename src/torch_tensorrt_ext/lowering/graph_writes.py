@@ -27,7 +27,7 @@ from torch.fx import GraphModule, Node
 
 from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state, written_inputs
-from .op_writes import view_root, written_roots
+from .op_writes import hides_write, view_root, written_roots
 
 Program = torch.export.ExportedProgram | GraphModule
 
@@ -72,17 +72,20 @@ def ep_writes(ep: torch.export.ExportedProgram, origins: Origins) -> list[FoundW
 
 def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> tuple[dict[str, str], bool]:
     """The buffers `ep` writes in place (FQN -> the first node writing it, first written first;
-    `written_inputs`), and whether a higher-order op (cond, while_loop, the
-    `wrap_with_set_grad_enabled` a `with torch.no_grad():` block becomes, ...) takes a buffer or
-    a view of one, in any argument position — what it writes inside is not looked into here."""
+    `written_inputs`), and whether a write is out of fx's sight: a higher-order op (cond,
+    while_loop, the `wrap_with_set_grad_enabled` a `with torch.no_grad():` block becomes, ...)
+    takes a buffer or a view of one, in any argument position — what it writes inside is not
+    looked into here —, or an op writes a buffer its schema does not declare (`hides_write`:
+    train-mode `batch_norm`'s running statistics)."""
     names = ep.graph_signature.inputs_to_buffers  # a property that rebuilds a dict: read once
     written = {names[ph]: node.name for ph, node in written_inputs(ep).items() if ph in names}
     buffers = {n for n in ep.graph_module.graph.find_nodes(op="placeholder") if n.name in names}
-    hop = any(view_root(a) in buffers
-              for node in ep.graph_module.graph.nodes
-              if node.op == "call_function" and isinstance(node.target, HigherOrderOperator)
-              for a in node.all_input_nodes)
-    return written, hop
+    calls = [n for n in ep.graph_module.graph.nodes if n.op == "call_function"]
+    hop = any(view_root(a) in buffers for node in calls
+              if isinstance(node.target, HigherOrderOperator) for a in node.all_input_nodes)
+    hidden = any(hides_write(node) and any(r in buffers for r in written_roots(node))
+                 for node in calls)
+    return written, hop or hidden
 
 
 def buffer_writers(program: Program) -> dict[str, str]:
@@ -110,9 +113,10 @@ def written_buffers(program: Program) -> frozenset[str]:
 
 
 def hides_writes(ep: torch.export.ExportedProgram) -> bool:
-    """Whether a buffer write of `ep` happens inside a higher-order op: fx's dead-code
-    elimination treats such an op as pure, so a pass that cleans the graph up (torch-tensorrt's
-    pre-lowering does) deletes the op, and the write with it, when nothing reads its result."""
+    """Whether a buffer write of `ep` happens inside a higher-order op or by an op whose schema
+    does not declare it: fx's dead-code elimination treats such an op as pure, so a pass that
+    cleans the graph up (torch-tensorrt's pre-lowering does) deletes the op, and the write with
+    it, when nothing reads its result."""
     return _inplace_buffer_writes(ep)[1]
 
 
@@ -158,12 +162,25 @@ def _functional_form(ep: torch.export.ExportedProgram
     return _functionalize(state), origins
 
 
+def _decomposing_hidden_writes(ep: torch.export.ExportedProgram) -> dict:
+    """The decompositions of the composite ops of `ep` that write an input their schema does not
+    declare (`hides_write`), and no others: `run_decompositions({})` keeps a composite op with a
+    functional schema whole (`instance_norm`; `batch_norm` it always decomposes), and its
+    retracing deletes one whose result nothing reads — the running statistics' write with it;
+    decomposed, the write is seen."""
+    ops = {n.target for n in ep.graph_module.graph.nodes if hides_write(n)}
+    if not ops:
+        return {}
+    table = torch.export.default_decompositions()   # one torch never keeps is not in it
+    return {op: table[op] for op in ops if op in table}
+
+
 def _functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     inplace, hop = _inplace_buffer_writes(ep)
     if not inplace and not hop:
         return ep
     try:
-        return ep.run_decompositions({})
+        return ep.run_decompositions(_decomposing_hidden_writes(ep))
     except Exception as e:  # pragma: no cover - depends on torch internals
         raise PlanError(f"could not functionalize the program's buffer writes: {e}") from e
 

@@ -1,15 +1,22 @@
-"""What one graph node writes in place, read from its op's schema alone.
+"""What one graph node writes in place, read from its op's schema — and, for a composite op that
+reads a graph input, from what it runs.
 
 Invariant: `written_roots(node)` lists every tensor the node's op writes in place — each argument
 its schema marks as written (`Tensor(a!)`), passed positionally or by keyword, alone or in a list
-(`_foreach_add_`) — each followed back through view ops to the tensor it aliases. An op without a
-schema (a higher-order op, a Python callable) writes nothing here; callers that must not miss
-what such an op writes look at its inputs themselves.
+(`_foreach_add_`), and each input its composite kernel writes though its schema does not say
+(`composite_writes`: train-mode `batch_norm`'s running statistics; looked for only where an
+argument is a view of a graph input, where state lives) — each followed back through view ops to
+the tensor it aliases. `hides_write(node)` says whether any of them is of the second kind: fx's
+dead-code elimination does not see such a write. An op without a schema (a higher-order op, a
+Python callable) writes nothing here; callers that must not miss what such an op writes look at
+its inputs themselves.
 """
 from __future__ import annotations
 
 
 from torch.fx import Node
+
+from .composite_writes import hidden_writes
 
 _WRITTEN: dict[object, tuple[tuple[int, str], ...]] = {}   # op -> (position, name) it mutates
 
@@ -48,10 +55,24 @@ def view_root(node: object) -> Node | None:
     return node if isinstance(node, Node) else None
 
 
+def _hidden(node: Node) -> tuple[tuple[int, str], ...]:
+    """`hidden_writes(node)` where an argument is a view of a graph input, else ()."""
+    if node.op != "call_function" or not any(
+            getattr(view_root(a), "op", None) in ("placeholder", "get_attr")
+            for a in node.all_input_nodes):
+        return ()
+    return hidden_writes(node)
+
+
+def hides_write(node: Node) -> bool:
+    """Whether the node writes a graph input in place that its op's schema does not declare."""
+    return bool(_hidden(node))
+
+
 def written_roots(node: Node) -> list[Node]:
     """The tensors the node writes in place, each followed back through views."""
     roots = []
-    for i, name in _written(node):
+    for i, name in _written(node) + _hidden(node):
         arg = node.args[i] if i < len(node.args) else node.kwargs.get(name)
         for a in (arg if isinstance(arg, (list, tuple)) else (arg,)):
             root = view_root(a)
@@ -60,4 +81,4 @@ def written_roots(node: Node) -> list[Node]:
     return roots
 
 
-__all__ = ["is_view", "view_root", "written_roots"]
+__all__ = ["hides_write", "is_view", "view_root", "written_roots"]

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 
 from method_check import check_methods
 from method_grammar import Method, MethodsProgram, State, methods_programs
+from stateful_grammar import Buf
 
 pytestmark = [pytest.mark.inspects_pte]
 
@@ -46,10 +47,21 @@ PRIVATE_STATE = MethodsProgram(
     calls=(("chunk", 3), ("read", 1), ("fill", 1), ("read", 1), ("chunk", 3), ("fill", 1),
            ("read", 1)))
 
+# found by the method generator: a `fill` whose only effect is a train-mode batch norm's running
+# statistics (its output is computed first: nothing reads the norm's result), the buffer read
+# through `.float()` — the `.pte` silently kept the old statistics (lowering/composite_writes)
+DEAD_STATISTICS = MethodsProgram(
+    states=(State("cell", cell=Buf("batch_norm", mix="before")),),
+    methods=(Method("fill", ("c_batch_norm",), (), read_first=True),
+             Method("read", (), ("c_batch_norm",))),
+    calls=(("fill", 1), ("read", 1), ("fill", 1), ("read", 1), ("reset", 1), ("read", 1)))
+
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("program", [STATELESS_BETWEEN, ONLY_READ_BY_DECODE, PRIVATE_STATE],
-                         ids=["stateless_between", "only_read_by_decode", "private_state"])
+@pytest.mark.parametrize("program", [STATELESS_BETWEEN, ONLY_READ_BY_DECODE, PRIVATE_STATE,
+                                     DEAD_STATISTICS],
+                         ids=["stateless_between", "only_read_by_decode", "private_state",
+                              "dead_statistics"])
 def test_every_method_steps_one_state_like_eager(program, path):
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path))
     assert result.ok, result.report(program)
