@@ -6,7 +6,8 @@ position, or `RUN` from a start read on the host, as ExecuTorch's dynamic llama 
 `index_put_` table, a `cat` or `roll` ring buffer, an `add_` counter, an EMA, `fill_` /
 `zero_`, a whole-buffer `copy_` / `fill_` of a value that broadcasts into the buffer (of every
 rank, 0-d included, converted to the buffer's dtype or not) read back in the same call, a KV
-`index_put_` (`k[:, :, pos] = v`), a write to a slice or row of a buffer, a bool flag — placed
+`index_put_` (`k[:, :, pos] = v`), a write to a slice or row of a buffer, a bool flag, a
+train-mode batch or instance norm's running statistics (its result read or not) — placed
 at the top or in nested
 submodules (`layers.1.attn.k`), in a `with torch.no_grad():` block or not, written once or
 twice per call, with what the caller gets back (the written value, a view or sum of it, the
@@ -71,7 +72,8 @@ KINDS: dict[str, tuple[str, tuple[str, ...], object, str]] = {
     # writes through views: a transposed column, a flattened run of elements
     "col_t": ("ct", FLOATS, lambda b: (F, WIDTH), "aten.copy.default"),
     "flat": ("fl", FLOATS, lambda b: (b, F), "aten.add.Tensor"),
-    # train-mode batch norm: running mean and variance are rows 0 and 1, updated in place
+    # train-mode batch (or instance) norm: running mean and variance are rows 0 and 1, updated in
+    # place, the norm's result read or not
     "batch_norm": ("bn", ("float32",), lambda b: (2, F), "aten._native_batch_norm_legit.default"),
     # the new value is one of two branches' results, chosen by the data
     "cond": ("cd", ("float32", "bfloat16"), lambda b: (b, F), "aten.copy.default"),
@@ -332,10 +334,15 @@ def _batch_norm(b, i, B, second):
     # near-constant channel (`h * arange(1, 4)` with |h| ~ 1e-3, variance ~ eps) has
     # torch-tensorrt's decomposed batch norm differ from eager's kernel by ~2.5e-5 in plain
     # PyTorch already (upstream rounding, test_generated_programs' note), not a state difference
+    # pos picks the norm (odd: an instance norm, which updates the same statistics) and whether
+    # its result feeds the model (pos % 3 == 2: kept for its statistics only — a composite op
+    # whose write its schema does not declare and whose result nothing reads, which fx's
+    # dead-code elimination deleted with the write: lowering/composite_writes)
     x = "(h.unsqueeze(-1) + torch.arange(3.0) * (1 + h.abs().unsqueeze(-1)))" + \
         (" * 0.5" if second else "")
-    return [f"bn{i} = torch.nn.functional.batch_norm({x}, {B}[0], {B}[1], training=True, "
-            "momentum=0.1)", f"h = h + bn{i}.mean(-1)"], f"bn{i}"
+    norm, mode = ("instance_norm", "use_input_stats") if b.pos % 2 else ("batch_norm", "training")
+    line = f"bn{i} = torch.nn.functional.{norm}({x}, {B}[0], {B}[1], {mode}=True, momentum=0.1)"
+    return [line] + ([] if b.pos % 3 == 2 else [f"h = h + bn{i}.mean(-1)"]), f"bn{i}"
 
 
 def _cond(b, i, B, second):
