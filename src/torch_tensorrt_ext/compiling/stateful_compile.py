@@ -123,7 +123,8 @@ def stateful_program(program: torch.export.ExportedProgram
     user input or parameter is refused naming it (`mutated_inputs`). A `with torch.no_grad():`
     block is inlined first (`grad_blocks`): its writes are then the program's own, seen by every
     pass as those of a program written without it. A program writing a buffer inside another
-    higher-order op is functionalized here:
+    higher-order op, or through an op whose schema does not declare the write (a train-mode
+    batch norm's running statistics: `composite_writes`), is functionalized here:
     torch-tensorrt's pre-lowering cleans the graph with fx's dead-code elimination, which deletes
     such an op (and the write in it) when nothing reads its result; as a program output the new
     value cannot be deleted. Two writes torch-tensorrt's lowering would lose are first rewritten
