@@ -3,7 +3,8 @@ otherwise than ATen (found by scripts/converter_coverage.py): a call ExecuTorch 
 no-op, leaving an output that is the input (it came back as zeros); an output returned twice;
 an int32 index of gather/scatter (the kernels refused it, error 0x12); an integer remainder by a
 negative divisor (ExecuTorch's kernel gave the dividend's sign: 5 % -3 was 2); a sum over a dim
-or a cumsum of a 0-d tensor (the sum aborted the process); a half-precision running sum or batch
+or a cumsum of a 0-d tensor (the sum aborted the process); a 0-d half-precision tensor in
+arithmetic with a float scalar (the result came back fp32); a half-precision running sum or batch
 statistics (ExecuTorch accumulated them in the input's dtype)."""
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ CALLS = {
     "cumsum_fp16_accumulates_in_fp32": (aten.cumsum.default,
                                         (torch.linspace(-3, 5, 300).to(torch.float16), 0), {}),
     "cumsum_0d_int_to_int64": (aten.cumsum.default, (torch.tensor(7, dtype=torch.int32), -1), {}),
+    # a 0-d half-precision tensor with a float scalar: ExecuTorch's lowering promoted the pair to
+    # fp32 (an fp16 `x.float().mean().to(torch.float16) * 0.1`, found by the method generator)
+    **{f"{name}_0d_{dtype}_by_a_float": (op, (torch.tensor(0.7, dtype=getattr(torch, dtype)), s),
+                                         {})
+       for name, op, s in (("mul", aten.mul.Tensor, 0.1), ("add", aten.add.Tensor, 0.5),
+                           ("sub", aten.sub.Tensor, 0.3), ("div", aten.div.Tensor, 3.0),
+                           ("rsub", aten.rsub.Scalar, 1.0), ("mul_scalar", aten.mul.Scalar, 0.1))
+       for dtype in ("float16", "bfloat16")},
+    "add_0d_bf16_by_a_float_with_alpha": (aten.add.Tensor,
+                                          (torch.tensor(0.7, dtype=torch.bfloat16), 0.5),
+                                          {"alpha": 3}),
 }
 
 

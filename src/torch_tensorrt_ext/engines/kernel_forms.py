@@ -4,7 +4,8 @@ the same values they compute as ATen does — a table of rewrites, like `prims_t
 ExecuTorch's portable/optimized kernels crash on, refuse or compute otherwise than eager a few
 calls a partition may make: an int32 index of gather/scatter (error 0x12), an integer
 `remainder` (the dividend's sign: 5 % -3 is 2, ATen's -1), a `sum` over a dim or a `cumsum` of
-a 0-d tensor (the float sum aborts the process), a half-precision call ATen accumulates in fp32
+a 0-d tensor (the float sum aborts the process), a 0-d half-precision tensor in arithmetic with
+a float scalar (lowered to an fp32 result), a half-precision call ATen accumulates in fp32
 (a running sum, a variance, layer or batch statistics, a convolution) or a half-precision product
 with a bias (`linear` with a bias, `addmm`) — ExecuTorch accumulates those in the input's dtype,
 far more than one rounding from eager (measurements in docs/KERNEL_FORMS.md) — and a
@@ -98,6 +99,32 @@ def _on_one_element_view(graph, n: Node) -> None:
         kwargs = {k: v for k, v in n.kwargs.items() if k not in ("dim", "keepdim")}
         made = add_call(graph, n.target, *args, **kwargs)
         out = add_call(graph, _ATEN.view.default, made, []) if view_back else made
+    n.replace_all_uses_with(out)
+    graph.erase_node(n)
+
+
+# --- a 0-d half-precision tensor with a float scalar, on its one-element 1-d view -------------
+
+# ExecuTorch 1.5.1's edge lowering makes the scalar a 0-d fp32 tensor and promotes the pair as
+# two 0-d tensors: fp32, where ATen keeps the tensor's dtype (a Python scalar is weaker) — an fp16
+# `mean().to(torch.float16) * 0.1` came back fp32, and the runtime refused the binding's dtype
+_SCALAR_ARITHMETIC = {_ATEN.add.Tensor, _ATEN.add.Scalar, _ATEN.sub.Tensor, _ATEN.sub.Scalar,
+                      _ATEN.mul.Tensor, _ATEN.mul.Scalar, _ATEN.div.Tensor, _ATEN.div.Scalar,
+                      _ATEN.rsub.Tensor, _ATEN.rsub.Scalar}
+
+
+def _zero_d_half_with_float(n: Node) -> bool:
+    return n.op == "call_function" and n.target in _SCALAR_ARITHMETIC and len(n.args) > 1 \
+        and _zero_d(n.args[0]) and _dtype_of(n.args[0]) in _HALF \
+        and isinstance(n.args[1], float)
+
+
+def _with_float_on_one_element_view(graph, n: Node) -> None:
+    """`n` made on its 0-d tensor's [1] view, its result viewed back to 0-d."""
+    with graph.inserting_before(n):
+        flat = add_call(graph, _ATEN.view.default, n.args[0], [1])
+        made = add_call(graph, n.target, flat, *n.args[1:], **n.kwargs)
+        out = add_call(graph, _ATEN.view.default, made, [])
     n.replace_all_uses_with(out)
     graph.erase_node(n)
 
@@ -209,6 +236,7 @@ _FORMS = (
     (_int32_index, _index_as_int64),
     (_is_integer_remainder, _integer_remainder),
     (_zero_d_reduction, _on_one_element_view),
+    (_zero_d_half_with_float, _with_float_on_one_element_view),
     (_half_accumulating, _made_in_fp32),
     (_half_attention_on_views, _row_major_args),
     (_half_biased_product, _bias_after_product),

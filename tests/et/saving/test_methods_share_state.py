@@ -9,6 +9,8 @@ refuses a save whose state is left where another method's memory lies.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
@@ -83,6 +85,23 @@ def test_a_half_precision_recipe_keeps_one_state_across_methods(precision):
     program = STATELESS_BETWEEN
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls,
                                           "recipe", precision=precision, norm=True))
+    assert result.ok, result.report(program)
+
+
+# found by the method generator: in a half-precision recipe, a `prefill` reading its table back as
+# `table.float().mean().to(h.dtype) * 0.1` — ExecuTorch lowered the 0-d fp16 product with 0.1 to
+# fp32, and the runtime refused the delegate at load (engines/kernel_forms)
+SCALED_MEAN = MethodsProgram(
+    states=(State("cell", cell=Buf("index_add", pos=4, ret=("after", "before"))),),
+    methods=(Method("read"), Method("prefill", ("c_index_add",), ("c_index_add",))),
+    calls=(("prefill", 2), ("read", 1), ("prefill", 3), ("reset", 1), ("prefill", 1)),
+    path="recipe", seed=1)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_half_precision_recipe_reading_a_0d_mean_back_loads_and_steps(precision):
+    program = dataclasses.replace(SCALED_MEAN, precision=precision)
+    result = check_methods(program)
     assert result.ok, result.report(program)
 
 
