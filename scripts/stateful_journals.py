@@ -52,6 +52,17 @@ def _print_features(passed) -> None:
         print(f"  {dimension}: " + ", ".join(f"{f.split(':', 1)[1]} {counts[f]}" for f in values))
 
 
+def _check(program, args):
+    """`program` checked again by the checker of its grammar (a program of several methods by
+    `method_check`, one method by `stateful_check`)."""
+    from method_grammar import MethodsProgram
+    if isinstance(program, MethodsProgram):
+        from method_check import check_methods
+        return check_methods(program, device=args.reference_device)
+    from stateful_check import check_program
+    return check_program(program, steps=args.steps, device=args.reference_device)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+")
@@ -73,8 +84,7 @@ def main(argv=None) -> int:
     if args.device:
         from torch_tensorrt_ext import runtime_lib
         runtime_lib.use_device(args.device)
-    from stateful_check import check_program
-    again = {p: check_program(p, steps=args.steps, device=args.reference_device) for p in failed}
+    again = {p: _check(p, args) for p in failed}
     print(f"\nrecheck of the {len(failed)} that did not pass, on the code checked out now "
           f"({os.popen(f'git -C {ROOT} rev-parse --short HEAD').read().strip()}):")
     gen._print_summary(failed, gen._summary(failed, again), "recheck")

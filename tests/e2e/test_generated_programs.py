@@ -252,3 +252,12 @@ def test_journals_of_several_invocations_count_each_program_once_and_recheck_the
     out = capsys.readouterr().out
     assert "recheck of the 1 that did not pass" in out and "tried 1 distinct programs" in out \
         and "passed 1," in out
+    # a program of several methods is checked again by its own checker (it was taken for a
+    # one-method program, which PyTorch "refused": no recheck at all)
+    from method_grammar import MethodsProgram
+    (tmp_path / "m").mkdir()
+    with open(tmp_path / "m" / "chunk0-gen.journal", "wb") as f:
+        pickle.dump(("result", MethodsProgram(), Result("load", "DelegateRefusedError: x")), f)
+    assert journals.main([str(tmp_path / "m"), "--recheck"]) == 0
+    out = capsys.readouterr().out.split("recheck of")[1]
+    assert "passed 1," in out and "invalid (refused by PyTorch) 0" in out
