@@ -111,10 +111,10 @@ def _run(node: Node, schema) -> tuple[tuple[int, str], ...]:
         return m
 
     names = [a.name for a in schema.arguments]
-    args = [meta(a, i) for i, a in enumerate(node.args)]
-    kwargs = {k: meta(v, names.index(k)) for k, v in node.kwargs.items()}
     try:
         with unset_fake_temporarily(), torch.no_grad(), enable_python_dispatcher():
+            args = [meta(a, i) for i, a in enumerate(node.args)]
+            kwargs = {k: meta(v, names.index(k)) for k, v in node.kwargs.items()}
             mode = _Writes(inputs)
             with mode:
                 node.target(*args, **kwargs)
