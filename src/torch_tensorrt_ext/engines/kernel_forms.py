@@ -25,7 +25,7 @@ from torch.fx import GraphModule, Node
 
 from .fake_calls import add_call
 
-__all__ = ["kernel_forms", "is_dense"]
+__all__ = ["has_kernel_forms", "kernel_forms", "is_dense"]
 
 _ATEN = torch.ops.aten
 _HALF = (torch.bfloat16, torch.float16)
@@ -241,6 +241,11 @@ _FORMS = (
     (_half_attention_on_views, _row_major_args),
     (_half_biased_product, _bias_after_product),
 )
+
+
+def has_kernel_forms(gm: GraphModule) -> bool:
+    """Whether an entry of `_FORMS` applies to a call of `gm`."""
+    return any(applies(n) for n in gm.graph.nodes for applies, _ in _FORMS)
 
 
 def kernel_forms(gm: GraphModule) -> None:

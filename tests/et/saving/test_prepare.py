@@ -97,3 +97,38 @@ def test_a_view_in_a_partition_left_to_pytorch_saves_and_steps_like_eager():
     assert result.ok, result.report(program)
     write = seen["plan"]["k"]
     assert write.engine is None and "PyTorch-run piece '_run_on_gpu" in write.reason
+
+
+class HalfScaleOnTheHost(torch.nn.Module):
+    """A 0-d fp16 product with a float scalar in the part of the program PyTorch runs (`mul` is
+    left to it), feeding a half-precision counter the engine after it adds to."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("n", torch.zeros(1, dtype=torch.float16))
+
+    def forward(self, x):
+        h = self.lin(x)
+        s = h.mean().to(torch.float16) * 0.1
+        self.n.add_(s)
+        return torch.sigmoid(h) * 2.0 + s.float()
+
+
+def test_a_0d_half_product_left_to_pytorch_keeps_its_dtype():
+    """ExecuTorch 1.5.1 lowers a 0-d half-precision tensor times a float to an fp32 result (in
+    an engine's payload as on the host): the delegate taking it refused the run (0x12). The
+    host part gets the payload's forms (`kernel_forms`). Compiled module and .pte step like
+    eager."""
+    from stateful_check import ModuleProgram, check_program
+    from stateful_grammar import Buf
+
+    class HalfState(ModuleProgram):
+        bufs = (Buf("counter", "float16"),)   # compared at half precision's tolerance
+
+    program = HalfState(HalfScaleOnTheHost, lambda s: (
+        torch.randn(1, 8, generator=torch.Generator().manual_seed(s)),), ("n",),
+        frozenset({"torch.ops.aten.mul.Tensor"}))
+    result = check_program(program, steps=4)
+    assert result.ok, result.report(program)

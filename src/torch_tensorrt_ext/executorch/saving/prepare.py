@@ -2,8 +2,9 @@
 
 Invariant: what `prepare_programs` returns has every value the emitter reads in host memory
 (`host_values`), no call `engines.prims_to_aten` rewrites (prims, torch-tensorrt's `_reshape_copy`)
-left in the part of the program PyTorch runs (the rewrite an engine's partition gets, here on a
-copy of the graph: the caller's program is unchanged) and every copy-back write a TensorRT delegate
+and no call `engines.kernel_forms` rewrites left in the part of the program PyTorch runs (the
+rewrites an engine's partition gets, here on a copy of the graph: the caller's program is
+unchanged) and every copy-back write a TensorRT delegate
 can copy itself handed to that delegate (`delegate_copies`); a program needing none of these is
 returned as it is. A program with an engine call whose results nothing reads is refused
 (`Unsupported`, naming the engine and the buffers it writes): ExecuTorch's lowering would drop the
@@ -20,6 +21,7 @@ import copy
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputSpec, TensorArgument
 
+from ...engines.kernel_forms import has_kernel_forms, kernel_forms
 from ...engines.prims_to_aten import has_prims, prims_to_aten
 from ...errors import Unsupported
 from ...export.engine_calls import engine_calls
@@ -41,15 +43,20 @@ def prepare_programs(programs: Programs) -> Programs:
 
 def _host_aten(ep: ExportedProgram) -> ExportedProgram:
     """`ep` with the prims (and `_reshape_copy`) calls of its host part rewritten as ATen
-    (`prims_to_aten`: train-mode BatchNorm, a `view` in a partition left to PyTorch); engines
-    are opaque calls here, so only the host part changes."""
-    if not has_prims(ep.graph_module):
+    (`prims_to_aten`: train-mode BatchNorm, a `view` in a partition left to PyTorch), then the
+    calls ExecuTorch's kernels compute otherwise than ATen in the forms they compute like it
+    (`kernel_forms`, as in an engine's payload: the host part runs on the same kernels — a 0-d
+    half-precision product with a float came back fp32 and the next delegate refused it);
+    engines are opaque calls here, so only the host part changes."""
+    if not has_prims(ep.graph_module) and not has_kernel_forms(ep.graph_module):
         return ep
     gm = copy.deepcopy(ep.graph_module)
-    renamed = prims_to_aten(gm)
-    specs = [OutputSpec(s.kind, TensorArgument(renamed[s.arg.name]), s.target)
-             if isinstance(s.arg, TensorArgument) and s.arg.name in renamed else s
-             for s in ep.graph_signature.output_specs]
+    prims_to_aten(gm)
+    kernel_forms(gm)
+    outputs = gm.graph.output_node().args[0]
+    specs = [OutputSpec(s.kind, TensorArgument(v.name), s.target)
+             if isinstance(s.arg, TensorArgument) else s
+             for s, v in zip(ep.graph_signature.output_specs, outputs, strict=True)]
     return rebuilt(ep, graph_module=gm, output_specs=specs)
 
 
