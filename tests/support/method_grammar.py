@@ -47,7 +47,7 @@ PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat
 @dataclasses.dataclass(frozen=True)
 class State:
     kind: str = "kv"
-    no_grad: bool = False       # its writes inside `with torch.no_grad():`
+    no_grad: bool = False       # its writes inside `with torch.no_grad():` (a cell: its own)
     cell: single.Buf | None = None   # kind "cell": a buffer of the single-method grammar
 
     @property
@@ -307,7 +307,7 @@ def _cell(draw, precision: str) -> State:
     buf = dataclasses.replace(draw(single.buffers()), place="top")
     if precision != "fp32" and buf.dtype in ("bfloat16", "float16"):
         buf = dataclasses.replace(buf, dtype="float32")
-    return State("cell", buf.no_grad, buf)
+    return State("cell", cell=buf)
 
 
 @st.composite

@@ -27,7 +27,7 @@ from torch.fx import GraphModule, Node
 
 from ..contracts.plan import PlanError
 from .mutated_inputs import Origins, inputs_as_state, written_inputs
-from .op_writes import hides_write, view_root, written_roots
+from .op_writes import hidden_roots, hides_write, view_root, written_roots
 
 Program = torch.export.ExportedProgram | GraphModule
 
@@ -83,8 +83,7 @@ def _inplace_buffer_writes(ep: torch.export.ExportedProgram) -> tuple[dict[str, 
     calls = [n for n in ep.graph_module.graph.nodes if n.op == "call_function"]
     hop = any(view_root(a) in buffers for node in calls
               if isinstance(node.target, HigherOrderOperator) for a in node.all_input_nodes)
-    hidden = any(hides_write(node) and any(r in buffers for r in written_roots(node))
-                 for node in calls)
+    hidden = any(r in buffers for node in calls for r in hidden_roots(node))
     return written, hop or hidden
 
 

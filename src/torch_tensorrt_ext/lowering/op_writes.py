@@ -69,10 +69,19 @@ def hides_write(node: Node) -> bool:
     return bool(_hidden(node))
 
 
+def hidden_roots(node: Node) -> list[Node]:
+    """The tensors among `written_roots(node)` that its op's schema does not declare written."""
+    return _roots(node, _hidden(node))
+
+
 def written_roots(node: Node) -> list[Node]:
     """The tensors the node writes in place, each followed back through views."""
+    return _roots(node, _written(node) + _hidden(node))
+
+
+def _roots(node: Node, positions) -> list[Node]:
     roots = []
-    for i, name in _written(node) + _hidden(node):
+    for i, name in positions:
         arg = node.args[i] if i < len(node.args) else node.kwargs.get(name)
         for a in (arg if isinstance(arg, (list, tuple)) else (arg,)):
             root = view_root(a)
@@ -81,4 +90,4 @@ def written_roots(node: Node) -> list[Node]:
     return roots
 
 
-__all__ = ["hides_write", "is_view", "view_root", "written_roots"]
+__all__ = ["hidden_roots", "hides_write", "is_view", "view_root", "written_roots"]
