@@ -25,7 +25,9 @@ job, as in `executorch/`), not `executorch/`: `executorch` is a namespace packag
 torch's table of composite-implicit ops, which torch recomputes on every `run_decompositions`, is
 kept per operator registry for the session (`torch_tables.memoize_cia_table`: the same table,
 recomputed and compared every 64 lookups; ~12 % of an end-to-end file's time); $TTE_CIA_MEMO=0
-runs torch's own function.
+runs torch's own function. Each decomposition's ~10^4 `py_impl` calls build annotation objects
+nothing reads: the session runs torch's method recompiled with postponed annotations
+(`torch_annotations.lazy_py_impl_annotations`); $TTE_LAZY_ANNOTATIONS=0 keeps torch's.
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 if os.environ.get("TTE_CIA_MEMO", "1") != "0":
     from torch_tables import memoize_cia_table
     memoize_cia_table()
+if os.environ.get("TTE_LAZY_ANNOTATIONS", "1") != "0":
+    from torch_annotations import lazy_py_impl_annotations
+    lazy_py_impl_annotations()
 GPU_TIER = Path(__file__).resolve().parent / "gpu"
 # In bundle mode (a GPU machine with python3 and pytest alone: tests/gpu) only the GPU tier can be
 # imported, so a plain `pytest -m gpu` collects nothing else.
