@@ -272,7 +272,9 @@ Error DelegateExecutor::bind_inputs(Span<EValue*> args) {
 
 // A delegate output with a max_shape is bound at its bound (the memory planned for it) — or at
 // the shape the engine already gives it (TensorRT) — and resized to the engine's shape after the
-// run (resize_outputs_after_run).
+// run (resize_outputs_after_run). A program may hold such an output in a static tensor (exported
+// without that dimension dynamic, over an engine built with it): that tensor keeps its shape, the
+// memory the program planned, and the engine's output must come out that shape.
 Error DelegateExecutor::bind_delegate_outputs(Span<EValue*> args) {
   const size_t n_in = plan_.arg_input.size();
   for (size_t j = 0; j < plan_.delegate_output.size(); ++j) {
@@ -284,10 +286,15 @@ Error DelegateExecutor::bind_delegate_outputs(Span<EValue*> args) {
     if (output_resized_[j]) {
       int32_t sizes[kMaxRank];
       const size_t rank = b.shape.size();
-      if (!engine_->output_shape(o, sizes, rank)) {
-        for (size_t k = 0; k < rank; ++k) sizes[k] = static_cast<int32_t>(b.max_shape[k]);
+      const bool known = engine_->output_shape(o, sizes, rank);
+      if (!known && t.shape_dynamism() == executorch::aten::TensorShapeDynamism::STATIC) {
+        // its shape stays; the engine's is checked after the run
+      } else {
+        if (!known) {
+          for (size_t k = 0; k < rank; ++k) sizes[k] = static_cast<int32_t>(b.max_shape[k]);
+        }
+        if (Error e = resize_delegate_output(j, sizes, rank); e != Error::Ok) return e;
       }
-      if (Error e = resize_delegate_output(j, sizes, rank); e != Error::Ok) return e;
     }
     delegate_out_addr_[j] = t.mutable_data_ptr();
     delegate_out_nbytes_[j] = t.nbytes();
@@ -302,6 +309,18 @@ Error DelegateExecutor::resize_delegate_output(size_t j, const int32_t* sizes, s
   if (e == Error::Ok) return Error::Ok;
   const Binding& b = info_.outputs[plan_.delegate_output[j]];
   char want[160], bound[160];
+  if (t.shape_dynamism() == executorch::aten::TensorShapeDynamism::STATIC) {
+    refuse("execute.output_resize",
+           "TensorRTBackend: delegate output %zu (binding '%s', max_shape %s) has shape %s at "
+           "this call, but the program holds it in a static tensor of shape %s (exported without "
+           "the dynamic dimension the engine has; export with dynamic_shapes to take other "
+           "shapes)",
+           j, b.name.c_str(), dims_text(b.max_shape, bound, sizeof bound),
+           dims_text(executorch::runtime::Span<const int32_t>(const_cast<int32_t*>(sizes), rank),
+                     want, sizeof want),
+           shape_of(t).text);
+    return e;
+  }
   refuse("execute.output_resize",
          "TensorRTBackend: delegate output %zu (binding '%s', max_shape %s) cannot take shape %s: "
          "the program planned less memory for it (the .pte and its blob disagree; re-export it)",

@@ -288,6 +288,7 @@ class ReferenceEngine final : public Engine {
   Error bind_output(size_t binding, void* data, size_t nbytes) override {
     if (aborted_) return refuse_after_abort();
     Error e = stage_output(binding, data, nbytes);
+    if (e == Error::Ok) e = stage_narrow_output(binding, data, nbytes);
     if (e != Error::Ok) return e;
     out_host_[binding] = {data, nbytes};
     if (repeats_[binding] >= 0) return Error::Ok;  // filled from its first binding after the run
@@ -295,15 +296,20 @@ class ReferenceEngine final : public Engine {
   }
 
   // Device mode: `data` becomes the host staging the payload writes (an output aliased to an
-  // input: that input's staging), uploaded after the run.
-  Error stage_output(size_t binding, void*& data, size_t nbytes) {
+  // input: that input's staging) and `nbytes` the staging's size; the caller's bytes are uploaded
+  // after the run.
+  Error stage_output(size_t binding, void*& data, size_t& nbytes) {
     uploads_[binding] = Upload{};
     if (device_ != nullptr && device_->owns(data)) {  // device mode: written back after the run
       void* host = out_stage_[binding].get();
+      size_t staged = out_nbytes_[binding];
       for (size_t i = 0; i < in_device_.size(); ++i) {
-        if (in_device_[i] == data) host = in_stage_[i].get();  // aliased: in place, staged
+        if (in_device_[i] == data) {  // aliased: in place, staged
+          host = in_stage_[i].get();
+          staged = in_nbytes_[i];
+        }
       }
-      if (host == nullptr || nbytes > out_nbytes_[binding]) {
+      if (host == nullptr || nbytes > out_nbytes_[binding] || nbytes > staged) {
         refuse("execute.device_staging",
                "TensorRTBackend: reference engine output %zu is device memory (%zu bytes) "
                "beyond its binding's %zu staged bytes",
@@ -312,6 +318,50 @@ class ReferenceEngine final : public Engine {
       }
       uploads_[binding] = Upload{data, host, nbytes};
       data = host;
+      nbytes = staged;
+    }
+    return Error::Ok;
+  }
+
+  // Host memory narrower than a dynamic binding's max_shape (a program holding the output in a
+  // static tensor, executor.cpp): ExecuTorch's kernels resize the payload's output up to its
+  // bound and write it without knowing `data`'s size, so the payload writes a staging buffer of
+  // the binding's max bytes instead, copied to `data` after the run if the output fits it.
+  Error stage_narrow_output(size_t binding, void*& data, size_t& nbytes) {
+    narrow_[binding] = HostOut{};
+    if (uploads_[binding].device != nullptr || repeats_[binding] >= 0 ||
+        nbytes >= out_capacity_[binding]) {
+      return Error::Ok;  // device staging already; a repeat: copied from its first, bounded
+    }
+    if (!narrow_stage_[binding]) {
+      narrow_stage_[binding] = aligned_bytes(out_capacity_[binding], 64);
+      if (!narrow_stage_[binding]) {
+        refuse("runtime.out_of_memory",
+               "TensorRTBackend: cannot allocate %zu bytes of host staging for reference engine "
+               "output %zu",
+               out_capacity_[binding], binding);
+        return Error::MemoryAllocationFailed;
+      }
+    }
+    narrow_[binding] = HostOut{data, nbytes};
+    data = narrow_stage_[binding].get();
+    nbytes = out_capacity_[binding];
+    return Error::Ok;
+  }
+
+  Error copy_narrow_outputs() {
+    for (size_t o = 0; o < narrow_.size(); ++o) {
+      const HostOut& to = narrow_[o];
+      if (to.data == nullptr) continue;
+      const size_t made = method_->get_output(o).toTensor().nbytes();
+      if (made > to.nbytes) {
+        refuse("execute.output_capacity",
+               "TensorRTBackend: reference engine output %zu came out %zu bytes; the tensor bound "
+               "to it holds %zu",
+               o, made, to.nbytes);
+        return Error::InvalidArgument;
+      }
+      std::memcpy(to.data, narrow_stage_[o].get(), made);
     }
     return Error::Ok;
   }
@@ -340,6 +390,7 @@ class ReferenceEngine final : public Engine {
     if (Error w = weights_.verify(); w != Error::Ok) return w;  // once, before a kernel reads them
     Error e = contained([&] { return method_->execute(); }, aborted_);
     ran_ = e == Error::Ok && !aborted_;
+    if (ran_) e = copy_narrow_outputs();
     for (size_t o = 0; e == Error::Ok && o < repeats_.size(); ++o) {
       if (repeats_[o] < 0) continue;
       const HostOut& from = out_host_[static_cast<size_t>(repeats_[o])];
@@ -528,6 +579,9 @@ class ReferenceEngine final : public Engine {
     device_ = device_delegate ? active_device() : nullptr;
     in_device_.assign(info.inputs.size(), nullptr);
     uploads_.assign(info.outputs.size(), Upload{});
+    narrow_.assign(info.outputs.size(), HostOut{});
+    narrow_stage_.resize(info.outputs.size());
+    for (const Binding& b : info.outputs) out_capacity_.push_back(b.max_nbytes());
     if (device_ == nullptr) return Error::Ok;
     staging_counter_ = copy_counter(kDeviceStagingCounter);
     if (staging_counter_ == nullptr) {
@@ -589,8 +643,11 @@ class ReferenceEngine final : public Engine {
     void* data = nullptr;
     size_t nbytes = 0;
   };
-  std::vector<int64_t> repeats_;   // per output: the first output of the same value, or -1
-  std::vector<HostOut> out_host_;  // this call's host address per output binding
+  std::vector<int64_t> repeats_;      // per output: the first output of the same value, or -1
+  std::vector<HostOut> out_host_;     // this call's host address per output binding
+  std::vector<size_t> out_capacity_;  // per output binding: its max bytes (0: unknown)
+  std::vector<HostOut> narrow_;       // this call's narrower host memory per output, or none
+  std::vector<Bytes> narrow_stage_;   // per output: its staging, made at its first narrow call
   std::vector<void*> device_scratch_;
 
   bool aborted_ = false;  // a contained abort cut a run short: the method is unusable

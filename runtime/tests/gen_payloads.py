@@ -41,6 +41,24 @@ def _weights_blob() -> bytes:
     return pte[H.blob_in_pte(pte)]
 
 
+def _dynamic_blob() -> bytes:
+    """A stateless reference engine with a dynamic dimension: x [1, s, 8] (s up to 16) -> 2x + 1."""
+    import tempfile
+    import torch
+    import torch_tensorrt_ext as tte
+
+    class Affine(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    x = torch.randn(1, 4, 8)
+    ep = torch.export.export(Affine(), (x,),
+                             dynamic_shapes=({1: torch.export.Dim("s", min=1, max=16)},))
+    with tempfile.TemporaryDirectory() as d:
+        pte = Path(tte.reference.export(ep, (x,), f"{d}/dyn.pte")).read_bytes()
+    return pte[H.blob_in_pte(pte)]
+
+
 def _plan_blob() -> bytes:
     """A TensorRT engine whose plan is named data (a version-5 blob with "engine_data" and an
     empty payload), as a fuzz seed for the reader: kv_step's bindings, a plan key of 4096 bytes."""
@@ -68,6 +86,7 @@ def main(out: Path) -> None:
     }
     files["weights_linear.blob"] = _weights_blob()
     files["plan_named.blob"] = _plan_blob()
+    files["dynamic_affine.blob"] = _dynamic_blob()
     for name, data in files.items():
         tmp = out / (name + ".tmp")
         tmp.write_bytes(data)

@@ -754,6 +754,75 @@ TEST(dynamic_bindings_are_shaped_per_call_within_their_max_shape) {
   CHECK_EQ(d->engine->input_shapes.size(), shapes_before);
 }
 
+// A program exported without a dimension dynamic that its engine has (e.g. torch_tensorrt's
+// dynamo.export without dynamic_shapes over an engine compiled from a dynamic program) holds the
+// delegate output in a static tensor: bound at its own bytes, never resized beyond its shape.
+static TensorPtr static_tensor(std::vector<executorch::aten::SizesType> sizes, float* data) {
+  return make_tensor_ptr(std::move(sizes), data, ScalarType::Float,
+                         executorch::aten::Device(executorch::aten::DeviceType::CPU),
+                         executorch::aten::TensorShapeDynamism::STATIC);
+}
+
+TEST(a_static_output_over_a_dynamic_binding_keeps_its_shape) {
+  tte_test::BlobFields f;
+  f.metadata = R"({"io_bindings":[
+    {"name":"x","dtype":"float32","shape":[1,-1,8],"is_input":true,"max_shape":[1,16,8]},
+    {"name":"y","dtype":"float32","shape":[1,-1,8],"is_input":false,"max_shape":[1,16,8]}],
+    "aliased_io":[],"tte_version":3,"engine_kind":"reference","delegate_inputs":["x"],
+    "delegate_outputs":["y"]})";
+  auto d = fake_delegate(tte_test::build(f));
+  REQUIRE(d != nullptr);
+  std::vector<float> x(16 * 8), y(4 * 8);
+  auto tx = make_tensor_ptr({1, 4, 8}, x.data(), ScalarType::Float);
+  auto ty = static_tensor({1, 4, 8}, y.data());
+  std::vector<EValue> values = {EValue(*tx), EValue(*ty)};
+  std::vector<EValue*> args = pointers(values);
+  REQUIRE(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::Ok);
+  CHECK_EQ(d->engine->output_nbytes.back(), size_t(4 * 8 * 4));  // its own bytes, not the max's
+  REQUIRE(d->executor.forward() == Error::Ok);
+  CHECK_EQ(ty->size(1), 4);
+
+  // The engine's output at another shape: refused after the run, naming the static tensor.
+  auto tx6 = make_tensor_ptr({1, 6, 8}, x.data(), ScalarType::Float);
+  values[0] = EValue(*tx6);
+  REQUIRE(d->executor.prepare_args(Span<EValue*>(args.data(), 2)) == Error::Ok);
+  CHECK(d->executor.forward() != Error::Ok);
+  CHECK_EQ(std::string(tte_runtime_last_check()), std::string("execute.output_resize"));
+  CHECK_EQ(std::string(tte_runtime_last_refusal()),
+           std::string("TensorRTBackend: delegate output 0 (binding 'y', max_shape [1,16,8]) has "
+                       "shape [1,6,8] at this call, but the program holds it in a static tensor "
+                       "of shape [1,4,8] (exported without the dynamic dimension the engine has; "
+                       "export with dynamic_shapes to take other shapes)"));
+  CHECK_EQ(ty->size(1), 4);
+}
+
+TEST(the_reference_engine_writes_a_static_output_over_a_dynamic_binding_within_its_bytes) {
+  Delegate d(payload_file("dynamic_affine.blob"));  // x [1,s,8] -> 2x + 1, s up to 16
+  REQUIRE(d.init_error == Error::Ok);
+  constexpr float kGuard = -7.f;
+  std::vector<float> x(16 * 8), y(6 * 8 + 8, kGuard);  // 8 floats past the tensor: untouched
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) / 4;
+  auto tx = make_tensor_ptr({1, 6, 8}, x.data(), ScalarType::Float);
+  auto ty = static_tensor({1, 6, 8}, y.data());
+  std::vector<EValue> values = {EValue(*tx), EValue(*ty)};
+  for (int call = 0; call < 2; ++call) {  // a second call: the staging is reused
+    REQUIRE(d.execute(values) == Error::Ok);
+    for (size_t i = 0; i < 6 * 8; ++i) CHECK_EQ(y[i], 2 * x[i] + 1);
+    for (size_t i = 6 * 8; i < y.size(); ++i) CHECK_EQ(y[i], kGuard);
+  }
+
+  // A longer input than the static output holds: the payload's 9 rows stay in its staging.
+  std::fill(y.begin(), y.end(), kGuard);
+  auto tx9 = make_tensor_ptr({1, 9, 8}, x.data(), ScalarType::Float);
+  values[0] = EValue(*tx9);
+  tte_test::clear_logs();
+  CHECK(d.execute(values) != Error::Ok);
+  CHECK(
+      tte_test::logged("TensorRTBackend: reference engine output 0 came out 288 bytes; the "
+                       "tensor bound to it holds 192"));
+  for (float v : y) CHECK_EQ(v, kGuard);
+}
+
 TEST(unknown_bindings_take_the_engines_types_at_init) {
   // What upstream's preprocess writes: no dtype or shape for any binding.
   using tte_test::upstream_binding;

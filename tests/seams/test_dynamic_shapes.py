@@ -77,6 +77,33 @@ def test_the_pte_runs_every_length_like_eager_carrying_its_state(tmp_path, how):
     assert prog.state_traffic() == {"k_cache": 1 * MAX_T * 8 * 4}
 
 
+def test_a_program_saved_without_its_dynamic_dims_runs_at_its_example_shape(tmp_path):
+    """`torch_tensorrt.save` without `dynamic_shapes` over a module compiled from a dynamic
+    program: a static program (T = 4) over engines built for every length. It runs its own shape
+    like eager, the state carried; another length is refused before anything runs."""
+    torch.manual_seed(0)
+    torch_tensorrt = torch_tensorrt_or_skip()
+    model = PrefillCache().eval()
+    eager, trt = copy.deepcopy(model), _compile_reference(model)
+    path = tmp_path / "static.pte"
+    with tte.reference.engines():
+        torch_tensorrt.save(trt, str(path), output_format="executorch",
+                            arg_inputs=list(prefill_args(4)))
+    info = inspect_pte(path.read_bytes()).method("forward")
+    assert any(-1 in b[2] for d in info.delegates for b in d.bindings)   # the engines: dynamic
+    prog = load(path)
+    for start in (0, 4, 8):
+        x, pos = prefill_args(4, start)
+        with torch.no_grad():
+            want = eager(x, pos)
+        torch.testing.assert_close(prog.run(x, pos)[0], want)
+        torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
+    with pytest.raises(InputShapeError, match=r"input 0 takes shapes \[1,4,8\]; this call gives "
+                                              r"\[1,3,8\] \(nothing ran"):
+        prog.run(*prefill_args(3, 12))
+    torch.testing.assert_close(prog.state()["k_cache"], eager.k_cache)
+
+
 def test_every_dynamic_binding_carries_its_bounds(tmp_path):
     info = inspect_pte(_save_reference(PrefillCache().eval(), tmp_path / "p.pte",
                                        "dynamic_shapes").read_bytes()).method("forward")
