@@ -4,7 +4,8 @@ eager across interleaved calls of every method — state by FQN after every call
 
 Whisper: transformers' encoder and its static-cache decoder export module; the encoder (stateless)
 is called before every decoder step, so a method that touches no state runs between calls of one
-that does, and the decoder's caches must come through unchanged.
+that does, and the decoder's caches must come through unchanged. T5 as transformers'
+`Seq2SeqLMExportableModule` exports it: the same layout, both methods of a dynamic length.
 
 An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDecoderOnlyLM
 .export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
@@ -27,7 +28,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
-                       smolvlm_methods, whisper_methods)
+                       smolvlm_methods, t5_decoder_call, t5_methods, whisper_methods)
 from method_check import SAVERS, ModelMethods, save, step_like_eager
 from model_families import llama_methods
 
@@ -75,6 +76,33 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
             torch.testing.assert_close(state[name], eager.get_buffer(name), rtol=1e-5,
                                        atol=1e-5, msg=lambda m: f"{step} {name}: {m}")
         token = want.argmax(-1)
+
+
+def _t5_calls(encode):
+    """A source sentence encoded, decoded token by token with other sentences (of other lengths)
+    encoded between the steps; a second, longer one decoded from position 0 again (the decoder
+    restarts its lengths itself); after a reset, a short one."""
+    for length, steps, start in ((6, 4, 0), (11, 3, 20), (3, 2, 40)):
+        if start == 40:
+            yield "reset", ()
+        source = _tokens(start, length)
+        yield "encoder", (source,)
+        for i in range(steps):
+            yield "decoder", (_tokens(start + i), encode(source), torch.tensor([i]))
+            yield "encoder", (_tokens(start + 50, 2 + i),)
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_t5_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
+    """transformers' own seq2seq export (`Seq2SeqLMExportableModule`'s modules, strict — the recipe
+    too — and its dynamic dimensions): both methods take a dynamic length, the decoder's caches
+    are the state, and the stateless encoder runs between its steps at other lengths."""
+    methods, encoder, decoder = t5_methods(path_kind)
+    prog = _saved_and_loaded(methods, tmp_path)
+    with torch.no_grad():
+        calls = list(_t5_calls(lambda ids: encoder(ids)))
+    step_like_eager(prog, decoder, lambda name, a: encoder(*a) if name == "encoder"
+                    else t5_decoder_call(decoder, *a), calls)
 
 
 def _ids_at(start: int, n: int = 1):

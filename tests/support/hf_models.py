@@ -120,6 +120,54 @@ def whisper_methods(max_cache: int = MAX_CACHE):
     return Encoder().eval(), decoder
 
 
+def t5_methods(path: str = "reference", max_len: int = MAX_CACHE):
+    """A tiny random T5 as transformers' `Seq2SeqLMExportableModule` exports it for ExecuTorch:
+    `encoder` (token ids of a dynamic length -> hidden states, stateless) and `decoder` (its
+    static-cache decoder module: one token, the encoder's states of a dynamic length, the position
+    -> logits; its self-attention caches and lengths are the state; the cross-attention keys are
+    computed from the states every call). Both exported as that helper does (strict, the same
+    dynamic dimensions). Returns `(ModelMethods, encoder, decoder)`, the last two eager modules
+    (the decoder's buffers are the program's state, in their initial values)."""
+    from transformers.integrations.executorch import (
+        Seq2SeqLMDecoderExportableModuleWithStaticCache, Seq2SeqLMEncoderExportableModule)
+
+    from method_check import ModelMethods
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(vocab_size=TINY["vocab_size"], d_model=16, d_ff=32, num_layers=2,
+                                num_decoder_layers=2, num_heads=2, d_kv=8,
+                                decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = transformers.T5ForConditionalGeneration(cfg).eval()
+    encoder = Seq2SeqLMEncoderExportableModule(model.get_encoder()).eval()
+    decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_len, 1).eval()
+    ids = _tokens(0, 6)
+    with torch.no_grad():
+        states = encoder(ids)
+    args = {"encoder": (ids,), "decoder": (_tokens(0), states, torch.tensor([0]))}
+    dims = {"encoder": {"input_ids": {1: torch.export.Dim("encoder_seq_length", max=max_len)}},
+            "decoder": {"decoder_input_ids": None, "cache_position": None,
+                        "encoder_hidden_states": {
+                            1: torch.export.Dim("encoder_hidden_seq_length", max=max_len)}}}
+    # the program's decoder: a module of its own (its caches its own; the weights are shared)
+    modules = {"encoder": encoder,
+               "decoder": Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_len, 1).eval()}
+    eps = {n: _exported_on(path, lambda n=n: torch.export.export(
+        modules[n], args[n], dynamic_shapes=dims[n], strict=True)) for n in modules}
+    # strict, as transformers exports it (also on the recipe path: non-strict, torch.export traces
+    # the writes through the cache layers as writes to constants, and the program keeps no state)
+    return ModelMethods(eps, args, {}, dims, modules, path, strict=True), encoder, decoder
+
+
+def t5_decoder_call(decoder, *args):
+    """The eager decoder called as its exported program runs: the cross-attention keys computed
+    from this call's encoder states. (Eager keeps them in a Python `DynamicCache` filled by its
+    first call and reused by every later one, also for another sentence's states; the program,
+    traced with that cache empty, computes them every call.)"""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    decoder.cache = EncoderDecoderCache(decoder.static_cache, DynamicCache(config=decoder.config))
+    return decoder(*args)
+
+
+PREFILL, MAX_PREFILL = 4, 8
 PREFILL, MAX_PREFILL = 4, 8
 
 

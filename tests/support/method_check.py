@@ -99,6 +99,7 @@ class ModelMethods:
     modules: dict[str, torch.nn.Module] | None = None
     path: str = "reference"
     external: bool = False
+    strict: bool = False      # the recipe path's torch.export mode
 
     def names(self) -> list[str]:
         return list(self.eps)
@@ -149,7 +150,8 @@ def _save_recipe(program, eps, path: Path) -> None:
     with tte.reference.engines():
         session = export(_modules(program), {n: [positional(n)] for n in program.names()},
                          export_recipe=ExportRecipe.get_recipe(
-                             next(r for r, d in DTYPES.items() if d == dtype)),
+                             next(r for r, d in DTYPES.items() if d == dtype),
+                             strict=getattr(program, "strict", False)),
                          dynamic_shapes=dims or None)
     # ExecuTorch 1.5.1's save_to_pte writes the .ptd (weights saved externally) into the
     # working directory, not beside the .pte: saved from the .pte's folder, as a user would
