@@ -168,7 +168,6 @@ def t5_decoder_call(decoder, *args):
 
 
 PREFILL, MAX_PREFILL = 4, 8
-PREFILL, MAX_PREFILL = 4, 8
 
 
 def _exported_on(path: str, export: Callable[[], torch.export.ExportedProgram]):
