@@ -97,8 +97,11 @@ class TensorRTRecipeProvider(BackendRecipeProvider):
         return list(TensorRTRecipeType)
 
     def create_recipe(self, recipe_type: RecipeType, **kwargs: Any) -> ExportRecipe | None:
-        """The recipe for `recipe_type` with the engine kind in force now; kwargs:
-        `strict` (torch.export's mode, default False) and any `torch_tensorrt.compile` setting."""
+        """The recipe for `recipe_type` with the engine kind in force now; kwargs: `strict`
+        (torch.export's mode; True by default, as ExecuTorch's own recipes: a non-strict trace of a
+        module that writes its buffers through another object holding them writes the module's
+        real buffers, and the program starts from those values) and any `torch_tensorrt.compile`
+        setting."""
         if recipe_type not in DTYPES:
             return None
         kind = engine_kind_in_force()
@@ -107,7 +110,7 @@ class TensorRTRecipeProvider(BackendRecipeProvider):
             raise UnsupportedRecipe(
                 f"recipe {recipe_type.value!r} needs {DTYPES[recipe_type]} engines, which "
                 f"{engines} do not build; they take {[r.value for r in recipes]}")
-        strict = bool(kwargs.pop("strict", False))
+        strict = bool(kwargs.pop("strict", True))
         compile_one = _compile_method(kind, DTYPES[recipe_type], kwargs)
         return ExportRecipe(
             name=recipe_type.value, strict=strict, aten_transform_passes=[compile_one],

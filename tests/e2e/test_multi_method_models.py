@@ -94,9 +94,10 @@ def _t5_calls(encode):
 
 @pytest.mark.parametrize("path_kind", PATHS)
 def test_t5_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
-    """transformers' own seq2seq export (`Seq2SeqLMExportableModule`'s modules, strict — the recipe
-    too — and its dynamic dimensions): both methods take a dynamic length, the decoder's caches
-    are the state, and the stateless encoder runs between its steps at other lengths."""
+    """transformers' own seq2seq export (`Seq2SeqLMExportableModule`'s modules, strict — the
+    recipe's default too — and its dynamic dimensions): both methods take a dynamic length, the
+    decoder's caches are the state, and the stateless encoder runs between its steps at other
+    lengths."""
     methods, encoder, decoder = t5_methods(path_kind)
     prog = _saved_and_loaded(methods, tmp_path)
     with torch.no_grad():

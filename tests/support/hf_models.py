@@ -152,9 +152,7 @@ def t5_methods(path: str = "reference", max_len: int = MAX_CACHE):
                "decoder": Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_len, 1).eval()}
     eps = {n: _exported_on(path, lambda n=n: torch.export.export(
         modules[n], args[n], dynamic_shapes=dims[n], strict=True)) for n in modules}
-    # strict, as transformers exports it (also on the recipe path: non-strict, torch.export traces
-    # the writes through the cache layers as writes to constants, and the program keeps no state)
-    return ModelMethods(eps, args, {}, dims, modules, path, strict=True), encoder, decoder
+    return ModelMethods(eps, args, {}, dims, modules, path), encoder, decoder
 
 
 def t5_decoder_call(decoder, *args):

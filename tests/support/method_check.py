@@ -99,7 +99,7 @@ class ModelMethods:
     modules: dict[str, torch.nn.Module] | None = None
     path: str = "reference"
     external: bool = False
-    strict: bool = False      # the recipe path's torch.export mode
+    strict: bool | None = None    # the recipe path's torch.export mode (None: the recipe's)
 
     def names(self) -> list[str]:
         return list(self.eps)
@@ -151,12 +151,17 @@ def _save_recipe(program, eps, path: Path) -> None:
         session = export(_modules(program), {n: [positional(n)] for n in program.names()},
                          export_recipe=ExportRecipe.get_recipe(
                              next(r for r, d in DTYPES.items() if d == dtype),
-                             strict=getattr(program, "strict", False)),
+                             **_strict(program)),
                          dynamic_shapes=dims or None)
     # ExecuTorch 1.5.1's save_to_pte writes the .ptd (weights saved externally) into the
     # working directory, not beside the .pte: saved from the .pte's folder, as a user would
     with contextlib.chdir(path.parent):
         session.save_to_pte(path.name)
+
+
+def _strict(program) -> dict:
+    strict = getattr(program, "strict", None)
+    return {} if strict is None else {"strict": strict}
 
 
 SAVERS = {"reference": _save_reference, "upstream": _save_upstream, "recipe": _save_recipe}
