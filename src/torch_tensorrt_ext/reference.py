@@ -77,7 +77,33 @@ def _exported(model: Model, args: Sequence[object], strict: bool = False
     if isinstance(model, torch.export.ExportedProgram):
         return model
     _check_state_expressible(model, args)
-    return torch.export.export(copy.deepcopy(model).eval(), tuple(args), strict=strict)
+    traced = copy.deepcopy(model).eval()
+    versions = _versions(traced)
+    ep = torch.export.export(traced, tuple(args), strict=strict)
+    _undo_traced_writes(traced, model, versions)
+    return ep
+
+
+def _versions(module: torch.nn.Module) -> dict[str, int | None]:
+    def version(t: torch.Tensor) -> int | None:
+        try:
+            return t._version
+        except RuntimeError:      # an inference tensor keeps no version
+            return None
+    return {name: version(b) for name, b in module.named_buffers()}
+
+
+def _undo_traced_writes(traced: torch.nn.Module, source: torch.nn.Module,
+                        versions: dict[str, int | None]) -> None:
+    """A non-strict trace writes a module's real buffers where the module writes them through
+    another object holding them (transformers' cache layers): torch.export lifts that object's
+    tensor as a constant (merged back into its buffer, lowering/mutated_inputs.py) and runs the
+    write on it, so the program would start from the traced values. Each buffer of `traced` the
+    trace wrote takes its value back from `source`, the module it was copied from."""
+    with torch.no_grad():
+        for name, after in _versions(traced).items():
+            if after != versions[name]:
+                traced.get_buffer(name).copy_(source.get_buffer(name))
 
 
 def _user_args(model: Model, args) -> tuple:

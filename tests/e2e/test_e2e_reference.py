@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from e2e_models import MODELS
+from e2e_models import MODELS, HeldByAnotherObject, x4
 from helpers import buffer_nbytes
 
 from torch_tensorrt_ext import reference
@@ -45,6 +45,20 @@ def test_pte_matches_eager_every_step(tmp_path, name):
     for fqn, kind in kinds.items():
         want = 0 if kind == "KV_ALIAS" else buffer_nbytes(eager, fqn)
         assert traffic[fqn] == want, (fqn, kind, traffic)
+
+
+def test_state_written_through_another_object_starts_from_the_modules_values(tmp_path):
+    """reference.export traces a copy of the module non-strict; the writes it runs on the copy's
+    real buffers (held by another object, as transformers' cache layers hold theirs) are undone,
+    so the program starts from the module's state, not the traced one (length 1 after the trace)."""
+    model = HeldByAnotherObject().eval()
+    eager, _, prog = _run_pte(tmp_path, "held", model,
+                              lambda s: (x4(s, 1, 2, 1, 4), torch.tensor([s % 8])))
+    assert float(eager.length) == STEPS and float(model.length) == 0
+    torch.testing.assert_close(prog.state()["length"], eager.length)
+    torch.testing.assert_close(prog.state()["k"], eager.k)
+    prog.reset()
+    assert float(prog.state()["length"]) == 0 and not prog.state()["k"].any()
 
 
 def test_decoder_pte_matches_eager_and_moves_no_kv_bytes(tmp_path):

@@ -166,6 +166,31 @@ def _read_old_after_write(m, x, p):
     return old + new.sum(dim=2)
 
 
+class _Layer:
+    """What transformers' cache layers are: a plain object holding the module's buffers."""
+
+    def __init__(self, keys: torch.Tensor, length: torch.Tensor):
+        self.keys, self.length = keys, length
+
+
+class HeldByAnotherObject(nn.Module):
+    """A cache and its length registered as buffers and written through another object holding
+    them (non-strict torch.export lifts that object's tensors as constants and runs their writes
+    on the module's real buffers while tracing). Not in MODELS: a program exported from it
+    non-strict by the caller starts from the traced values, as its ExportedProgram does."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("length", torch.zeros(1))
+        self.layer = _Layer(self.k, self.length)
+
+    def forward(self, x, p):
+        self.layer.keys.index_copy_(2, p, x)
+        self.layer.length.add_(1)
+        return self.layer.keys.sum(2) * self.layer.length
+
+
 MODELS.update({
     "returns_its_state": (lambda: Stateful(_returns_state, n=(1,)), lambda s: (x4(s, 1),),
                           {"n": "COPY_BACK"}),
