@@ -711,14 +711,19 @@ TEST(bindings_the_blob_does_not_size_are_sized_by_their_tensors) {
   CHECK(d->executor.check_aliases(Span<EValue*>(args.data(), 2)) == Error::Ok);
 }
 
-TEST(dynamic_bindings_are_shaped_per_call_within_their_max_shape) {
+// x [1,s,8] -> y [1,s,8], s up to 16, over a FakeEngine.
+static std::unique_ptr<FakeDelegate> dynamic_fake_delegate() {
   tte_test::BlobFields f;
   f.metadata = R"({"io_bindings":[
     {"name":"x","dtype":"float32","shape":[1,-1,8],"is_input":true,"max_shape":[1,16,8]},
     {"name":"y","dtype":"float32","shape":[1,-1,8],"is_input":false,"max_shape":[1,16,8]}],
     "aliased_io":[],"tte_version":3,"engine_kind":"reference","delegate_inputs":["x"],
     "delegate_outputs":["y"]})";
-  auto d = fake_delegate(tte_test::build(f));
+  return fake_delegate(tte_test::build(f));
+}
+
+TEST(dynamic_bindings_are_shaped_per_call_within_their_max_shape) {
+  auto d = dynamic_fake_delegate();
   REQUIRE(d != nullptr);
   std::vector<float> x(17 * 8), y(16 * 8);
   auto tx = make_tensor_ptr({1, 4, 8}, x.data(), ScalarType::Float);
@@ -764,13 +769,7 @@ static TensorPtr static_tensor(std::vector<executorch::aten::SizesType> sizes, f
 }
 
 TEST(a_static_output_over_a_dynamic_binding_keeps_its_shape) {
-  tte_test::BlobFields f;
-  f.metadata = R"({"io_bindings":[
-    {"name":"x","dtype":"float32","shape":[1,-1,8],"is_input":true,"max_shape":[1,16,8]},
-    {"name":"y","dtype":"float32","shape":[1,-1,8],"is_input":false,"max_shape":[1,16,8]}],
-    "aliased_io":[],"tte_version":3,"engine_kind":"reference","delegate_inputs":["x"],
-    "delegate_outputs":["y"]})";
-  auto d = fake_delegate(tte_test::build(f));
+  auto d = dynamic_fake_delegate();
   REQUIRE(d != nullptr);
   std::vector<float> x(16 * 8), y(4 * 8);
   auto tx = make_tensor_ptr({1, 4, 8}, x.data(), ScalarType::Float);
