@@ -53,7 +53,9 @@ class DeviceCase:
         the same model and saved in one program, sharing its state by FQN;
     dynamic: method name -> the `dynamic_shapes` it is exported with (its inputs' shapes then
         travel per step as in.<s>.<i>.shape);
-    example: method name -> the inputs it is exported with (default: its first step's).
+    example: method name -> the inputs it is exported with (default: its first step's);
+    strict: torch.export's mode for the dynamic methods (a model writing buffers through another
+        object holding them is exported strict, as its authors do).
     """
 
     model: Callable[[], torch.nn.Module]
@@ -62,6 +64,7 @@ class DeviceCase:
         default_factory=lambda: {"forward": itself})
     dynamic: Mapping[str, object] = field(default_factory=dict)
     example: Mapping[str, tuple] = field(default_factory=dict)
+    strict: bool = False
 
     def method(self, s: int) -> str:
         return self.step(s)[0]
@@ -189,7 +192,7 @@ def _exported(case: DeviceCase, model: torch.nn.Module, method: str):
     view = case.methods[method](copy.deepcopy(model))
     dims = case.dynamic.get(method)
     return view if dims is None else torch.export.export(view, _first_args(case, method),
-                                                         dynamic_shapes=dims)
+                                                         dynamic_shapes=dims, strict=case.strict)
 
 
 def save_case(io_dir: Path, name: str, steps: int):

@@ -58,7 +58,8 @@ def device_case(program: MethodsProgram) -> DeviceCase:
     return DeviceCase(program.build, step,
                       methods={n: functools.partial(program.method_module, name=n)
                                for n in program.names()},
-                      dynamic=dims, example={n: program.example_args(n) for n in program.names()})
+                      dynamic=dims, example={n: program.example_args(n) for n in program.names()},
+                      strict=program.strict)
 
 
 def drawn_device_cases(draw_seed: int, count: int) -> dict[str, DeviceCase]:

@@ -43,7 +43,8 @@ class _Failed(Exception):
 def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> list:
     """[(method or "reset", outputs, {fqn: buffer})] for each scheduled call, from a fresh model
     cast to `dtype` (default: the program's precision; float32: the model as built, half-precision
-    buffers included), inputs in that dtype."""
+    buffers included), inputs in that dtype; a call the `.pte` refuses (`program.refused`): outputs
+    None, eager not called."""
     dtype = dtype or program.dtype
     model = program.build().eval()
     if dtype != torch.float32:     # the recipe's cast; an fp32 program keeps its bf16 buffers
@@ -56,8 +57,12 @@ def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> li
                 b.copy_(initial[n])
             out.append((name, [], {}))
             continue
-        with torch.no_grad():
-            got = _flat(getattr(model, name)(*program.call_args(i, name, tokens, start, dtype)))
+        if program.refused(name, tokens):
+            got = None
+        else:
+            with torch.no_grad():
+                got = _flat(getattr(model, name)(*program.call_args(i, name, tokens, start,
+                                                                    dtype)))
         out.append((name, got, {f: model.get_buffer(f[2:]).detach().clone()
                                 for f in program.fqns()}))
     return out
@@ -66,7 +71,8 @@ def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> li
 def _exported(program: MethodsProgram) -> dict[str, torch.export.ExportedProgram]:
     model = program.build().eval()
     return {n: torch.export.export(program.method_module(model, n), program.example_args(n),
-                                   dynamic_shapes=program.dynamic_shapes(n))
+                                   dynamic_shapes=program.dynamic_shapes(n),
+                                   strict=program.strict)
             for n in program.names()}
 
 
@@ -133,8 +139,9 @@ def _save_upstream(program, eps, path: Path) -> None:
             args, kwargs = list(program.example_args(n)), _kwargs(program, n)
             gm = torch_tensorrt.compile(ep, ir="dynamo", arg_inputs=args, kwarg_inputs=kwargs,
                                         min_block_size=1)
+            dims = program.dynamic_shapes(n) if getattr(program, "save_dims", True) else None
             programs[n] = torch_tensorrt.dynamo.export(gm, arg_inputs=args, kwarg_inputs=kwargs,
-                                                       dynamic_shapes=program.dynamic_shapes(n))
+                                                       dynamic_shapes=dims)
     et = torch_tensorrt.executorch.export(programs).to_executorch()
     path.write_bytes(et.buffer)
     et.write_tensor_data_to_file(str(path.parent))
@@ -218,14 +225,22 @@ def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) 
     exact, loose = exact or [None] * len(want), program.loose
     for i, ((name, tokens, start), (_, want_out, want_state), fp32) in enumerate(
             zip(program.schedule(), want, exact, strict=True)):
-        exact_out, exact_state = (fp32[1], fp32[2]) if fp32 else ([None] * len(want_out), {})
+        exact_out, exact_state = (fp32[1], fp32[2]) if fp32 else ([None] * len(want_out or ()),
+                                                                  {})
         try:
             if name == "reset":
                 prog.reset()
                 continue
-            with torch.no_grad():
-                got = _flat(prog.run(*program.call_args(i, name, tokens, start), method=name))
+            if want_out is None:
+                _refused(prog, program, i, name, tokens, start)
+                got, want_out = [], []
+            else:
+                with torch.no_grad():
+                    got = _flat(prog.run(*program.call_args(i, name, tokens, start),
+                                         method=name))
             state = prog.state()
+        except _Failed:
+            raise
         except Exception as e:  # noqa: BLE001 - the stage's failure, reported
             raise _Failed(dataclasses.replace(_error("pte_run", e, i), what=f"{name}: "
                                               f"{type(e).__name__}")) from e
@@ -240,6 +255,19 @@ def _step(program: MethodsProgram, prog, want: list, exact: list | None = None) 
             if why := _differs(state[fqn], w, loose, exact_state.get(fqn)):
                 raise _Failed(Result("pte_mismatch", f"call {i} ({name}): buffer {fqn!r}: {why}",
                                      i, f"{name}: buffer {program.kind_of(fqn)}"))
+
+
+def _refused(prog, program: MethodsProgram, i: int, name: str, tokens: int, start: int) -> None:
+    """Call i, which the `.pte` must refuse before anything runs (`program.refused`)."""
+    from torch_tensorrt_ext.executorch.running.method_inputs import InputShapeError
+    try:
+        with torch.no_grad():
+            prog.run(*program.call_args(i, name, tokens, start), method=name)
+    except InputShapeError:
+        return
+    raise _Failed(Result("pte_mismatch", f"call {i} ({name}) ran at {tokens} tokens; saved "
+                         f"without its dynamic dims, the program takes "
+                         f"{program.example_args(name)[0].shape[1]}", i, f"{name}: not refused"))
 
 
 def check_methods(program: MethodsProgram, device: str | None = None) -> Result:

@@ -18,7 +18,11 @@ the methods and `reset` (a call that would run past the cache starts a new seque
 resets first); `path` the save path (`SAVE_PATHS`), `external` weights in a `.ptd`;
 `precision` the recipe's (`PRECISIONS`: the "recipe" path casts the model to fp16 / bf16 as eager's
 `model.to(dtype)`, its floating inputs too; every other path fp32); `norm` an RMSNorm after the
-input projection written as transformers write it, computing in `.float()` and casting back.
+input projection written as transformers write it, computing in `.float()` and casting back; a
+`held` state is written through another object holding it (`self.held.kv`, as transformers' cache
+layers write their module's buffers; such a program is exported `strict`, as its authors do, and
+`strict` is drawn for the others); `save_dims` False (path "upstream") saves the prefill without
+its dynamic dims, so its `.pte` refuses every other length (`refused`) and changes no state.
 `program.source()` is the module as standalone Python; inputs of call `i` are deterministic from
 the program's seed (`program.call_args(i, ...)`).
 """
@@ -40,6 +44,7 @@ KINDS = {"prefill": (True, STATE_KINDS), "chunk": (True, STATE_KINDS),
          "decode": (True, STATE_KINDS), "fill": (False, ("counter", "ring", "ema", "cross")),
          "read": (False, ()), "encode": (False, ())}
 CHUNK = 3
+EXAMPLE_T = {"prefill": 4, "chunk": CHUNK}    # tokens of each method's example inputs
 SAVE_PATHS = ("reference", "upstream", "recipe")
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -49,6 +54,8 @@ class State:
     kind: str = "kv"
     no_grad: bool = False       # its writes inside `with torch.no_grad():` (a cell: its own)
     cell: single.Buf | None = None   # kind "cell": a buffer of the single-method grammar
+    held: bool = False          # written through another object holding it (`self.held.<kind>`,
+                                # as transformers' cache layers write their module's buffers)
 
     @property
     def name(self) -> str:
@@ -90,6 +97,9 @@ class MethodsProgram:
     seed: int = 0
     precision: str = "fp32"
     norm: bool = False
+    strict: bool = False        # torch.export's mode (held state: strict, as its authors export)
+    save_dims: bool = True      # "upstream": the prefill's dynamic dims given at save; without
+                                # them the .pte takes its example length, refusing the others
 
     @property
     def dtype(self) -> torch.dtype:
@@ -124,7 +134,9 @@ class MethodsProgram:
         return ({f"state:{s.kind}" for s in self.states} | {f"role:{m.role}" for m in self.methods}
                 | cells | {f"path:{self.path}", f"precision:{self.precision}",
                            f"norm:{self.norm}", f"external:{self.external}",
-                           f"methods:{len(self.methods)}"})
+                           f"methods:{len(self.methods)}", f"strict:{self.strict}",
+                           f"save_dims:{self.save_dims}"}
+                | {f"held:{s.kind}" for s in self.states if s.held})
 
     def source(self) -> str:
         return _source(self)
@@ -139,9 +151,13 @@ class MethodsProgram:
         return _namespace(self)["Method"](model, name)
 
     def example_args(self, name: str) -> tuple:
-        m = self.method(name)
-        t = {"prefill": 4, "chunk": CHUNK}.get(name, 1)
-        return _args(m, t, 0, torch.Generator().manual_seed(0))
+        return _args(self.method(name), EXAMPLE_T.get(name, 1), 0,
+                     torch.Generator().manual_seed(0))
+
+    def refused(self, name: str, tokens: int) -> bool:
+        """Whether the `.pte` refuses a call of `name` at `tokens` (saved without the prefill's
+        dynamic dims: any length but its example's), running nothing."""
+        return not self.save_dims and name == "prefill" and tokens != EXAMPLE_T[name]
 
     def dynamic_shapes(self, name: str):
         if name != "prefill":
@@ -167,6 +183,9 @@ class MethodsProgram:
                 at = 0
                 continue
             tokens = t if self.method(name).tokens else 0
+            if self.refused(name, tokens):
+                out.append((name, tokens, at))     # nothing runs: the position stays
+                continue
             if at + tokens > S:
                 out.append(("reset", 0, 0))
                 at = 0
@@ -190,17 +209,18 @@ _READ = {"kv": "self.kv.sum(1)", "counter": "self.counter.to(out.dtype)",
          "ring": "self.ring.mean(1)", "ema": "self.ema", "cross": "self.cross"}
 
 
-def _write(kind: str, tokens: bool) -> str:
-    if kind == "kv":
-        return "self.kv.index_copy_(1, pos, self.wk(h))"
-    if kind == "counter":
-        return "self.counter.add_(x.shape[1])" if tokens else "self.counter.add_(1)"
-    if kind == "ring":
+def _write(state: State, tokens: bool) -> str:
+    t = f"self.held.{state.kind}" if state.held else f"self.{state.kind}"
+    if state.kind == "kv":
+        return f"{t}.index_copy_(1, pos, self.wk(h))"
+    if state.kind == "counter":
+        return f"{t}.add_(x.shape[1])" if tokens else f"{t}.add_(1)"
+    if state.kind == "ring":
         rows = "h" if tokens else "h[:, None]"
-        return f"self.ring.copy_(torch.cat([self.ring, {rows}], 1)[:, -{RING}:])"
-    if kind == "ema":
-        return "self.ema.mul_(0.5).add_(0.5 * self.we(hm))"
-    return "self.cross.copy_(self.wc(hm))"
+        return f"{t}.copy_(torch.cat([{t}, {rows}], 1)[:, -{RING}:])"
+    if state.kind == "ema":
+        return f"{t}.mul_(0.5).add_(0.5 * self.we(hm))"
+    return f"{t}.copy_(self.wc(hm))"
 
 
 _NORM = ["        hf = h.float()",
@@ -238,7 +258,7 @@ def _method_source(m: Method, states: dict[str, tuple[int, State]], norm: bool) 
         if state.cell:
             writes += [f"        {line}" for line in _cell_write(state, i, m.tokens)]
             continue
-        code = _write(k, m.tokens)
+        code = _write(state, m.tokens)
         writes += ["        with torch.no_grad():", f"            {code}"] \
             if state.no_grad else [f"        {code}"]
     body = reads + writes if m.read_first else writes + reads
@@ -247,7 +267,9 @@ def _method_source(m: Method, states: dict[str, tuple[int, State]], norm: bool) 
 
 def _source(p: MethodsProgram) -> str:
     states = {s.name: (i, s) for i, s in enumerate(p.states)}
-    lines = ["import torch", "", "", "class Model(torch.nn.Module):", "    def __init__(self):",
+    lines = ["import torch", "", "", "class Held:",
+             "    \"\"\"Holds buffers of the model, which writes them through it.\"\"\"",
+             "", "", "class Model(torch.nn.Module):", "    def __init__(self):",
              "        super().__init__()", f"        torch.manual_seed({p.seed})"]
     for name in ("inp", "wk", "we", "wc", "enc", "out"):
         lines.append(f"        self.{name} = torch.nn.Linear({F}, {F})")
@@ -256,6 +278,9 @@ def _source(p: MethodsProgram) -> str:
     for s in p.states:
         lines.append(f"        self.{single.register_line(s.name, s.cell)}" if s.cell else
                      f"        self.register_buffer({s.kind!r}, {_INIT[s.kind]})")
+    if held := [s.kind for s in p.states if s.held]:
+        lines.append("        self.held = Held()")
+        lines += [f"        self.held.{k} = self.{k}" for k in held]
     lines.append("")
     for m in p.methods:
         lines += _method_source(m, states, p.norm)
@@ -317,7 +342,11 @@ def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
     kinds = tuple(draw(st.lists(st.sampled_from(STATE_KINDS), unique=True, max_size=4)))
     cells = tuple(draw(st.lists(_cell(precision), min_size=0 if kinds else 1, max_size=2,
                                 unique_by=lambda c: c.name)))
-    states = tuple(State(k, draw(st.booleans()) and draw(st.booleans())) for k in kinds) + cells
+    # held state only in fp32: the recipe's cast `model.to(dtype)` makes new buffers, which a
+    # holder does not follow (eager would write the old ones)
+    states = tuple(State(k, draw(st.booleans()) and draw(st.booleans()),
+                         held=precision == "fp32" and draw(st.integers(0, 3)) == 0)
+                   for k in kinds) + cells
     roles = draw(st.lists(st.sampled_from(tuple(KINDS)), unique=True, min_size=2, max_size=4))
     methods = tuple(draw(_method(r, states)) for r in roles)
     if not any(m.writes for m in methods):
@@ -333,6 +362,8 @@ def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
     call = st.tuples(st.sampled_from(names + ["reset"]), st.integers(1, 4))
     calls = tuple(draw(st.lists(call, min_size=3, max_size=8)))
     calls = tuple((n, t if n == "prefill" else (CHUNK if n == "chunk" else 1)) for n, t in calls)
-    external, seed = draw(st.booleans()), draw(st.integers(0, 3))
-    return MethodsProgram(states, methods, calls, path, external, seed, precision,
-                          draw(st.booleans()))
+    external, seed, norm = draw(st.booleans()), draw(st.integers(0, 3)), draw(st.booleans())
+    strict = any(s.held for s in states) or draw(st.booleans())
+    save_dims = path != "upstream" or "prefill" not in names or draw(st.integers(0, 3)) > 0
+    return MethodsProgram(states, methods, calls, path, external, seed, precision, norm,
+                          strict, save_dims)

@@ -10,6 +10,7 @@ refuses a save whose state is left where another method's memory lies.
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
@@ -86,6 +87,41 @@ def test_a_half_precision_recipe_keeps_one_state_across_methods(precision):
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls,
                                           "recipe", precision=precision, norm=True))
     assert result.ok, result.report(program)
+
+
+# state written through another object holding it, as transformers' cache layers write their
+# module's buffers (exported strict, as its authors export it): the kv cache and the counter by
+# the holder, the ring by the module — a non-strict trace would write the real buffers and start
+# the program from the traced values (found on T5 by hand; now drawn by the grammar)
+HELD_STATE = MethodsProgram(
+    states=(State("kv", held=True), State("counter", held=True), State("ring")),
+    methods=(Method("prefill", ("kv", "counter", "ring"), ("kv", "counter")),
+             Method("decode", ("kv", "counter"), ("kv", "counter", "ring")), Method("encode")),
+    calls=(("prefill", 4), ("encode", 1), ("decode", 1), ("decode", 1), ("reset", 1),
+           ("prefill", 2), ("decode", 1)), strict=True)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_state_written_through_a_holder_starts_and_steps_like_eager(path):
+    program = dataclasses.replace(HELD_STATE, path=path)
+    result = check_methods(program)
+    assert result.ok, result.report(program)
+
+
+def test_a_prefill_saved_without_its_dynamic_dims_takes_its_example_length_only():
+    """`torch_tensorrt.dynamo.export` without `dynamic_shapes` (a common omission): the `.pte`'s
+    prefill takes its example's 4 tokens; a call of 2 is refused before anything runs (the check
+    holds the state to eager's, which never made that call) and the decode steps on."""
+    program = dataclasses.replace(STATELESS_BETWEEN, path="upstream", save_dims=False)
+    assert [c for c in program.schedule() if program.refused(c[0], c[1])] == [("prefill", 2, 0)]
+    result = check_methods(program)
+    assert result.ok, result.report(program)
+    # the check sees a call that should have been refused: saved with the dims, held to the
+    # refusals of a program saved without them
+    with mock.patch.object(MethodsProgram, "refused",
+                           lambda self, name, tokens: name == "prefill" and tokens != 4):
+        result = check_methods(dataclasses.replace(program, save_dims=True))
+    assert (result.stage, result.what) == ("pte_mismatch", "prefill: not refused")
 
 
 # found by the method generator: in a half-precision recipe, a `prefill` reading its table back as
