@@ -11,12 +11,14 @@ An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDec
 .export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
 multimodal layout (`vision_encoder`, `token_embedding`, `text_decoder`: the image's tokens and the
 prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic llama with its custom
-SDPA and `llama::update_cache` KV cache (`prefill` + `decode`): each saved on every multi-method
-save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our
-TensorRT recipe), then its methods called interleaved — decodes after a prefill, a second prefill
-at a later position, stateless methods between decoder steps, a reset and a new sequence — each
-call's outputs and every buffer of the program's state (by FQN) equal to an eager copy called the
-same way.
+SDPA and `llama::update_cache` KV cache (`prefill` + `decode`), ExecuTorch's Voxtral Realtime as
+its streaming export lays it out (`encode_audio_chunk` with conv states and ring caches,
+`text_decoder` with its own ring caches, `token_embedding`; `streaming_models`): each saved on
+every multi-method save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's
+export API with our TensorRT recipe), then its methods called interleaved — decodes after a
+prefill, a second prefill at a later position, stateless methods between decoder steps, a reset and
+a new sequence — each call's outputs and every buffer of the program's state (by FQN) equal to an
+eager copy called the same way.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_
                        smolvlm_methods, t5_decoder_call, t5_methods, whisper_methods)
 from method_check import SAVERS, ModelMethods, save, step_like_eager
 from model_families import llama_methods
+from streaming_models import voxtral_call, voxtral_calls, voxtral_methods
 
 pytestmark = [pytest.mark.inspects_pte]
 
@@ -194,3 +197,22 @@ def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_ea
     methods, eager = llama_methods(path_kind)
     prog = _saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())
+
+
+# Voxtral Realtime's "cuda" backend (index_copy_ ring caches, PyTorch's SDPA: what a GPU export
+# takes) on every path; its "portable" one (ExecuTorch's custom ring-cache and SDPA ops) on
+# upstream's
+VOXTRAL = [pytest.param("cuda", *p.values, marks=p.marks, id=f"cuda-{p.values[0]}")
+           for p in PATHS] + [pytest.param("portable", "upstream", id="portable-upstream")]
+
+
+@pytest.mark.parametrize("backend,path_kind", VOXTRAL)
+def test_voxtral_realtime_streams_audio_chunks_between_decoder_steps_like_eager(
+        tmp_path, backend, path_kind):
+    """Audio chunks encoded between decoder steps, both ring caches past their windows, a second
+    session restarting the encoder at position 0 without a reset (its conv states reset
+    in-graph), a reset, a third session."""
+    methods, eager = voxtral_methods(path_kind, backend)
+    prog = _saved_and_loaded(methods, tmp_path)
+    step_like_eager(prog, eager, lambda name, a: voxtral_call(eager, name, a), voxtral_calls(),
+                    tol=1e-4)
