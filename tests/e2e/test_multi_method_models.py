@@ -11,14 +11,14 @@ An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDec
 .export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
 multimodal layout (`vision_encoder`, `token_embedding`, `text_decoder`: the image's tokens and the
 prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic llama with its custom
-SDPA and `llama::update_cache` KV cache (`prefill` + `decode`), ExecuTorch's Voxtral Realtime as
-its streaming export lays it out (`encode_audio_chunk` with conv states and ring caches,
-`text_decoder` with its own ring caches, `token_embedding`; `streaming_models`): each saved on
-every multi-method save path (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's
-export API with our TensorRT recipe), then its methods called interleaved — decodes after a
-prefill, a second prefill at a later position, stateless methods between decoder steps, a reset and
-a new sequence — each call's outputs and every buffer of the program's state (by FQN) equal to an
-eager copy called the same way.
+SDPA and `llama::update_cache` KV cache (`prefill` + `decode`), ExecuTorch's Gemma 4 text decoder
+(its KV-sharing layers; upstream's path), ExecuTorch's Voxtral Realtime as its streaming export
+lays it out (`encode_audio_chunk` with conv states and ring caches, `text_decoder` with its own
+ring caches, `token_embedding`; `streaming_models`): each saved on every multi-method save path
+(`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our TensorRT
+recipe), then its methods called interleaved — decodes after a prefill, a second prefill at a later
+position, stateless methods between decoder steps, a reset and a new sequence — each call's outputs
+and every buffer of the program's state (by FQN) equal to an eager copy called the same way.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import torch_tensorrt_ext as tte
 from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
                        smolvlm_methods, t5_decoder_call, t5_methods, whisper_methods)
 from method_check import SAVERS, ModelMethods, save, step_like_eager
-from model_families import llama_methods
+from model_families import gemma4_methods, llama_methods
 from streaming_models import voxtral_call, voxtral_calls, voxtral_methods
 
 pytestmark = [pytest.mark.inspects_pte]
@@ -197,6 +197,24 @@ def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_ea
     methods, eager = llama_methods(path_kind)
     prog = _saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())
+
+
+def test_executorch_gemma4_text_decoder_prefill_and_decode_interleaved_like_eager(tmp_path):
+    """ExecuTorch's Gemma 4 text decoder (KV sharing across layers, per-layer embeddings, custom
+    SDPA over `index_copy_` caches; `model_families.gemma4_methods`) through torch_tensorrt's
+    compile and ExecuTorch export: a 5-token prefill, decodes, a 3-token prefill at position 7, a
+    decode; reset, a 2-token prefill, a decode."""
+    methods, eager = gemma4_methods("upstream")
+    prog = _saved_and_loaded(methods, tmp_path)
+    def ids(n, seed):
+        return torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(seed))
+
+    calls = [("prefill", (ids(5, 1), torch.arange(5))), ("decode", (ids(1, 2), torch.tensor([5]))),
+             ("decode", (ids(1, 3), torch.tensor([6]))),
+             ("prefill", (ids(3, 4), torch.arange(7, 10))),
+             ("decode", (ids(1, 5), torch.tensor([10]))), ("reset", ()),
+             ("prefill", (ids(2, 6), torch.arange(2))), ("decode", (ids(1, 7), torch.tensor([2])))]
+    step_like_eager(prog, eager, lambda name, a: eager(*a), calls, tol=1e-4)
 
 
 # Voxtral Realtime's "cuda" backend (index_copy_ ring caches, PyTorch's SDPA: what a GPU export

@@ -363,3 +363,44 @@ def llama_methods(path: str = "reference"):
     eps = {n: None if path == "recipe" else torch.export.export(
         model, a, dynamic_shapes=dims.get(n), strict=True) for n, a in args.items()}
     return ModelMethods(eps, args, {}, dims, {n: model for n in args}, path), eager
+
+
+def gemma4_methods(path: str = "reference"):
+    """ExecuTorch's Gemma 4 text decoder (`examples.models.gemma4`; a tiny config of five layers
+    — sliding and full attention, the last two reading the caches of earlier layers (KV sharing),
+    per-layer embeddings, partial rotary — with `enable_dynamic_shape`, its custom SDPA and
+    `use_index_copy_for_kv_cache`) as two methods of one module, exported as its script exports
+    the decoder: `prefill` (token ids and positions of a dynamic length, up to 15) and `decode`
+    (one token). Returns `(ModelMethods, eager)`, eager called `(input_ids, input_pos)`.
+
+    Its default cache (`narrow(2, start, T).copy_` at a start read with `.item()`) is not here:
+    with custom SDPA, torch-tensorrt puts `start + T` and the cache's prefix `[:start + T]` in an
+    engine, which returns neither (refused at compile); with PyTorch's SDPA the prefix's
+    attention runs in the engine at data-dependent shapes the reference payload cannot plan."""
+    import copy
+
+    import pytest
+    pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
+    from executorch.examples.models.gemma4.text_decoder.gemma4_config import Gemma4Config
+    from executorch.examples.models.gemma4.text_decoder.gemma4_model import Gemma4Model
+
+    from method_check import ModelMethods
+    torch.manual_seed(0)
+    cfg = Gemma4Config(
+        hidden_size=32, num_hidden_layers=5, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=8, global_head_dim=16, vocab_size=64, intermediate_size=64, sliding_window=4,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "full_attention"],
+        query_pre_attn_scalar=8, hidden_size_per_layer_input=8, vocab_size_per_layer_input=64,
+        num_kv_shared_layers=2, max_seq_len=16, max_context_len=16, enable_dynamic_shape=True,
+        use_custom_sdpa=True, use_kv_cache=True, use_index_copy_for_kv_cache=True)
+    model = Gemma4Model(config=cfg, dtype=torch.float32).get_eager_model().eval()
+    eager = copy.deepcopy(model)
+    t = torch.export.Dim("seq_len", min=1, max=15)
+    args = {"prefill": (torch.tensor([[1, 5, 7, 9]]), torch.arange(4)),
+            "decode": (torch.tensor([[3]]), torch.tensor([4]))}
+    dims = {"prefill": {"input_ids": {1: t}, "input_pos": {0: t}}}
+    with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH]), torch.no_grad():
+        eps = {n: None if path == "recipe" else torch.export.export(
+            model, a, dynamic_shapes=dims.get(n)) for n, a in args.items()}
+    return ModelMethods(eps, args, {}, dims, {n: model for n in args}, path), eager
