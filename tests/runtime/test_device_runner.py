@@ -137,7 +137,7 @@ def test_drawn_programs_of_several_methods_step_on_the_device_like_eager(tmp_pat
     from device_cases import write_case
     from drawn_device_cases import drawn_device_cases
     from runtime_helpers import runner_mismatches
-    cases = drawn_device_cases(5, 3)
+    cases = drawn_device_cases(4, 3)   # two with held state (strict); two start with `encode`
     assert len(cases) == 3 and any(c.method(0) == "encode" for c in cases.values())
     for name, case in cases.items():
         monkeypatch.setitem(DEVICE_CASES, name, case)
