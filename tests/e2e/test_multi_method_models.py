@@ -175,17 +175,18 @@ def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, p
     step_like_eager(prog, eager, call, calls)
 
 
-def _llama_calls():
+def _llama_calls(vocab: int = 128, positions=lambda start, n: torch.tensor([start])):
+    """A 5-token prefill, decodes, a 3-token prefill at position 8, a decode; reset, a 2-token
+    prefill, a decode — token ids below `vocab`, a call's positions `positions(start, n)` (its
+    start alone, as ExecuTorch's llama takes them, by default)."""
     g = torch.Generator().manual_seed(0)
 
-    def ids(n):
-        return torch.randint(0, 128, (1, n), generator=g)
+    def call(name, start, n):
+        return name, (torch.randint(0, vocab, (1, n), generator=g), positions(start, n))
 
-    return [("prefill", (ids(5), torch.tensor([0])))] + \
-        [("decode", (ids(1), torch.tensor([p]))) for p in (5, 6, 7)] + \
-        [("prefill", (ids(3), torch.tensor([8]))), ("decode", (ids(1), torch.tensor([11]))),
-         ("reset", ()), ("prefill", (ids(2), torch.tensor([0]))),
-         ("decode", (ids(1), torch.tensor([2])))]
+    return [call("prefill", 0, 5)] + [call("decode", p, 1) for p in (5, 6, 7)] + \
+        [call("prefill", 8, 3), call("decode", 11, 1), ("reset", ()), call("prefill", 0, 2),
+         call("decode", 2, 1)]
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
@@ -202,18 +203,11 @@ def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_ea
 def test_executorch_gemma4_text_decoder_prefill_and_decode_interleaved_like_eager(tmp_path):
     """ExecuTorch's Gemma 4 text decoder (KV sharing across layers, per-layer embeddings, custom
     SDPA over `index_copy_` caches; `model_families.gemma4_methods`) through torch_tensorrt's
-    compile and ExecuTorch export: a 5-token prefill, decodes, a 3-token prefill at position 7, a
-    decode; reset, a 2-token prefill, a decode."""
+    compile and ExecuTorch export, called as ExecuTorch's llama is (`_llama_calls`, positions
+    in full)."""
     methods, eager = gemma4_methods("upstream")
     prog = _saved_and_loaded(methods, tmp_path)
-    def ids(n, seed):
-        return torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(seed))
-
-    calls = [("prefill", (ids(5, 1), torch.arange(5))), ("decode", (ids(1, 2), torch.tensor([5]))),
-             ("decode", (ids(1, 3), torch.tensor([6]))),
-             ("prefill", (ids(3, 4), torch.arange(7, 10))),
-             ("decode", (ids(1, 5), torch.tensor([10]))), ("reset", ()),
-             ("prefill", (ids(2, 6), torch.arange(2))), ("decode", (ids(1, 7), torch.tensor([2])))]
+    calls = _llama_calls(64, lambda start, n: torch.arange(start, start + n))
     step_like_eager(prog, eager, lambda name, a: eager(*a), calls, tol=1e-4)
 
 
