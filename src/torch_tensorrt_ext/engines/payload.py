@@ -12,6 +12,7 @@ ExecuTorch's own portable/optimized kernels, each call in a form they compute as
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Sequence
@@ -109,7 +110,13 @@ def bind_scalar_reads(gm: GraphModule, first: dict[object, tuple[int, int]]) -> 
     `aten.item`, followed by the program's facts about it as `aten._assert_scalar` checks: its
     range, and each runtime assertion the program recorded over it and the partition's other
     symbols (`start + T <= max_context_len` for a `narrow` at that start), which lets the
-    partition's export decide the same guards the program's did. Nothing else changes."""
+    partition's export decide the same guards the program's did. Before the facts, every other
+    input dimension that carries a symbol of theirs is asserted equal to the one they read: the
+    export traces each input dimension as a symbol of its own and unifies them only where an op
+    meets two, after which a fact stated over the replaced symbol no longer decides anything
+    (ExecuTorch Gemma 4's attention over the cache prefix `[:start + T]` was left sized
+    `Max(0, Min(16, start + T) - start)`, which ExecuTorch's memory planning cannot order).
+    Nothing else changes."""
     import sympy
     from torch.utils._sympy.interp import sympy_interp
     from torch.utils._sympy.reference import PythonReferenceAnalysis
@@ -143,6 +150,11 @@ def bind_scalar_reads(gm: GraphModule, first: dict[object, tuple[int, int]]) -> 
                      for e, (i, d) in first.items()
                      if e not in bound and any(e in free_symbols(f) for f in facts)}
             proxies = {e: torch.fx.Proxy(n, tracer) for e, n in {**bound, **sizes}.items()}
+            for e, ph, d in _same_dims(phs, first, sizes):   # one size, as the facts say it
+                same = torch.fx.Proxy(graph.call_function(torch.ops.aten.sym_size.int,
+                                                          (ph, d)), tracer) == proxies[e]
+                graph.call_function(torch.ops.aten._assert_scalar.default,
+                                    (same.node, f"the program's dimension {e}"))
             for fact in facts:
                 check = sympy_interp(PythonReferenceAnalysis, proxies, fact)
                 graph.call_function(torch.ops.aten._assert_scalar.default,
@@ -162,6 +174,17 @@ def _inputs_then_reads(graph, phs) -> list:
     for n in ordered:
         anchor.prepend(n)
     return reads
+
+
+def _same_dims(phs, first, symbols):
+    """(symbol, input, dim) for each input dimension that carries one of `symbols` other than
+    the one `first` reads it from."""
+    for i, ph in enumerate(phs):
+        val = ph.meta.get("val")
+        for d, size in enumerate(val.shape if isinstance(val, torch.Tensor) else ()):
+            e = size.node.expr if isinstance(size, torch.SymInt) else None
+            if e in symbols and first[e] != (i, d):
+                yield e, ph, d
 
 
 def _program_facts(env, bound: dict[object, Node], first) -> list:
@@ -294,13 +317,21 @@ def dense_constants(gm: GraphModule) -> None:
 def _exported_edge(gm: GraphModule, dynamic_shapes, config):
     """The partition exported (its dynamic dims as `dynamic_shapes` says) and taken to edge."""
     from executorch.exir import to_edge
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-    try:
+    with _plannable(dynamic_shapes is not None):
         ep = torch.export.export(gm, example_args(gm), dynamic_shapes=dynamic_shapes,
                                  strict=False)
         return to_edge(ep, compile_config=config)
+
+
+@contextlib.contextmanager
+def _plannable(dynamic: bool):
+    """A guard on a data-dependent size while a dynamic partition is exported, lowered or
+    planned, raised as the refusal it is (a static partition's is not caught: a bug)."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    try:
+        yield
     except GuardOnDataDependentSymNode as e:
-        if dynamic_shapes is None:
+        if not dynamic:
             raise
         first = str(e).splitlines()[0]
         raise Unsupported(
@@ -339,7 +370,8 @@ def to_executorch_program(gm: GraphModule, dynamic_shapes=None) -> bytes:
                   else "its calls do not lower one by one (edge_replay)")
         edge = _exported_edge(gm, dynamic_shapes, config)
     computed_outputs(edge.exported_program())
-    return program_bytes(edge)
+    with _plannable(dynamic_shapes is not None):
+        return program_bytes(edge)
 
 
 def computed_outputs(ep) -> None:
