@@ -200,16 +200,19 @@ def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_ea
     step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())
 
 
-@pytest.mark.parametrize("cache", ["index_copy", "narrow"])
-def test_executorch_gemma4_text_decoder_prefill_and_decode_interleaved_like_eager(tmp_path, cache):
+@pytest.mark.parametrize("cache,sdpa", [("index_copy", "custom"), ("narrow", "custom"),
+                                        ("narrow", "torch")])
+def test_executorch_gemma4_text_decoder_prefill_and_decode_interleaved_like_eager(
+        tmp_path, cache, sdpa):
     """ExecuTorch's Gemma 4 text decoder (KV sharing across layers, per-layer embeddings;
     `model_families.gemma4_methods`) through torch_tensorrt's compile and ExecuTorch export,
-    called as ExecuTorch's llama is (`_llama_calls`, positions in full): custom SDPA over
-    `index_copy_` caches, and its default cache written at an `.item()` start with PyTorch's
-    SDPA over the prefix `[:start + T]` (once refused: the reference payload's export lost the
-    program's `start + T <= 16` when it unified its inputs' lengths, "Could not guard on
-    data-dependent expression 8*Max(0, -u52 + Min(16, u52 + 4)) < 8")."""
-    methods, eager = gemma4_methods("upstream", cache)
+    called as ExecuTorch's llama is (`_llama_calls`, positions in full). Its default cache
+    (written at an `.item()` start, attention over the prefix `[:start + T]`) was refused both
+    ways: with its custom SDPA at compile (`start + T` and the prefix views were an engine's
+    results: "engine result 5 is the integer s70 + u5"), with PyTorch's by the reference
+    payload's export, which lost `start + T <= 16` when it unified its inputs' lengths
+    ("Could not guard on data-dependent expression 8*Max(0, -u52 + Min(16, u52 + 4)) < 8")."""
+    methods, eager = gemma4_methods("upstream", cache, sdpa)
     prog = _saved_and_loaded(methods, tmp_path)
     calls = _llama_calls(64, lambda start, n: torch.arange(start, start + n))
     step_like_eager(prog, eager, lambda name, a: eager(*a), calls, tol=1e-4)

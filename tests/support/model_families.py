@@ -365,23 +365,17 @@ def llama_methods(path: str = "reference"):
     return ModelMethods(eps, args, {}, dims, {n: model for n in args}, path), eager
 
 
-def gemma4_methods(path: str = "reference", cache: str = "index_copy"):
+def gemma4_methods(path: str = "reference", cache: str = "index_copy", sdpa: str = "custom"):
     """ExecuTorch's Gemma 4 text decoder (`examples.models.gemma4`; a tiny config of five layers
     — sliding and full attention, the last two reading the caches of earlier layers (KV sharing),
     per-layer embeddings, partial rotary — with `enable_dynamic_shape`) as two methods of one
     module, exported as its script exports the decoder: `prefill` (token ids and positions of a
     dynamic length, up to 15) and `decode` (one token). Returns `(ModelMethods, eager)`, eager
-    called `(input_ids, input_pos)`. `cache`:
-
-    - "index_copy": `use_index_copy_for_kv_cache` and its custom SDPA (what its export script
-      takes);
-    - "narrow": its default cache (`narrow(2, start, T).copy_` at a start read with `.item()`)
-      and PyTorch's SDPA over the cache's valid prefix `[:start + T]` — shapes that depend on
-      the start read inside an engine.
-
-    Not here: the default cache with custom SDPA. torch-tensorrt puts `start + T` and the
-    prefix views `[:start + T]` custom SDPA reads into an engine, whose results they would be
-    (an integer, a size that is no input's): refused at compile."""
+    called `(input_ids, input_pos)`. `cache`: "index_copy" (`use_index_copy_for_kv_cache`) or
+    "narrow", its default (`narrow(2, start, T).copy_` at a start read with `.item()`, attention
+    over the caches' valid prefix `[:start + T]`: sizes read from data); `sdpa`: "custom" (its
+    `llama::custom_sdpa`, run outside the engines, over the prefix views) or "torch"
+    (PyTorch's, inside an engine)."""
     import copy
 
     import pytest
@@ -398,7 +392,7 @@ def gemma4_methods(path: str = "reference", cache: str = "index_copy"):
                      "sliding_attention", "full_attention"],
         query_pre_attn_scalar=8, hidden_size_per_layer_input=8, vocab_size_per_layer_input=64,
         num_kv_shared_layers=2, max_seq_len=16, max_context_len=16, enable_dynamic_shape=True,
-        use_custom_sdpa=cache == "index_copy", use_kv_cache=True,
+        use_custom_sdpa=sdpa == "custom", use_kv_cache=True,
         use_index_copy_for_kv_cache=cache == "index_copy")
     model = Gemma4Model(config=cfg, dtype=torch.float32).get_eager_model().eval()
     eager = copy.deepcopy(model)

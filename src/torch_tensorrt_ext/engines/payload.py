@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import warnings
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ from torch.fx import GraphModule, Node
 
 from ..lowering.graph_writes import example_args
 from ..lowering.kv_rules import INDEX_COPY, SLICE_SCATTER, slice_write
+from ..lowering.scalar_facts import assert_facts, program_facts
 from . import kv_op  # noqa: F401  (defines tte::kv_cache_update)
 from .dynamic_copies import copies_as_broadcasts
 from .edge_replay import replayed_edge
@@ -118,8 +120,6 @@ def bind_scalar_reads(gm: GraphModule, first: dict[object, tuple[int, int]]) -> 
     `Max(0, Min(16, start + T) - start)`, which ExecuTorch's memory planning cannot order).
     Nothing else changes."""
     import sympy
-    from torch.utils._sympy.interp import sympy_interp
-    from torch.utils._sympy.reference import PythonReferenceAnalysis
 
     graph = gm.graph
     phs = [n for n in graph.nodes if n.op == "placeholder"]
@@ -140,25 +140,21 @@ def bind_scalar_reads(gm: GraphModule, first: dict[object, tuple[int, int]]) -> 
             graph.erase_node(item)
         elif isinstance(expr, sympy.Symbol):
             bound[expr] = item
-    facts = _program_facts(env, bound, first) if bound and env is not None else []
+    facts = program_facts(env, bound, first) if bound and env is not None else []
     if facts:
         from torch.fx.experimental.symbolic_shapes import free_symbols
         last = [n for n in reads if n in bound.values()][-1]
-        tracer = torch.fx.proxy.GraphAppendingTracer(graph)
         with graph.inserting_before(last.next):     # in order, after the last scalar read
             sizes = {e: graph.call_function(torch.ops.aten.sym_size.int, (phs[i], d))
                      for e, (i, d) in first.items()
                      if e not in bound and any(e in free_symbols(f) for f in facts)}
-            proxies = {e: torch.fx.Proxy(n, tracer) for e, n in {**bound, **sizes}.items()}
-            for e, ph, d in _same_dims(phs, first, sizes):   # one size, as the facts say it
-                same = torch.fx.Proxy(graph.call_function(torch.ops.aten.sym_size.int,
-                                                          (ph, d)), tracer) == proxies[e]
+            same = [(e, graph.call_function(operator.eq, (graph.call_function(
+                        torch.ops.aten.sym_size.int, (ph, d)), sizes[e])))
+                    for e, ph, d in _same_dims(phs, first, sizes)]
+            for e, check in same:       # one size, as the facts say it
                 graph.call_function(torch.ops.aten._assert_scalar.default,
-                                    (same.node, f"the program's dimension {e}"))
-            for fact in facts:
-                check = sympy_interp(PythonReferenceAnalysis, proxies, fact)
-                graph.call_function(torch.ops.aten._assert_scalar.default,
-                                    (check.node, f"the program's runtime assertion {fact}"))
+                                    (check, f"the program's dimension {e}"))
+            assert_facts(graph, facts, {**bound, **sizes})
     graph.lint()
     gm.recompile()
 
@@ -185,28 +181,6 @@ def _same_dims(phs, first, symbols):
             e = size.node.expr if isinstance(size, torch.SymInt) else None
             if e in symbols and first[e] != (i, d):
                 yield e, ph, d
-
-
-def _program_facts(env, bound: dict[object, Node], first) -> list:
-    """The shape environment's facts about the `bound` symbols: each one's range, and every
-    runtime assertion over them and `first`'s symbols alone."""
-    import sympy
-    from torch.fx.experimental.symbolic_shapes import free_symbols
-
-    facts = []
-    for u in bound:
-        r = env.var_to_range.get(u)
-        if r is not None and r.lower.is_finite:
-            facts.append(sympy.Ge(u, r.lower))
-        if r is not None and r.upper.is_finite:
-            facts.append(sympy.Le(u, r.upper))
-    known = set(bound) | set(first)
-    for asserts in env.deferred_runtime_asserts.values():
-        for ra in asserts:
-            syms = free_symbols(ra.expr)
-            if syms & set(bound) and syms <= known and ra.expr not in facts:
-                facts.append(ra.expr)
-    return facts
 
 
 def edge_config():
