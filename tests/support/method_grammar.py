@@ -5,7 +5,9 @@ stateless vision method between decode steps).
 
 A `MethodsProgram` is one module with 1-6 buffers (`State`: a `kv` cache written at the call's
 positions, an int64 `counter` of tokens, a `ring` of the last rows, an `ema`, a `cross` state
-copied from a method's input; and up to two `cell`s: a buffer of the single-method grammar,
+copied from a method's input, a `prefix` cache written at a start read with `.item()`
+(`narrow(1, start, T).copy_`) whose token methods read its valid part `[:start + T]`, as
+ExecuTorch's Gemma 4 attends over its cache; and up to two `cell`s: a buffer of the single-method grammar,
 `stateful_grammar.Buf`, any of its 27 kinds and their dtypes, written by that grammar's own code
 from the method's means over its tokens and the call's first position — the KV forms users write,
 `.item()` starts, `torch.cond`, scatters, broadcasting copies, bool and integer state) and 2-4
@@ -38,7 +40,7 @@ from hypothesis import strategies as st
 import stateful_grammar as single
 
 F, S, RING = 8, 12, 3
-STATE_KINDS = ("kv", "counter", "ring", "ema", "cross")
+STATE_KINDS = ("kv", "counter", "ring", "ema", "cross", "prefix")
 # role -> (takes tokens and positions, state kinds it may write)
 KINDS = {"prefill": (True, STATE_KINDS), "chunk": (True, STATE_KINDS),
          "decode": (True, STATE_KINDS), "fill": (False, ("counter", "ring", "ema", "cross")),
@@ -204,9 +206,15 @@ def _args(m: Method, tokens: int, start: int, g: torch.Generator) -> tuple:
 
 _INIT = {"kv": f"torch.zeros(1, {S}, {F})", "counter": "torch.zeros(1, dtype=torch.int64)",
          "ring": f"torch.zeros(1, {RING}, {F})", "ema": f"torch.zeros(1, {F})",
-         "cross": f"torch.zeros(1, {F})"}
+         "cross": f"torch.zeros(1, {F})", "prefix": f"torch.zeros(1, {S}, {F})"}
 _READ = {"kv": "self.kv.sum(1)", "counter": "self.counter.to(out.dtype)",
-         "ring": "self.ring.mean(1)", "ema": "self.ema", "cross": "self.cross"}
+         "ring": "self.ring.mean(1)", "ema": "self.ema", "cross": "self.cross",
+         "prefix": "self.prefix.sum(1)"}
+# a prefix read by a method that takes positions: the valid part `[:p + T]` (ExecuTorch Gemma 4's
+# attention over its cache), sized by the start read from data
+_PREFIX_READ = "self.prefix[:, :p + x.shape[1]].mean(1)"
+_START = ["        p = pos[0].item()", "        torch._check(p >= 0)",
+          f"        torch._check(p + x.shape[1] <= {S})"]
 
 
 def _write(state: State, tokens: bool) -> str:
@@ -220,6 +228,8 @@ def _write(state: State, tokens: bool) -> str:
         return f"{t}.copy_(torch.cat([{t}, {rows}], 1)[:, -{RING}:])"
     if state.kind == "ema":
         return f"{t}.mul_(0.5).add_(0.5 * self.we(hm))"
+    if state.kind == "prefix":
+        return f"{t}.narrow(1, p, x.shape[1]).copy_(self.wk(h))"
     return f"{t}.copy_(self.wc(hm))"
 
 
@@ -228,8 +238,10 @@ _NORM = ["        hf = h.float()",
          "        h = h * self.nw"]
 
 
-def _read(s: State) -> str:
-    return f"self.{s.name}.float().mean().to(out.dtype)" if s.cell else _READ[s.kind]
+def _read(s: State, tokens: bool) -> str:
+    if s.cell:
+        return f"self.{s.name}.float().mean().to(out.dtype)"
+    return _PREFIX_READ if tokens and s.kind == "prefix" else _READ[s.kind]
 
 
 def _cell_write(s: State, i: int, tokens: bool) -> list[str]:
@@ -251,7 +263,11 @@ def _method_source(m: Method, states: dict[str, tuple[int, State]], norm: bool) 
              "        hm = h.mean(1)" if m.tokens else "        hm = h"]
     if m.role == "encode":
         return lines + ["        return (torch.relu(self.enc(hm)) * 3 + 1,)", ""]
-    reads = ["        out = hm"] + [f"        out = out + {_read(states[k][1])}" for k in m.reads]
+    touched = [states[k][1].kind for k in (*m.writes, *m.reads)]
+    if m.tokens and "prefix" in touched:
+        lines += _START
+    reads = ["        out = hm"] + [f"        out = out + {_read(states[k][1], m.tokens)}"
+                                      for k in m.reads]
     writes = []
     for k in m.writes:
         i, state = states[k]

@@ -59,12 +59,23 @@ DEAD_STATISTICS = MethodsProgram(
              Method("read", (), ("c_batch_norm",))),
     calls=(("fill", 1), ("read", 1), ("fill", 1), ("read", 1), ("reset", 1), ("read", 1)))
 
+# ExecuTorch Gemma 4's default cache: written at a start read with `.item()`, the token methods
+# attending over its valid prefix `[:start + T]` (sizes read from data), a `read` method reading
+# it whole between them
+START_PREFIX = MethodsProgram(
+    states=(State("prefix"), State("counter")),
+    methods=(Method("prefill", ("prefix", "counter"), ("prefix",)),
+             Method("decode", ("prefix",), ("prefix", "counter"), read_first=True),
+             Method("read", (), ("prefix",))),
+    calls=(("prefill", 4), ("decode", 1), ("read", 1), ("decode", 1), ("prefill", 3),
+           ("read", 1), ("reset", 1), ("prefill", 2), ("decode", 1)))
+
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("program", [STATELESS_BETWEEN, ONLY_READ_BY_DECODE, PRIVATE_STATE,
-                                     DEAD_STATISTICS],
+                                     DEAD_STATISTICS, START_PREFIX],
                          ids=["stateless_between", "only_read_by_decode", "private_state",
-                              "dead_statistics"])
+                              "dead_statistics", "start_prefix"])
 def test_every_method_steps_one_state_like_eager(program, path):
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path))
     assert result.ok, result.report(program)
