@@ -77,11 +77,18 @@ def _exported(model: Model, args: Sequence[object], strict: bool = False
     if isinstance(model, torch.export.ExportedProgram):
         return model
     _check_state_expressible(model, args)
-    traced = copy.deepcopy(model).eval()
+    traced = _state_copy(model).eval()
     versions = _versions(traced)
     ep = torch.export.export(traced, tuple(args), strict=strict)
     _undo_traced_writes(traced, model, versions)
     return ep
+
+
+def _state_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` whose state (buffers, other tensors) is its own and whose parameters
+    are `model`'s own objects: a trace or a probe call writes state, never weights, so the
+    weights are not copied (a deep copy held a second copy of them through the whole save)."""
+    return copy.deepcopy(model, {id(p): p for p in model.parameters()})
 
 
 def _versions(module: torch.nn.Module) -> dict[str, int | None]:
@@ -120,7 +127,7 @@ def _user_args(model: Model, args) -> tuple:
 
 def _check_state_expressible(model: torch.nn.Module, args) -> None:
     """A buffer whose shape or dtype changes in forward has no fixed memory to alias or copy to."""
-    probe = copy.deepcopy(model)
+    probe = _state_copy(model)
     before = {n: (b.shape, b.dtype) for n, b in probe.named_buffers()}
     with torch.no_grad():
         probe(*copy.deepcopy(tuple(args)))

@@ -191,8 +191,9 @@ def edge_config():
 
 def byte_tensor(data) -> torch.Tensor:
     """`data` (bytes, bytearray, memoryview) as a uint8 tensor over the same memory, not a copy:
-    an engine is as large as its weights. Nothing writes an engine's bytes (a legacy export
-    clones them into its buffer), so read-only memory is fine; torch warns about it, not here."""
+    an engine is as large as its weights. Nothing writes an engine's bytes (the legacy exporter
+    registers this tensor itself as its buffer), so read-only memory is fine; torch warns about
+    it, not here."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given buffer is not writable")
         return torch.frombuffer(data, dtype=torch.uint8)

@@ -62,6 +62,16 @@ class ReferenceEngineModule(torch.nn.Module):
         self.output_binding_names = list(meta.output_names)
         self.aliased_io = {a.output: (a.input, a.kind) for a in meta.aliased_io}
 
+    def __deepcopy__(self, memo):
+        """A copy that shares the payload: an engine's bytes are never written (as a TensorRT
+        engine's serialized plan), and torch-tensorrt's exporter deep-copies the compiled module
+        it saves — which held a second copy of every weight through the whole save."""
+        memo[id(self.payload)] = self.payload
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()})
+        return new
+
     @property
     def signature(self) -> str:
         """The call's signature JSON, built once per change of the record (not per forward)."""

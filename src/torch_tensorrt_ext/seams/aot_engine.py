@@ -129,17 +129,18 @@ def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
                         args: Sequence[Any]) -> Node:
     """The legacy exporter's inlining of engine `name`: a placeholder call (a reference engine:
     its `tte::execute_engine` call) whose engine bytes are a buffer of `gm` (read through
-    get_attr), as torch-tensorrt's ExecuTorch path does."""
+    get_attr), as torch-tensorrt's ExecuTorch path does — the engine's own tensor, not a copy
+    (nothing writes an engine's bytes; a copy held every weight twice through the save)."""
     graph: Graph = gm.graph
     attr = f"{name}_engine_bytes"
     own = own_call(module)
     if own is not None:
-        gm.register_buffer(attr, own.payload.clone(), persistent=True)
+        gm.register_buffer(attr, own.payload, persistent=True)
         engine = graph.get_attr(attr)
         engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
         args = _scalars_as_tensors(graph, args, own.scalars)
         return graph.call_function(own.op, (args, engine, own.signature))
-    gm.register_buffer(attr, _engine_tensor(module).clone(), persistent=True)
+    gm.register_buffer(attr, _engine_tensor(module), persistent=True)
     engine = graph.get_attr(attr)
     engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
     # the engine's symbolic scalar inputs, bound as 0-d tensors (a tensor never converted)
