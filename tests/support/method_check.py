@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from method_grammar import MethodsProgram
+from method_grammar import EXAMPLE_T, MethodsProgram
 from stateful_check import Result, _differs, _error, _flat, _torch_tensorrt
 
 
@@ -74,6 +74,19 @@ def _exported(program: MethodsProgram) -> dict[str, torch.export.ExportedProgram
                                    dynamic_shapes=program.dynamic_shapes(n),
                                    strict=program.strict)
             for n in program.names()}
+
+
+def _each_method_runs(program: MethodsProgram) -> None:
+    """Each method called once, eagerly, in the program's precision (a half-precision recipe's
+    cast model): a method PyTorch cannot run there — one the schedule never calls included, such
+    as a float16 buffer's `scatter_add_` of a float32 sum — makes the program invalid, as
+    `_exported` makes one it cannot trace (it traces the float32 model)."""
+    if program.dtype == torch.float32:
+        return
+    model = program.build().eval().to(program.dtype)
+    with torch.no_grad():
+        for name in program.names():
+            getattr(model, name)(*program.call_args(0, name, EXAMPLE_T.get(name, 1), 0))
 
 
 def _modules(program) -> dict[str, torch.nn.Module]:
@@ -279,6 +292,7 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
         want = eager_calls(program)
         exact = eager_calls(program, torch.float32) if program.precision != "fp32" else None
         eps = _exported(program)
+        _each_method_runs(program)
     except Exception as e:  # noqa: BLE001 - the grammar made a program PyTorch refuses
         return dataclasses.replace(_error("invalid", e), what=f"refused: {type(e).__name__}")
     with tempfile.TemporaryDirectory(prefix="methods-") as tmp:

@@ -7,10 +7,11 @@ A `MethodsProgram` is one module with 1-6 buffers (`State`: a `kv` cache written
 positions, an int64 `counter` of tokens, a `ring` of the last rows, an `ema`, a `cross` state
 copied from a method's input, a `prefix` cache written at a start read with `.item()`
 (`narrow(1, start, T).copy_`) whose token methods read its valid part `[:start + T]`, as
-ExecuTorch's Gemma 4 attends over its cache; and up to two `cell`s: a buffer of the single-method grammar,
-`stateful_grammar.Buf`, any of its 27 kinds and their dtypes, written by that grammar's own code
-from the method's means over its tokens and the call's first position — the KV forms users write,
-`.item()` starts, `torch.cond`, scatters, broadcasting copies, bool and integer state) and 2-4
+ExecuTorch's Gemma 4 attends over its cache; and up to two `cell`s: a buffer of the
+single-method grammar, `stateful_grammar.Buf`, any of its 27 kinds and their dtypes, written by
+that grammar's own code from the method's means over its tokens and the call's first position —
+the KV forms users write, `.item()` starts, `torch.cond`, scatters, broadcasting copies, bool and
+integer state) and 2-4
 methods (`Method`), each of one `KINDS` role:
 `prefill` (a dynamic token length), `chunk` (a static 3-token prefill), `decode` (one token) —
 these take `x [1, T, F]` and `pos [T]` — and `fill` (writes state from `x [1, F]`), `read`

@@ -152,6 +152,26 @@ def test_a_half_precision_recipe_reading_a_0d_mean_back_loads_and_steps(precisio
     assert result.ok, result.report(program)
 
 
+# found by the method generator (counted as a refusal at save): in a float16 recipe, a `fill` the
+# schedule never calls sums an int32 table's `.float()` into `h` (float32 now) and scatter-adds it
+# into a float16 buffer — PyTorch itself refuses that method ("scatter(): Expected self.dtype to be
+# equal to src.dtype"), so the program is invalid, not refused by a save path
+NEVER_CALLED_INVALID = MethodsProgram(
+    states=(State("cell", cell=Buf("scatter_add", twice=True, pos=2, ret=("after", "value"))),
+            State("cell", cell=Buf("copy_bcast", dtype="int32", pos=5,
+                                   ret=("before", "value", "value_view"), mix="after"))),
+    methods=(Method("fill", ("c_copy_bcast", "c_scatter_add"), (), read_first=True),
+             Method("prefill", ("c_scatter_add",), ())),
+    calls=(("prefill", 3), ("prefill", 1)), path="recipe", precision="fp16")
+
+
+def test_a_method_pytorch_cannot_run_in_the_recipe_s_precision_makes_the_program_invalid():
+    result = check_methods(NEVER_CALLED_INVALID)
+    assert (result.stage, result.what) == ("invalid", "refused: RuntimeError"), \
+        result.report(NEVER_CALLED_INVALID)
+    assert "Expected self.dtype to be equal to src.dtype" in result.message
+
+
 # The generator's fixed-seed smoke (scripts/generate_stateful.py --methods draws the long runs):
 # two to four methods — a dynamic prefill, a chunk, a decode, a fill, a read-only and a stateless
 # method — on a drawn save path, stepped through a drawn interleaving with reset.
