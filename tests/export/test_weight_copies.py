@@ -12,7 +12,6 @@ import torch
 
 import torch_tensorrt_ext as tte
 from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
-from torch_tensorrt_ext.reference import _state_copy
 
 WIDTH = 256          # a 256 KiB weight: a named-data weight of the payload
 
@@ -37,13 +36,20 @@ def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def test_the_trace_copies_the_model_s_state_not_its_weights():
-    model = Cached()
-    traced = _state_copy(model)
-    assert traced.proj.weight is model.proj.weight
-    assert _storage(traced.cache) != _storage(model.cache)
-    traced.cache.add_(1)                         # a trace's write never reaches the model
-    assert model.cache.abs().sum() == 0
+def test_the_trace_copies_the_model_s_state_not_its_weights(monkeypatch):
+    model = Cached().eval()
+    traced, export = [], torch.export.export
+
+    def recording(mod, *a, **k):
+        if isinstance(mod, Cached):
+            traced.append(mod)
+        return export(mod, *a, **k)
+    monkeypatch.setattr(torch.export, "export", recording)
+    tte.reference.export_program(model, _args())
+    assert len(traced) == 1 and traced[0] is not model
+    assert traced[0].proj.weight is model.proj.weight        # the weights: the model's own
+    assert _storage(traced[0].cache) != _storage(model.cache)  # its state: a copy
+    assert model.cache.abs().sum() == 0                      # which the trace's write left alone
 
 
 def test_the_saved_program_holds_the_engine_s_own_bytes_and_copies_share_them():
