@@ -152,29 +152,5 @@ class StartWrite(torch.nn.Module):
         return self.k_cache.sum(2)[:, :1] * k[:, 0]
 
 
-class StartPrefix(torch.nn.Module):
-    """ExecuTorch Gemma 4's default cache: keys written at T positions from a start read with
-    `.item()` (`narrow(...).copy_`), then attention over the cache's valid prefix
-    `[:start + T]` (its `_slice_cache_to_actual`): shapes that depend on the start read, with
-    queries and keys computed before the read (two engine inputs of length T)."""
-
-    def __init__(self, width: int = 8, max_t: int = 2 * MAX_T):
-        super().__init__()
-        self.max_t = max_t
-        self.q, self.k = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
-        self.register_buffer("k_cache", torch.zeros(1, max_t, width))
-
-    def forward(self, x, pos):
-        t = x.shape[1]
-        q, k = self.q(x), self.k(x)
-        p = pos[0].item()
-        torch._check(p >= 0)
-        torch._check(p + t <= self.max_t)
-        self.k_cache.narrow(1, p, t).copy_(k)
-        keys = self.k_cache.narrow(1, 0, p + t)
-        return torch.softmax(q @ keys.transpose(1, 2), -1) @ keys
-
-
 FORMS = {"cond": CondPrefill, "scatter_add": ScatterPrefill,
-         "start_narrow": lambda: StartWrite("narrow"), "start_slice": lambda: StartWrite("slice"),
-         "start_prefix": StartPrefix}
+         "start_narrow": lambda: StartWrite("narrow"), "start_slice": lambda: StartWrite("slice")}
