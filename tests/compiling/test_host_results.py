@@ -5,7 +5,7 @@ Found on ExecuTorch's Gemma 4 text decoder with its default cache and custom SDP
 the engines): the partitioner put `start + T` and the caches' prefixes `k[:, :start + T]` into
 the partition around the cache write, and the reference builder refused them ("engine result 5
 is the integer s70 + u5, which is no engine input's dimension"). The model itself:
-`tests/e2e/test_multi_method_models.py::test_executorch_gemma4_...[narrow-custom]`.
+`tests/e2e/test_executorch_decoder_methods.py::test_executorch_gemma4_...[narrow-custom]`.
 """
 from __future__ import annotations
 

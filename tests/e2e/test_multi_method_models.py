@@ -10,15 +10,15 @@ that does, and the decoder's caches must come through unchanged. T5 as transform
 An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDecoderOnlyLM
 .export`, a dynamic-length `prefill` beside a one-token `decode`), SmolVLM in ExecuTorch's
 multimodal layout (`vision_encoder`, `token_embedding`, `text_decoder`: the image's tokens and the
-prompt's embeddings computed between decoder steps) and ExecuTorch's dynamic llama with its custom
-SDPA and `llama::update_cache` KV cache (`prefill` + `decode`), ExecuTorch's Gemma 4 text decoder
-(its KV-sharing layers; upstream's path), ExecuTorch's Voxtral Realtime as its streaming export
-lays it out (`encode_audio_chunk` with conv states and ring caches, `text_decoder` with its own
-ring caches, `token_embedding`; `streaming_models`): each saved on every multi-method save path
+prompt's embeddings computed between decoder steps), ExecuTorch's Voxtral Realtime as its
+streaming export lays it out (`encode_audio_chunk` with conv states and ring caches,
+`text_decoder` with its own ring caches, `token_embedding`; `streaming_models`): each saved on
+every multi-method save path
 (`method_check.SAVERS`: reference, upstream, recipe — ExecuTorch's export API with our TensorRT
 recipe), then its methods called interleaved — decodes after a prefill, a second prefill at a later
 position, stateless methods between decoder steps, a reset and a new sequence — each call's outputs
 and every buffer of the program's state (by FQN) equal to an eager copy called the same way.
+ExecuTorch's own decoders (llama, Gemma 4) are in test_executorch_decoder_methods.py.
 """
 from __future__ import annotations
 
@@ -28,27 +28,15 @@ import warnings
 import pytest
 import torch
 
-import torch_tensorrt_ext as tte
 from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
                        smolvlm_methods, t5_decoder_call, t5_methods, whisper_methods)
-from method_check import SAVERS, ModelMethods, save, step_like_eager
-from model_families import gemma4_methods, llama_methods
+from method_check import ModelMethods, saved_and_loaded, saver_params, step_like_eager
 from streaming_models import voxtral_call, voxtral_calls, voxtral_methods
 
 pytestmark = [pytest.mark.inspects_pte]
 
 
-# every multi-method save path; the recipe's (ExecuTorch's export API) saves take longest: `slow`;
-# the reference path's also runs with the state on the emulated device (test_emulated_device)
-_MARKS = {"recipe": [pytest.mark.slow], "reference": [pytest.mark.emulated_device]}
-PATHS = [pytest.param(p, marks=_MARKS.get(p, [])) for p in SAVERS]
-
-
-def _saved_and_loaded(methods, tmp_path):
-    path = tmp_path / "program.pte"
-    save(methods, path)
-    data = path.with_suffix(".ptd")
-    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
+PATHS = saver_params()
 
 
 @pytest.mark.parametrize("path_kind", ["reference", "upstream"])
@@ -62,7 +50,7 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
         warnings.simplefilter("ignore")
         programs = {"encoder": torch.export.export(encoder, args["encoder"]),
                     "decoder": torch.export.export(copy.deepcopy(decoder), args["decoder"])}
-    prog = _saved_and_loaded(ModelMethods(programs, args, path=path_kind), tmp_path)
+    prog = saved_and_loaded(ModelMethods(programs, args, path=path_kind), tmp_path)
     eager, token = copy.deepcopy(decoder), torch.tensor([[1]])
     caches = [n for n, _ in eager.named_buffers() if "_cache_" in n]
     for step in range(6):
@@ -102,7 +90,7 @@ def test_t5_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
     decoder's caches are the state, and the stateless encoder runs between its steps at other
     lengths."""
     methods, encoder, decoder = t5_methods(path_kind)
-    prog = _saved_and_loaded(methods, tmp_path)
+    prog = saved_and_loaded(methods, tmp_path)
     with torch.no_grad():
         calls = list(_t5_calls(lambda ids: encoder(ids)))
     step_like_eager(prog, decoder, lambda name, a: encoder(*a) if name == "encoder"
@@ -127,7 +115,7 @@ def test_transformers_lm_prefill_and_decode_interleaved_like_eager(tmp_path, pat
     methods, eager = llm_methods(path_kind)
     assert methods.dynamic_shapes("prefill") and max(a[0].shape[1] for _, a in LM_CALLS
                                                      if a) <= MAX_PREFILL
-    prog = _saved_and_loaded(methods, tmp_path)
+    prog = saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: eager(input_ids=a[0], cache_position=a[1]),
                     LM_CALLS)
 
@@ -164,7 +152,7 @@ def _vlm_calls(embed):
 @pytest.mark.parametrize("path_kind", PATHS)
 def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, path_kind):
     methods, eager, call = smolvlm_methods(path_kind)
-    prog = _saved_and_loaded(methods, tmp_path)
+    prog = saved_and_loaded(methods, tmp_path)
 
     def embed(name, args):
         with torch.no_grad():
@@ -173,49 +161,6 @@ def test_smolvlm_vision_embedding_and_decoder_interleaved_like_eager(tmp_path, p
     calls = list(_vlm_calls(embed))
     assert {n for n, _ in calls} == {*methods.names(), "reset"}
     step_like_eager(prog, eager, call, calls)
-
-
-def _llama_calls(vocab: int = 128, positions=lambda start, n: torch.tensor([start])):
-    """A 5-token prefill, decodes, a 3-token prefill at position 8, a decode; reset, a 2-token
-    prefill, a decode — token ids below `vocab`, a call's positions `positions(start, n)` (its
-    start alone, as ExecuTorch's llama takes them, by default)."""
-    g = torch.Generator().manual_seed(0)
-
-    def call(name, start, n):
-        return name, (torch.randint(0, vocab, (1, n), generator=g), positions(start, n))
-
-    return [call("prefill", 0, 5)] + [call("decode", p, 1) for p in (5, 6, 7)] + \
-        [call("prefill", 8, 3), call("decode", 11, 1), ("reset", ()), call("prefill", 0, 2),
-         call("decode", 2, 1)]
-
-
-@pytest.mark.parametrize("path_kind", PATHS)
-def test_executorch_llama_custom_kv_cache_prefill_and_decode_interleaved_like_eager(
-        tmp_path, path_kind):
-    """ExecuTorch's llama with `enable_dynamic_shape` and the source transforms its export applies
-    (custom SDPA, `llama::update_cache` KV cache): a 5-token prefill, decodes, a 3-token prefill
-    at position 8, a decode; reset, a 2-token prefill, a decode."""
-    methods, eager = llama_methods(path_kind)
-    prog = _saved_and_loaded(methods, tmp_path)
-    step_like_eager(prog, eager, lambda name, a: eager(*a), _llama_calls())
-
-
-@pytest.mark.parametrize("cache,sdpa", [("index_copy", "custom"), ("narrow", "custom"),
-                                        ("narrow", "torch")])
-def test_executorch_gemma4_text_decoder_prefill_and_decode_interleaved_like_eager(
-        tmp_path, cache, sdpa):
-    """ExecuTorch's Gemma 4 text decoder (KV sharing across layers, per-layer embeddings;
-    `model_families.gemma4_methods`) through torch_tensorrt's compile and ExecuTorch export,
-    called as ExecuTorch's llama is (`_llama_calls`, positions in full). Its default cache
-    (written at an `.item()` start, attention over the prefix `[:start + T]`) was refused both
-    ways: with its custom SDPA at compile (`start + T` and the prefix views were an engine's
-    results: "engine result 5 is the integer s70 + u5"), with PyTorch's by the reference
-    payload's export, which lost `start + T <= 16` when it unified its inputs' lengths
-    ("Could not guard on data-dependent expression 8*Max(0, -u52 + Min(16, u52 + 4)) < 8")."""
-    methods, eager = gemma4_methods("upstream", cache, sdpa)
-    prog = _saved_and_loaded(methods, tmp_path)
-    calls = _llama_calls(64, lambda start, n: torch.arange(start, start + n))
-    step_like_eager(prog, eager, lambda name, a: eager(*a), calls, tol=1e-4)
 
 
 # Voxtral Realtime's "cuda" backend (index_copy_ ring caches, PyTorch's SDPA: what a GPU export
@@ -232,6 +177,6 @@ def test_voxtral_realtime_streams_audio_chunks_between_decoder_steps_like_eager(
     session restarting the encoder at position 0 without a reset (its conv states reset
     in-graph), a reset, a third session."""
     methods, eager = voxtral_methods(path_kind, backend)
-    prog = _saved_and_loaded(methods, tmp_path)
+    prog = saved_and_loaded(methods, tmp_path)
     step_like_eager(prog, eager, lambda name, a: voxtral_call(eager, name, a), voxtral_calls(),
                     tol=1e-4)

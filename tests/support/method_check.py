@@ -323,6 +323,25 @@ def _reference_device(device):
 
 
 
+def saved_and_loaded(methods, tmp_path: Path):
+    """`methods` saved as `tmp_path/program.pte` (and its `.ptd` when the path writes one) and
+    loaded with the package's loader."""
+    import torch_tensorrt_ext as tte
+    path = tmp_path / "program.pte"
+    save(methods, path)
+    data = path.with_suffix(".ptd")
+    return tte.executorch.load(path, data_files=str(data) if data.exists() else None)
+
+
+def saver_params() -> list:
+    """Every multi-method save path as pytest params: the recipe's (ExecuTorch's export API)
+    saves take longest (`slow`); the reference path's also runs with the state on the emulated
+    device (`emulated_device`)."""
+    import pytest
+    marks = {"recipe": [pytest.mark.slow], "reference": [pytest.mark.emulated_device]}
+    return [pytest.param(p, marks=marks.get(p, [])) for p in SAVERS]
+
+
 def save_like_an_earlier_release(monkeypatch, program: MethodsProgram, path: Path) -> None:
     """Save `program` with each method's state left in its own activation arena, which loaders
     share across methods — as earlier releases did for a program none of whose written buffers
@@ -335,4 +354,4 @@ def save_like_an_earlier_release(monkeypatch, program: MethodsProgram, path: Pat
 
 
 __all__ = ["ModelMethods", "check_methods", "eager_calls", "save", "save_like_an_earlier_release",
-           "step_like_eager"]
+           "saved_and_loaded", "saver_params", "step_like_eager"]

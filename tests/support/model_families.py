@@ -365,6 +365,20 @@ def llama_methods(path: str = "reference"):
     return ModelMethods(eps, args, {}, dims, {n: model for n in args}, path), eager
 
 
+def llama_calls(vocab: int = 128, positions=lambda start, n: torch.tensor([start])):
+    """A 5-token prefill, decodes, a 3-token prefill at position 8, a decode; reset, a 2-token
+    prefill, a decode — token ids below `vocab`, a call's positions `positions(start, n)` (its
+    start alone, as ExecuTorch's llama takes them, by default)."""
+    g = torch.Generator().manual_seed(0)
+
+    def call(name, start, n):
+        return name, (torch.randint(0, vocab, (1, n), generator=g), positions(start, n))
+
+    return [call("prefill", 0, 5)] + [call("decode", p, 1) for p in (5, 6, 7)] + \
+        [call("prefill", 8, 3), call("decode", 11, 1), ("reset", ()), call("prefill", 0, 2),
+         call("decode", 2, 1)]
+
+
 def gemma4_methods(path: str = "reference", cache: str = "index_copy", sdpa: str = "custom"):
     """ExecuTorch's Gemma 4 text decoder (`examples.models.gemma4`; a tiny config of five layers
     — sliding and full attention, the last two reading the caches of earlier layers (KV sharing),
