@@ -26,7 +26,7 @@ import operator
 import torch
 from torch.fx import GraphModule, Node
 
-from ..lowering.scalar_facts import assert_program_facts
+from ..lowering.scalar_facts import assert_program_facts, sym_expr
 
 __all__ = ["host_results"]
 
@@ -38,16 +38,12 @@ _VIEWS = {aten.slice.Tensor, aten.permute.default, aten.transpose.int, aten.unsq
 _INTS = {operator.add, operator.sub, operator.mul, operator.floordiv, aten.sym_size.int}
 
 
-def _sym(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else None
-
-
 def _returnable(val, carried: set) -> bool:
     """Whether an engine can return a value `val`: a tensor whose every dimension is a constant
     or a symbol one of its inputs carries, or an integer that is such a symbol."""
     if isinstance(val, torch.Tensor):
-        return all(_sym(s) is None or _sym(s) in carried for s in val.shape)
-    return isinstance(val, torch.SymInt) and _sym(val) in carried
+        return all(sym_expr(s) is None or sym_expr(s) in carried for s in val.shape)
+    return isinstance(val, torch.SymInt) and sym_expr(val) in carried
 
 
 def _chain(out: Node, carried: set, base: dict) -> list[Node] | None:
@@ -76,7 +72,7 @@ def _carried(sub: GraphModule) -> set:
     for ph in (n for n in sub.graph.nodes if n.op == "placeholder"):
         val = ph.meta.get("val")
         if isinstance(val, torch.Tensor):
-            carried |= {_sym(s) for s in val.shape if _sym(s) is not None}
+            carried |= {sym_expr(s) for s in val.shape if sym_expr(s) is not None}
     return carried
 
 

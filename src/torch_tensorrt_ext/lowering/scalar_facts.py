@@ -18,7 +18,7 @@ import operator
 import torch
 from torch.fx import Graph, Node
 
-__all__ = ["assert_facts", "assert_program_facts", "program_facts"]
+__all__ = ["assert_facts", "assert_program_facts", "program_facts", "sym_expr"]
 
 
 def program_facts(env, bound, known) -> list:
@@ -57,7 +57,8 @@ def assert_facts(graph: Graph, facts, values: dict) -> None:
                             (check.node, f"the program's runtime assertion {fact}"))
 
 
-def _expr(val):
+def sym_expr(val):
+    """The sympy expression of a symbolic int or bool; None for anything else."""
     return val.node.expr if isinstance(val, (torch.SymInt, torch.SymBool)) else None
 
 
@@ -93,7 +94,7 @@ def assert_program_facts(graph: Graph, nodes: list[Node]) -> None:
     bound: dict = {}
     env = None
     for n in graph.nodes:
-        e = _expr(_val(n))
+        e = sym_expr(_val(n))
         if isinstance(e, sympy.Symbol) and e in used and e not in bound:
             bound[e], env = n, _val(n).node.shape_env
     if not bound:
@@ -102,8 +103,8 @@ def assert_program_facts(graph: Graph, nodes: list[Node]) -> None:
     for ph in (n for n in graph.nodes if n.op == "placeholder"):
         val = ph.meta.get("val")
         for d, s in enumerate(val.shape if isinstance(val, torch.Tensor) else ()):
-            if isinstance(_expr(s), sympy.Symbol):
-                first.setdefault(_expr(s), (ph, d))
+            if isinstance(sym_expr(s), sympy.Symbol):
+                first.setdefault(sym_expr(s), (ph, d))
     facts = program_facts(env, bound, first)
     wanted = {e for f in facts for e in free_symbols(f)}
     phs = [n for n in graph.nodes if n.op == "placeholder"]
@@ -112,7 +113,7 @@ def assert_program_facts(graph: Graph, nodes: list[Node]) -> None:
         if e in wanted and e not in bound:
             with graph.inserting_before(phs[-1].next):
                 sizes[e] = graph.call_function(torch.ops.aten.sym_size.int, (ph, d))
-            sizes[e].meta["val"] = next(s for s in ph.meta["val"].shape if _expr(s) == e)
+            sizes[e].meta["val"] = next(s for s in ph.meta["val"].shape if sym_expr(s) == e)
     values = {**bound, **sizes}
     order = {n: i for i, n in enumerate(graph.nodes)}
     first_use = nodes[0]
