@@ -70,10 +70,11 @@ def eager_calls(program: MethodsProgram, dtype: torch.dtype | None = None) -> li
 
 def _exported(program: MethodsProgram) -> dict[str, torch.export.ExportedProgram]:
     model = program.build().eval()
-    return {n: torch.export.export(program.method_module(model, n), program.example_args(n),
-                                   dynamic_shapes=program.dynamic_shapes(n),
-                                   strict=program.strict)
-            for n in program.names()}
+    with torch.set_grad_enabled(program.grad):
+        return {n: torch.export.export(program.method_module(model, n), program.example_args(n),
+                                       dynamic_shapes=program.dynamic_shapes(n),
+                                       strict=program.strict)
+                for n in program.names()}
 
 
 def _each_method_runs(program: MethodsProgram) -> None:

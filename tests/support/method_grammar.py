@@ -24,7 +24,9 @@ resets first); `path` the save path (`SAVE_PATHS`), `external` weights in a `.pt
 input projection written as transformers write it, computing in `.float()` and casting back; a
 `held` state is written through another object holding it (`self.held.kv`, as transformers' cache
 layers write their module's buffers; such a program is exported `strict`, as its authors do, and
-`strict` is drawn for the others); `save_dims` False (path "upstream") saves the prefill without
+`strict` is drawn for the others); `grad` False: the methods exported under `torch.no_grad()`,
+as ExecuTorch's export scripts (and its export API, the "recipe" path, always) export them;
+`save_dims` False (path "upstream") saves the prefill without
 its dynamic dims, so its `.pte` refuses every other length (`refused`) and changes no state.
 `program.source()` is the module as standalone Python; inputs of call `i` are deterministic from
 the program's seed (`program.call_args(i, ...)`).
@@ -103,6 +105,9 @@ class MethodsProgram:
     strict: bool = False        # torch.export's mode (held state: strict, as its authors export)
     save_dims: bool = True      # "upstream": the prefill's dynamic dims given at save; without
                                 # them the .pte takes its example length, refusing the others
+    grad: bool = True           # exported with grad enabled; False: under `torch.no_grad()`,
+                                # as ExecuTorch's export scripts export (its export API, the
+                                # "recipe" path, always does)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -138,7 +143,8 @@ class MethodsProgram:
                 | cells | {f"path:{self.path}", f"precision:{self.precision}",
                            f"norm:{self.norm}", f"external:{self.external}",
                            f"methods:{len(self.methods)}", f"strict:{self.strict}",
-                           f"save_dims:{self.save_dims}"}
+                           f"save_dims:{self.save_dims}",
+                           f"grad:{self.grad and self.path != 'recipe'}"}
                 | {f"held:{s.kind}" for s in self.states if s.held})
 
     def source(self) -> str:
@@ -382,5 +388,6 @@ def methods_programs(draw, paths=SAVE_PATHS) -> MethodsProgram:
     external, seed, norm = draw(st.booleans()), draw(st.integers(0, 3)), draw(st.booleans())
     strict = any(s.held for s in states) or draw(st.booleans())
     save_dims = path != "upstream" or "prefill" not in names or draw(st.integers(0, 3)) > 0
+    grad = path == "recipe" or draw(st.booleans())
     return MethodsProgram(states, methods, calls, path, external, seed, precision, norm,
-                          strict, save_dims)
+                          strict, save_dims, grad)

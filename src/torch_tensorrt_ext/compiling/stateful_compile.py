@@ -118,10 +118,15 @@ def stateful_program(program: torch.export.ExportedProgram
     """What compile hands torch-tensorrt's lowering, and which buffers the program writes (FQN ->
     the node writing it) for `StatefulCompile.finish`'s check.
 
+    First, where torch.export left a node's readers unrecorded (a `no_grad` block it inlined
+    itself, exporting under `torch.no_grad()` as ExecuTorch's export API does), they are
+    recorded again (`node_users`): torch-tensorrt's dead-code elimination would otherwise delete
+    a value a buffer write still reads.
+
     Every written constant that is really module state is carried as a buffer (non-strict
     export lifts state held on plain objects as constants), so its writes are planned; a written
     user input or parameter is refused naming it (`mutated_inputs`). A `with torch.no_grad():`
-    block is inlined first (`grad_blocks`): its writes are then the program's own, seen by every
+    block is inlined next (`grad_blocks`): its writes are then the program's own, seen by every
     pass as those of a program written without it. A program writing a buffer inside another
     higher-order op, or through an op whose schema does not declare the write (a train-mode
     batch norm's running statistics: `composite_writes`), is functionalized here:
@@ -139,8 +144,10 @@ def stateful_program(program: torch.export.ExportedProgram
     from ..lowering.grad_blocks import without_grad_blocks
     from ..lowering.graph_writes import buffer_writers, functional_program, hides_writes
     from ..lowering.mutated_inputs import inputs_as_state
+    from ..lowering.node_users import with_node_users
     from ..lowering.rewrites import SAME_VALUE, rewritten
-    state = without_grad_blocks(program)   # a new program where a no_grad block was inlined
+    state = with_node_users(program)       # a new program where fx's reader index was wrong
+    state = without_grad_blocks(state)     # a new program where a no_grad block was inlined
     state = inputs_as_state(state)[0]      # a new program where a constant became a buffer
     state = rewritten(state, SAME_VALUE, owned=state is not program).program
     writers = buffer_writers(state)

@@ -172,6 +172,29 @@ def test_a_method_pytorch_cannot_run_in_the_recipe_s_precision_makes_the_program
     assert "Expected self.dtype to be equal to src.dtype" in result.message
 
 
+# found by the method generator (a refusal at save, recipe path): a bool flag written in a
+# `with torch.no_grad():` block from `h > 0` that nothing after reads — torch.export, exporting
+# under `torch.no_grad()` (ExecuTorch's export API always does; "grad" False: the others as its
+# export scripts do), inlines the block itself and drops the write from the value's readers, so
+# torch-tensorrt's dead-code elimination deleted the value under the write (lowering/node_users)
+NO_GRAD_FLAG = MethodsProgram(
+    states=(State("cell", cell=Buf("flag", dtype="bool", pos=2,
+                                   ret=("value", "value_view", "before"), mix="before",
+                                   no_grad=True)),
+            State("cell", cell=Buf("kv_index_copy", twice=True, pos=3, ret=(), mix="after"))),
+    methods=(Method("fill", ("c_flag",), ("c_kv_index_copy", "c_flag")),
+             Method("chunk", ("c_kv_index_copy", "c_flag"), ("c_flag",), read_first=True)),
+    calls=(("reset", 1), ("fill", 1), ("chunk", 3), ("chunk", 3)), external=True, seed=2,
+    grad=False)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_write_exported_under_no_grad_that_nothing_after_reads_is_kept(path):
+    program = dataclasses.replace(NO_GRAD_FLAG, path=path)
+    result = check_methods(program)
+    assert result.ok, result.report(program)
+
+
 # The generator's fixed-seed smoke (scripts/generate_stateful.py --methods draws the long runs):
 # two to four methods — a dynamic prefill, a chunk, a decode, a fill, a read-only and a stateless
 # method — on a drawn save path, stepped through a drawn interleaving with reset.
