@@ -236,9 +236,11 @@ def check_program(program: Program, steps: int = 4, device: str | None = None,
 
 def _export(program) -> torch.export.ExportedProgram:
     """The program exported as its author would: strict where the program says so (ExecuTorch's
-    llama builder exports strict), else non-strict."""
-    return torch.export.export(program.build().eval(), program.args(0),
-                               strict=getattr(program, "strict", False))
+    llama builder exports strict), else non-strict; under `torch.no_grad()` where it says so (as
+    ExecuTorch's export scripts export)."""
+    with torch.set_grad_enabled(getattr(program, "grad", True)):
+        return torch.export.export(program.build().eval(), program.args(0),
+                                   strict=getattr(program, "strict", False))
 
 
 def _check_rtx(program, ep, path) -> Result:

@@ -129,6 +129,8 @@ class Program:
     seed: int = 0
     as_dict: bool = False         # the outputs as a dict {"o0": ..., ...}, not a tuple
     weights: str = "none"         # constants of odd layouts the model computes with: WEIGHTS
+    grad: bool = True             # exported with grad enabled; False: under `torch.no_grad()`,
+                                  # as ExecuTorch's export scripts and its export API export
 
     def fqns(self) -> list[str]:
         return [_fqn(b, i) for i, b in enumerate(self.bufs)]
@@ -136,7 +138,8 @@ class Program:
     def features(self) -> set[str]:
         """What the program drew, as `dimension:value` labels (a run's figures count them)."""
         return ({f"kind:{b.kind}" for b in self.bufs} | {f"dtype:{b.dtype}" for b in self.bufs}
-                | {f"weights:{self.weights}", f"split:{self.split}", f"buffers:{len(self.bufs)}"})
+                | {f"weights:{self.weights}", f"split:{self.split}", f"buffers:{len(self.bufs)}",
+                   f"grad:{self.grad}"})
 
     def kind_of(self, fqn: str) -> str:
         return self.bufs[self.fqns().index(fqn)].kind
@@ -541,4 +544,4 @@ def programs(draw, max_buffers: int = 3, kinds=None) -> Program:
     split_at = draw(st.integers(0, n)) if split != "none" else 0
     return Program(bufs=bufs, batch=batch, split=split, split_at=split_at,
                    seed=draw(st.integers(0, 2 ** 16)), as_dict=draw(_mostly(False, True)),
-                   weights=draw(_mostly(*WEIGHTS)))
+                   weights=draw(_mostly(*WEIGHTS)), grad=draw(st.booleans()))
