@@ -26,7 +26,8 @@ import operator
 import torch
 from torch.fx import GraphModule, Node
 
-from ..lowering.scalar_facts import assert_program_facts, sym_expr
+from ..engines.dynamic_dims import carried_symbols, returnable
+from ..lowering.scalar_facts import assert_program_facts
 
 __all__ = ["host_results"]
 
@@ -36,14 +37,6 @@ _ACC = "_run_on_acc"
 _VIEWS = {aten.slice.Tensor, aten.permute.default, aten.transpose.int, aten.unsqueeze.default,
           aten.squeeze.dim, aten.select.int, aten.alias.default, aten.narrow.default}
 _INTS = {operator.add, operator.sub, operator.mul, operator.floordiv, aten.sym_size.int}
-
-
-def _returnable(val, carried: set) -> bool:
-    """Whether an engine can return a value `val`: a tensor whose every dimension is a constant
-    or a symbol one of its inputs carries, or an integer that is such a symbol."""
-    if isinstance(val, torch.Tensor):
-        return all(sym_expr(s) is None or sym_expr(s) in carried for s in val.shape)
-    return isinstance(val, torch.SymInt) and sym_expr(val) in carried
 
 
 def _chain(out: Node, carried: set, base: dict) -> list[Node] | None:
@@ -56,7 +49,7 @@ def _chain(out: Node, carried: set, base: dict) -> list[Node] | None:
         if n in seen or n.op == "placeholder" or n in base:
             continue
         val = n.meta.get("val")
-        if n is not out and isinstance(val, torch.Tensor) and _returnable(val, carried):
+        if n is not out and isinstance(val, torch.Tensor) and returnable(val, carried):
             base[n] = None
             continue
         if n.op != "call_function" or n.target not in _VIEWS | _INTS or n.kwargs:
@@ -67,25 +60,16 @@ def _chain(out: Node, carried: set, base: dict) -> list[Node] | None:
     return sorted(seen, key=order.__getitem__)
 
 
-def _carried(sub: GraphModule) -> set:
-    carried = set()
-    for ph in (n for n in sub.graph.nodes if n.op == "placeholder"):
-        val = ph.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            carried |= {sym_expr(s) for s in val.shape if sym_expr(s) is not None}
-    return carried
-
-
 def _hoist(parent: GraphModule, call: Node, sub: GraphModule) -> list[Node]:
     """Move the partition's unreturnable results that are chains into `parent`; the parent's
     nodes made, in order (empty when nothing moved)."""
     out_node = sub.graph.output_node()
     outs = list(out_node.args[0])
-    carried = _carried(sub)
+    carried = carried_symbols(n for n in sub.graph.nodes if n.op == "placeholder")
     base: dict[Node, None] = {}
     chains = {}
     for k, o in enumerate(outs):
-        if isinstance(o, Node) and not _returnable(o.meta.get("val"), carried):
+        if isinstance(o, Node) and not returnable(o.meta.get("val"), carried):
             chain = _chain(o, carried, base)
             if chain is not None:
                 chains[k] = chain

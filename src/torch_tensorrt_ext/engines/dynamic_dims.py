@@ -9,17 +9,22 @@ output binding is a symbol some input dimension carries — recorded as that inp
 (`OutputDim`), so the PyTorch fake kernel and every reader give each output its shape from the
 inputs' shapes alone. Anything else (an unbounded symbol, an output dimension `2*s0` or
 data-dependent) is refused at compile, naming the binding and the expression.
+`carried_symbols(inputs)` and `returnable(val, carried)` are that rule for a result as one
+predicate (`compiling/host_results` moves the results it refuses out of the partition first);
+`PartitionDims` refuses exactly the results it rejects.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
 from ..errors import Unsupported
+from ..lowering.scalar_facts import sym_expr as _expr
 
-__all__ = ["OutputDim", "PartitionDims", "partition_dims", "max_shape"]
+__all__ = ["OutputDim", "PartitionDims", "carried_symbols", "partition_dims", "max_shape",
+           "returnable"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,19 @@ class OutputDim:
     input_dim: int
 
 
-def _expr(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else None
+def carried_symbols(inputs: Iterable[Node]) -> set:
+    """The symbols some dimension of a tensor input among `inputs` is."""
+    vals = (n.meta.get("val") for n in inputs)
+    return {_expr(s) for v in vals if isinstance(v, torch.Tensor) for s in v.shape
+            if _expr(s) is not None}
+
+
+def returnable(val, carried) -> bool:
+    """Whether an engine whose inputs carry the symbols `carried` returns `val`: a tensor whose
+    every dimension is a constant or one of them, or an integer that is one of them."""
+    if isinstance(val, torch.Tensor):
+        return all(_expr(s) is None or _expr(s) in carried for s in val.shape)
+    return isinstance(val, torch.SymInt) and _expr(val) in carried
 
 
 def _bounds(size) -> tuple[int, int]:
@@ -90,7 +106,7 @@ class PartitionDims:
             expr = _expr(s)
             if expr is None:
                 continue
-            if expr not in self.first:
+            if not returnable(s, self.first):
                 raise Unsupported(
                     f"engine output {name!r} has dimension {k} = {expr}, which no engine input "
                     f"dimension is; a reference engine sizes each dynamic output dimension as "
@@ -102,7 +118,7 @@ class PartitionDims:
     def input_dim_of(self, val, name: str) -> tuple[int, int]:
         """(input, dim) whose size a symbolic-int result `val` is (refused when none is)."""
         expr = _expr(val)
-        if expr is None or expr not in self.first:
+        if not returnable(val, self.first):
             raise Unsupported(
                 f"engine {name} is the integer {val}, which is no engine input's dimension; a "
                 "reference engine returns tensors and its inputs' sizes only")
