@@ -59,10 +59,13 @@ class LiftedGraph:
 def row_major(t: torch.Tensor) -> torch.Tensor:
     """A buffer's value (or its fake) as an engine binding holds it: a row-major copy — `clone`
     keeps a transposed or expanded buffer's strides, which torch-tensorrt's inputs refuse
-    ("Tensor does not have a supported memory format")."""
+    ("Tensor does not have a supported memory format"). A fake already row-major is returned
+    as it is: a fake is never written, and cloning one costs a fake-mode dispatch per buffer."""
     mode = getattr(t, "fake_mode", None)
     if mode is None:
         return t.detach().clone(memory_format=torch.contiguous_format)
+    if t.is_contiguous():
+        return t
     with mode:
         return t.clone(memory_format=torch.contiguous_format)
 

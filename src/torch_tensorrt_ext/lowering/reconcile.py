@@ -19,9 +19,11 @@ def _index(engines: Iterable[EngineInfo]):
     aliased: dict[str, tuple[EngineInfo, str, str]] = {}    # fqn -> (engine, in, out)
     consumer: dict[str, tuple[EngineInfo, str]] = {}         # fqn -> (first engine, input binding)
     producer: dict[str, tuple[EngineInfo, str]] = {}         # fqn -> (engine, output binding)
+    reads: dict[tuple[int, str], str] = {}       # (id(engine), fqn) -> its first input binding
     for e in engines:
         for binding, fqn in e.input_buffers:
             consumer.setdefault(fqn, (e, binding))
+            reads.setdefault((id(e), fqn), binding)
         for binding, fqn in e.output_buffers:
             producer[fqn] = (e, binding)
         for fqn, a in e.aliased_buffers().items():
@@ -29,12 +31,12 @@ def _index(engines: Iterable[EngineInfo]):
                 raise PlanError(f"buffer {fqn!r} is aliased by two engines: "
                                 f"{aliased[fqn][0].name!r} and {e.name!r}")
             aliased[fqn] = (e, a.input, a.output)
-    return aliased, consumer, producer
+    return aliased, consumer, producer, reads
 
 
 def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan:
     engines = list(engines)
-    aliased, consumer, producer = _index(engines)
+    aliased, consumer, producer, reads = _index(engines)
     stray = [f for f in aliased if f not in plan]
     if stray:
         e, i, o = aliased[stray[0]]
@@ -66,7 +68,7 @@ def reconcile(plan: MutationPlan, engines: Iterable[EngineInfo]) -> MutationPlan
             e, o = producer[w.fqn]
             # the buffer's input binding on the engine producing its value (none when another
             # engine reads the buffer and this one only computes the new value)
-            i = next((b for b, f in e.input_buffers if f == w.fqn), None)
+            i = reads.get((id(e), w.fqn))
             w = dataclasses.replace(w, engine=e.name, input_binding=i, output_binding=o)
         writes.append(w)
     rebuilds = tuple(RebuildRequest(name, tuple(fqns),
