@@ -15,11 +15,11 @@ save was refused ("Argument 'gt' of Node 'copy_' was used before it has been def
 
 Invariant: `broken_users(gm)` changes nothing and names (`subgraphs.Site`) each node, in every
 graph of `gm`, that reads an input whose `users` does not hold it, or whose own `users` holds a
-node that does not read it or is no longer in the graph. `with_node_users(program)`
-is `program` itself when no graph of it has such a node, else a new program (`program_edit.rebuilt`)
-over a copy of its graphs (`subgraphs.copied`: fx's graph copy makes each node from its
-arguments, so every index is built anew from them) in which none is left; `program` is left as it
-was. The arguments decide: no node, argument or value changes.
+node that does not read it or is no longer in the graph. `with_node_users(program)` is `program`
+itself when no graph of it has such a node, else a new program (`program_edit.rebuilt`) over a
+copy of its graphs (`subgraphs.copied`: fx's graph copy makes each node from its arguments, so
+every index is built anew from them) in which none is left; `program` is left as it was. The
+arguments decide: no node, argument or value changes.
 """
 from __future__ import annotations
 
