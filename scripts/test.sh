@@ -41,9 +41,10 @@ find runtime/src runtime/include runtime/tests runtime/fuzz runtime/bench runtim
 # saying it was skipped where not: CI cannot fetch).
 bash scripts/check_tensorrt_headers.sh || status=$?
 # Two workers (CI has two cores), a test file per worker at a time (`--dist loadfile`: a
-# module's fixtures are made once); TTE_PYTEST_WORKERS=0 runs in this process.
+# module's fixtures are made once); TTE_PYTEST_WORKERS=0 runs in this process. The 20 slowest
+# tests are printed: what to shard when the run nears CI's 45 minutes.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${TTE_PYTEST_WORKERS:-2}" --dist loadfile \
-  "$@" || status=$?
+  --durations=20 "$@" || status=$?
 # Upstream's own tests for this area, baseline vs patched (with the series' changes to upstream's
 # tests): no test that passes on the baseline may fail patched. TTE_PEER=0 skips (~5 min).
 [ "${TTE_PEER:-1}" = 0 ] || [ "$#" -gt 0 ] || .venv/bin/python scripts/upstream_peer.py || status=$?
