@@ -65,7 +65,7 @@ def _hoist(parent: GraphModule, call: Node, sub: GraphModule) -> list[Node]:
     nodes made, in order (empty when nothing moved)."""
     out_node = sub.graph.output_node()
     outs = list(out_node.args[0])
-    carried = carried_symbols(n for n in sub.graph.nodes if n.op == "placeholder")
+    carried = carried_symbols(sub.graph.find_nodes(op="placeholder"))
     base: dict[Node, None] = {}
     chains = {}
     for k, o in enumerate(outs):
