@@ -27,7 +27,10 @@ kept per operator registry for the session (`torch_tables.memoize_cia_table`: th
 recomputed and compared every 64 lookups; ~12 % of an end-to-end file's time); $TTE_CIA_MEMO=0
 runs torch's own function. Each decomposition's ~10^4 `py_impl` calls build annotation objects
 nothing reads: the session runs torch's method recompiled with postponed annotations
-(`torch_annotations.lazy_py_impl_annotations`); $TTE_LAZY_ANNOTATIONS=0 keeps torch's.
+(`torch_annotations.lazy_py_impl_annotations`); $TTE_LAZY_ANNOTATIONS=0 keeps torch's. The
+cyclic collector's young generation is collected every 10^4 net allocations, not 700
+(`gc_threshold`: a quarter of a compile's time went to the collector); $TTE_GC_YOUNG=700 is
+Python's own.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ if os.environ.get("TTE_CIA_MEMO", "1") != "0":
 if os.environ.get("TTE_LAZY_ANNOTATIONS", "1") != "0":
     from torch_annotations import lazy_py_impl_annotations
     lazy_py_impl_annotations()
+from gc_threshold import raise_young_threshold  # noqa: E402 - support/ is on the path only now
+raise_young_threshold()
 GPU_TIER = Path(__file__).resolve().parent / "gpu"
 # In bundle mode (a GPU machine with python3 and pytest alone: tests/gpu) only the GPU tier can be
 # imported, so a plain `pytest -m gpu` collects nothing else.
