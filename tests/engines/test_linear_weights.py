@@ -1,14 +1,13 @@
 """`engines.linear_weights`: a Linear's weight is stored transposed, so the reference engine's
 program multiplies by the stored bytes (`mm`) instead of copying every weight transposed
 (`permute_copy`) on every call; a weight read by anything else (a tied embedding) is kept as it
-is. Checked on what the compile really built: the engine's packed payload and its program."""
+is. Checked on what the compile really built: the engine's weights and its program."""
 from __future__ import annotations
 
 import torch
 
 from torch_tensorrt_ext import reference
 from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
-from torch_tensorrt_ext.engines.weights import unpack
 
 
 def _kernel_calls(program: bytes) -> list[str]:
@@ -60,8 +59,8 @@ def test_linear_weights_are_stored_transposed_and_never_copied_per_call():
     args = (torch.randn(1, 2, 16, generator=torch.Generator().manual_seed(1)),)
     trt = reference.compile(model, args)
     engine = _engine(trt)
-    refs = engine._meta.weights
-    program, weights = unpack(engine.payload, refs)
+    program, weights = engine.program, engine.weights
+    assert all(w.is_contiguous() for w in weights)
     stored = {tuple(w.shape): w for w in weights}
     torch.testing.assert_close(stored[(16, 32)], model.up.weight.t(), rtol=0, atol=0)
     torch.testing.assert_close(stored[(32, 16)], model.down.weight.t(), rtol=0, atol=0)
@@ -80,7 +79,7 @@ def test_a_tied_weight_is_kept_as_it_is():
     ids = torch.tensor([[1, 5, 7]])
     trt = reference.compile(model, (ids,))
     engine = _engine(trt)
-    program, weights = unpack(engine.payload, engine._meta.weights)
+    program, weights = engine.program, engine.weights
     assert [tuple(w.shape) for w in weights] == [(32, 16)]          # once, not transposed
     torch.testing.assert_close(weights[0], model.emb.weight, rtol=0, atol=0)
     assert "aten::permute_copy" in _kernel_calls(bytes(program.numpy()))

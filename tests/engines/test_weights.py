@@ -1,16 +1,18 @@
-"""`engines.weights`: which constants of a partition become named-data weights, and the packed
-payload the compiled module holds (CONTRACTS.md §2 "Weights")."""
+"""`engines.weights`: which constants of a partition become named-data weights, and the tensors
+the compiled module holds for them (CONTRACTS.md §2 "Weights")."""
 from __future__ import annotations
 
+import gc
 import hashlib
+import weakref
 
 import pytest
 import torch
 from torch.fx import GraphModule, Graph
 
 from torch_tensorrt_ext.contracts.tensor_bytes import tensor_bytes
-from torch_tensorrt_ext.engines.weights import (KEY_PREFIX, MIN_WEIGHT_BYTES, WEIGHT_ALIGNMENT,
-                                                pack, unpack, weight_key, weights_as_inputs)
+from torch_tensorrt_ext.engines.weights import (KEY_PREFIX, MIN_WEIGHT_BYTES, held, weight_key,
+                                                weights_as_inputs)
 
 
 def _partition() -> tuple[GraphModule, dict[str, torch.Tensor]]:
@@ -52,17 +54,36 @@ def test_large_constants_become_trailing_inputs_one_per_value():
     torch.testing.assert_close(rot, torch.real(c["rot"]))
 
 
-def test_pack_and_unpack_find_every_part_as_views():
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def test_engines_hold_one_snapshot_of_each_weight_through_views_of_their_own():
     gm, consts = _partition()
     weights = weights_as_inputs(gm)
-    program = b"PROGRAM" * 5
-    payload = pack(program, weights)
-    got_program, got = unpack(payload, [r for r, _ in weights])
-    assert bytes(got_program.numpy()) == program
-    for (_, t), w in zip(weights, got, strict=True):
-        assert torch.equal(w, t) and w.dtype == t.dtype
-        assert w.untyped_storage().data_ptr() == payload.untyped_storage().data_ptr()
-        assert (w.data_ptr() - payload.data_ptr()) % WEIGHT_ALIGNMENT == 0
+    # a second engine (another method) with the same bytes in tensors of its own
+    first, second = held(weights), held([(r, t.clone()) for r, t in weights])
+    for (_, t), a, b in zip(weights, first, second, strict=True):
+        assert torch.equal(a, t) and a.dtype == t.dtype and a.is_contiguous()
+        assert _storage(a) != _storage(t)                  # a snapshot, not the model's tensor
+        assert a is not b and _storage(a) == _storage(b)   # one snapshot, a view each
+    assert _storage(first[0]) != _storage(first[1])        # two weights: two snapshots
+    before = consts["big"].clone()
+    consts["big"].add_(1)                                  # the model's later write
+    assert torch.equal(first[0], before)                   # never reaches an engine
+
+
+def test_a_snapshot_lives_while_an_engine_holds_it():
+    gm, _ = _partition()
+    weights = weights_as_inputs(gm)
+    views = held(weights)
+    assert _storage(held(weights)[0]) == _storage(views[0])
+    snapshot = weakref.ref(views[0]._base)
+    del views
+    gc.collect()
+    assert snapshot() is None                 # no engine holds it: freed, not kept by the table
+    again = held(weights)                     # and taken afresh
+    assert torch.equal(again[0], weights[0][1]) and again[0]._base is not None
 
 
 # --- every layout and dtype ---------------------------------------------------------------------
@@ -118,12 +139,13 @@ def test_every_layout_and_dtype_is_its_values_row_major(layout, dtype):
     g.output((g.call_function(torch.mul, (g.get_attr("w"), x)),))
     gm = GraphModule(root, g)
     weights = weights_as_inputs(gm)
-    [(ref, held)] = weights
+    [(ref, _)] = weights
     assert (ref.key, ref.shape, ref.nbytes) == (weight_key(t), tuple(t.shape), len(want))
-    _, [unpacked] = unpack(pack(b"P", weights), [ref])
-    assert torch.equal(unpacked, t) and unpacked.is_contiguous()
+    [kept] = held(weights)
+    assert torch.equal(kept, t) and kept.is_contiguous()
+    assert kept.reshape(-1).view(torch.uint8).numpy().tobytes() == want
     one = torch.ones((), dtype=dtype)
-    assert torch.equal(gm(one, unpacked)[0], t * one)
+    assert torch.equal(gm(one, kept)[0], t * one)
 
 
 def test_keys_identify_the_bytes_not_the_layout():

@@ -1,12 +1,15 @@
 """The engine-call node contract: how a compiled engine appears in a graph.
 
-    tte::execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]
+    tte::execute_engine(Tensor[] inputs, Tensor engine, Tensor[] weights, str signature)
+        -> Tensor[]
 
 (this project's reference engines), or torch-tensorrt's `tensorrt::execute_engine` and its
 serialized form `tensorrt::no_op_placeholder_for_execute_engine`. For `tte::execute_engine`,
-`inputs` are the engine's input bindings in order, `engine` the payload bytes (uint8) and
-`signature` a JSON object `{"name": ..., "metadata": <blob metadata>}` (docs/CONTRACTS.md §1 keys)
-from which bindings, shapes and dtypes are known without touching the payload. The op returns
+`inputs` are the engine's input bindings in order, `engine` the payload program's bytes
+(uint8), `weights` the engine's weights in the order its metadata lists them (`"weights"`, the
+program's trailing inputs; CONTRACTS.md §2 "Weights") and `signature` a JSON object
+`{"name": ..., "metadata": <blob metadata>}` (docs/CONTRACTS.md §1 keys) from which bindings,
+shapes and dtypes are known without touching the payload. The op returns
 every output binding in binding order.
 
 Invariant: these predicates recognise an engine call in ATen or edge dialect by its schema name
@@ -24,10 +27,14 @@ from torch.fx import Node
 from . import blob, blob_metadata, blob_validate
 from ..errors import UsageError
 
-__all__ = ["SCHEMA", "TTE_OP", "TRT_OPS", "Signature", "schema_name", "is_engine_call",
-           "is_reference_call", "is_tensorrt_call"]
+__all__ = ["SCHEMA", "INPUTS_ARG", "ENGINE_ARG", "WEIGHTS_ARG", "SIGNATURE_ARG", "TTE_OP",
+           "TRT_OPS", "Signature", "schema_name", "is_engine_call", "is_reference_call",
+           "is_tensorrt_call"]
 
-SCHEMA = "execute_engine(Tensor[] inputs, Tensor engine, str signature) -> Tensor[]"
+SCHEMA = ("execute_engine(Tensor[] inputs, Tensor engine, Tensor[] weights, str signature) "
+          "-> Tensor[]")
+# the argument positions of a `tte::execute_engine` call
+INPUTS_ARG, ENGINE_ARG, WEIGHTS_ARG, SIGNATURE_ARG = range(4)
 TTE_OP = "tte::execute_engine"
 TRT_OPS = ("tensorrt::execute_engine", "tensorrt::no_op_placeholder_for_execute_engine")
 

@@ -108,11 +108,12 @@ def sizes_read_in_graph(module: torch.nn.Module) -> None:
 @dataclass(frozen=True)
 class OwnCall:
     """An engine called through this package's own op (`tte::execute_engine`), as the legacy
-    exporter inlines it: `op((inputs, payload, signature))`, each symbolic scalar input
+    exporter inlines it: `op(inputs, program, weights, signature)`, each symbolic scalar input
     (`scalars`: position -> dtype) bound as a 0-d tensor."""
 
     op: object
-    payload: torch.Tensor
+    program: torch.Tensor
+    weights: tuple[torch.Tensor, ...]
     scalars: dict[int, torch.dtype]
     signature: str
 
@@ -123,4 +124,5 @@ def own_call(module: torch.nn.Module) -> OwnCall | None:
     if kind(module) != "reference":
         return None
     from .execute_op import OP
-    return OwnCall(OP, module.payload, dict(module.scalars), module.signature)
+    return OwnCall(OP, module.program, tuple(module.weights), dict(module.scalars),
+                   module.signature)

@@ -18,13 +18,13 @@ import torch
 from ..contracts.dtypes import TORCH_DTYPES
 from ..contracts.engine_call import SCHEMA, Signature
 from ..errors import ExecutionError
-from .weights import unpack
 
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
 _lib.define(SCHEMA)
 
 
-def _fake(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> list[torch.Tensor]:
+def _fake(inputs: list[torch.Tensor], engine: torch.Tensor, weights: list[torch.Tensor],
+          signature: str) -> list[torch.Tensor]:
     """The outputs' fake values, made by a factory with no tensor argument: derived from the
     engine constant (`engine.new_empty`), fake-tensor constant propagation would run the op for
     real and keep a 0-d output as a *constant* of uninitialised memory — whose `.item()` a retrace
@@ -55,7 +55,8 @@ def run_payload(payload: bytes, inputs: Sequence[torch.Tensor],
     return [t.clone() for t in method.execute([t.contiguous() for t in inputs] + list(weights))]
 
 
-def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> list[torch.Tensor]:
+def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, weights: list[torch.Tensor],
+         signature: str) -> list[torch.Tensor]:
     sig = Signature.parse(signature)
     meta = sig.metadata
     if meta.engine_kind != "reference":
@@ -65,8 +66,10 @@ def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, signature: str) -> li
     if len(inputs) != len(meta.inputs):
         raise ExecutionError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
                            f"{list(meta.input_names)}, got {len(inputs)}")
-    program, weights = unpack(engine, meta.weights)
-    outs = run_payload(program.numpy().tobytes(), inputs, weights)
+    if len(weights) != len(meta.weights):
+        raise ExecutionError(f"engine {sig.name!r} takes {len(meta.weights)} weights, got "
+                             f"{len(weights)}")
+    outs = run_payload(engine.numpy().tobytes(), inputs, weights)
     index = {n: i for i, n in enumerate(meta.input_names)}
     out_index = {n: i for i, n in enumerate(meta.output_names)}
     for a in meta.aliased_io:           # IKVCacheUpdateLayer: written through the input

@@ -6,9 +6,10 @@ their copy on every decode step). A weight is a constant; its transpose can be s
 
 Invariant: after `linear_weights_transposed(gm)`, every 2-D floating-point tensor constant of
 `gm` whose every use is the weight of an `aten.linear` is replaced by a constant holding its
-transpose (a *view* — no bytes are copied here; `weights.pack` writes them once, transposed,
-into the payload) and each such `linear(x, W, b)` by `matmul(x, Wᵀ)` (+ `b`), which computes the
-same values and which ExecuTorch lowers to `mm` on the stored bytes, with no copy of the weight.
+transpose (a *view* — no bytes are copied here; `weights.held` snapshots them once,
+transposed, for every engine holding them) and each such `linear(x, W, b)` by `matmul(x, Wᵀ)`
+(+ `b`), which computes the same values and which ExecuTorch lowers to `mm` on the stored bytes,
+with no copy of the weight.
 A weight also read by anything else (a tied embedding) is left as it is.
 """
 from __future__ import annotations
@@ -53,7 +54,7 @@ def linear_weights_transposed(gm: GraphModule) -> int:
                 or not _only_linear_weight(node):
             continue
         name = f"_tte_linear_weight_t_{n}"
-        # a view: the bytes are written once, by pack (weights_as_inputs makes it an input)
+        # a view: the bytes are copied once, by weights.held (weights_as_inputs makes it an input)
         gm.register_buffer(name, w.detach().t(), persistent=False)
         with graph.inserting_after(node):
             weight_t = graph.get_attr(name)

@@ -25,13 +25,14 @@ from ..contracts import blob as blobfmt
 from ..contracts.dtypes import dtype_name
 from ..contracts.engine import AliasedIO
 from ..contracts.engine_call import Signature
+from ..contracts.plan import PlanError
 from ..lowering.kv_rules import aliased_in_partition
 from .dynamic_dims import PartitionDims, partition_dims
 from .execute_op import OP as EXECUTE_ENGINE
 from .linear_weights import linear_weights_transposed
 from .payload import (bind_scalar_reads, byte_tensor, dense_constants, scalar_inputs_as_tensors,
                       to_executorch_program, use_kv_update_layers)
-from .weights import pack, weights_as_inputs
+from .weights import held, weights_as_inputs
 
 
 class ReferenceEngineModule(torch.nn.Module):
@@ -41,9 +42,10 @@ class ReferenceEngineModule(torch.nn.Module):
     engine_kind = "reference"
     copies_in_pytorch = True     # its kernel performs its recorded copies in PyTorch too
 
-    def __init__(self, name: str, payload, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
+    def __init__(self, name: str, program, meta: blobfmt.BlobMetadata, n_graph_outputs: int,
                  scalars: tuple[tuple[int, torch.dtype], ...] = (), output_dims=(),
-                 size_outputs: tuple[tuple[int, int, int], ...] = ()):
+                 size_outputs: tuple[tuple[int, int, int], ...] = (),
+                 weights: Sequence[torch.Tensor] = ()):
         super().__init__()
         self.name = name
         self.output_dims = tuple(output_dims)   # Signature.output_dims: dynamic outputs' sizes
@@ -52,9 +54,16 @@ class ReferenceEngineModule(torch.nn.Module):
         self.size_outputs = tuple(size_outputs)
         self.scalars = tuple(scalars)   # (input position, dtype): a symbolic scalar bound as 0-d
         self.engine = None
-        # the packed payload (`engines.weights`: the weights, then the program), or the program
-        # bytes of an engine without weights: a tensor over them, no second copy
-        self.payload = payload if isinstance(payload, torch.Tensor) else byte_tensor(payload)
+        # the payload program's bytes (a tensor over them, no second copy) and its weights
+        # (`engines.weights.held`: views of snapshots the program's other engines share), each
+        # a plain attribute: a constant of its own in the graph the engine is exported in
+        self.program = program if isinstance(program, torch.Tensor) else byte_tensor(program)
+        if len(weights) != len(meta.weights):
+            raise PlanError(f"engine {name!r}: {len(weights)} weights for the "
+                            f"{len(meta.weights)} its metadata lists")
+        self.n_weights = len(weights)
+        for i, w in enumerate(weights):
+            setattr(self, f"weight{i}", w)
         self._meta = meta
         self._signature: str | None = None
         self.n_graph_outputs = n_graph_outputs
@@ -62,11 +71,17 @@ class ReferenceEngineModule(torch.nn.Module):
         self.output_binding_names = list(meta.output_names)
         self.aliased_io = {a.output: (a.input, a.kind) for a in meta.aliased_io}
 
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """The engine's weights, in its metadata's order."""
+        return [getattr(self, f"weight{i}") for i in range(self.n_weights)]
+
     def __deepcopy__(self, memo):
-        """A copy that shares the payload: an engine's bytes are never written (as a TensorRT
-        engine's serialized plan), and torch-tensorrt's exporter deep-copies the compiled module
-        it saves — which held a second copy of every weight through the whole save."""
-        memo[id(self.payload)] = self.payload
+        """A copy that shares the program and weights: an engine's bytes are never written (as a
+        TensorRT engine's serialized plan), and torch-tensorrt's exporter deep-copies the compiled
+        module it saves — which held a second copy of every weight through the whole save."""
+        for t in (self.program, *self.weights):
+            memo[id(t)] = t
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()})
@@ -114,7 +129,8 @@ class ReferenceEngineModule(torch.nn.Module):
         return inputs
 
     def forward(self, *inputs):
-        outs = EXECUTE_ENGINE(self.tensor_inputs(inputs), self.payload, self.signature)
+        outs = EXECUTE_ENGINE(self.tensor_inputs(inputs), self.program, self.weights,
+                              self.signature)
         outs = list(outs[:self.n_graph_outputs - len(self.size_outputs)])
         for pos, i, d in self.size_outputs:     # ascending positions
             outs.insert(pos, inputs[i].shape[d])
@@ -182,5 +198,5 @@ def build_reference_engine(submodule: GraphModule, inputs=None, *, settings=None
     meta = blobfmt.BlobMetadata(io_bindings=bindings, aliased_io=aliased,
                                 engine_kind="reference", weights=tuple(r for r, _ in weights))
     blobfmt.validate(meta)
-    return ReferenceEngineModule(name or "reference_engine", pack(program, weights), meta,
-                                 n_graph, scalars, output_dims, size_outputs)
+    return ReferenceEngineModule(name or "reference_engine", program, meta, n_graph, scalars,
+                                 output_dims, size_outputs, held(weights))

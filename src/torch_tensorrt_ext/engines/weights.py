@@ -5,14 +5,16 @@ Invariant: after `weights_as_inputs(gm)` every dense tensor constant of the part
 `gm` — after the partition's own inputs, in first-use order, one per distinct value (equal bytes,
 dtype and shape are one input) — and the returned `WeightRef`s describe them in that order, each
 keyed by the SHA-256 of its bytes: two engines (two methods) carrying the same bytes name one key,
-and the program stores them once. A payload is packed as the weights, each at a
-`WEIGHT_ALIGNMENT`-aligned offset in `WeightRef` order, then the program (`pack`); `unpack` finds
-every part again from the refs alone, as views (never copies) of the packed bytes. The packed
-form lives only in the compiled module: the blob holds the program, the program's named data the
-weights (`executorch/saving/backend`).
+and the program stores them once. An engine holds its weights as `held` gives them: a row-major
+snapshot taken at build (as a TensorRT engine holds its own: the model's later writes never reach
+it), one per `WeightRef` in the process while any engine holds it — a prefill and a decode engine
+of one program, or two partitions of one method, hold one copy between them — each engine through
+a view of its own (a constant of its own in the graph it is saved from). The blob holds the
+program, the program's named data the weights (`executorch/saving/backend`).
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -23,12 +25,15 @@ from ..contracts.named_key import named_key
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 from ..contracts.tensor_bytes import tensor_bytes
 
-__all__ = ["MIN_WEIGHT_BYTES", "WEIGHT_ALIGNMENT", "KEY_PREFIX", "weights_as_inputs", "pack",
-           "unpack", "weight_key", "drop_attr", "attr_of"]
+__all__ = ["MIN_WEIGHT_BYTES", "KEY_PREFIX", "weights_as_inputs", "held", "weight_key",
+           "drop_attr", "attr_of"]
 
 # Smaller constants (a scalar, the positions of a KV write) stay inside the program.
 MIN_WEIGHT_BYTES = 256
-WEIGHT_ALIGNMENT = 64
+
+# WeightRef -> the row-major snapshot engines hold; an entry lives while an engine holds a view
+# of it (a view keeps its base alive)
+_SNAPSHOTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def weight_key(t: torch.Tensor) -> str:
@@ -55,7 +60,7 @@ def drop_attr(gm: GraphModule, target: str) -> None:
 
 def _fake(gm: GraphModule, t: torch.Tensor):
     """A fake of `t` as its binding holds it: row-major, whatever `t`'s strides (a weight stored
-    transposed is a view until `pack` writes it)."""
+    transposed is a view until `held` copies it)."""
     from torch._guards import detect_fake_mode
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
@@ -117,32 +122,16 @@ def weights_as_inputs(gm: GraphModule) -> list[tuple[WeightRef, torch.Tensor]]:
     return out
 
 
-def _offsets(refs: Sequence[WeightRef]) -> tuple[list[int], int]:
-    offsets, end = [], 0
-    for r in refs:
-        offsets.append(end)
-        end = (end + r.nbytes + WEIGHT_ALIGNMENT - 1) // WEIGHT_ALIGNMENT * WEIGHT_ALIGNMENT
-    return offsets, end
-
-
-def pack(program: bytes, weights: Sequence[tuple[WeightRef, torch.Tensor]]) -> torch.Tensor:
-    """The packed payload (uint8): each weight at its aligned offset, then the program. The one
-    copy of the weights the compiled module holds."""
-    offsets, start = _offsets([r for r, _ in weights])
-    out = torch.zeros(start + len(program), dtype=torch.uint8)
-    for (r, t), off in zip(weights, offsets, strict=True):   # row-major, whatever t's strides
-        out[off:off + r.nbytes].view(t.dtype).view(t.shape).copy_(t.detach())
-    if program:
-        out[start:] = torch.frombuffer(bytearray(program), dtype=torch.uint8)
+def held(weights: Sequence[tuple[WeightRef, torch.Tensor]]) -> list[torch.Tensor]:
+    """The tensors an engine holds for `weights` (`weights_as_inputs`' pairs), in order: for each,
+    a view of the process's one row-major snapshot of its `WeightRef` in host memory — taken now
+    (a copy of the tensor, whatever its strides or device) unless a live engine holds one
+    already."""
+    out = []
+    for ref, t in weights:
+        snapshot = _SNAPSHOTS.get(ref)
+        if snapshot is None:
+            snapshot = torch.empty(tuple(t.shape), dtype=t.dtype).copy_(t.detach())
+            _SNAPSHOTS[ref] = snapshot
+        out.append(snapshot.view(snapshot.shape))
     return out
-
-
-def unpack(payload: torch.Tensor, refs: Sequence[WeightRef]
-           ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(the program's bytes, each weight as a tensor of its dtype and shape): views of `payload`."""
-    from ..contracts.dtypes import TORCH_DTYPES
-    offsets, start = _offsets(refs)
-    flat = payload.view(-1)
-    weights = [flat[off:off + r.nbytes].view(TORCH_DTYPES[r.dtype]).view(r.shape)
-               for r, off in zip(refs, offsets, strict=True)]
-    return flat[start:], weights

@@ -23,7 +23,7 @@ from torch.export.graph_signature import OutputKind
 
 from ..contracts.engine import EngineInfo
 from ..contracts.engine_call import (  # noqa: F401  (re-exported: the predicates users need)
-    Signature, is_engine_call, is_reference_call)
+    SIGNATURE_ARG, Signature, is_engine_call, is_reference_call)
 from ..contracts.plan import BufferWrite, MutationPlan, PlanError, WriteKind
 from ..errors import MissingDependency
 from ..engines.tensorrt_info import engine_info_from_metadata, engine_info_from_serialized
@@ -65,7 +65,7 @@ def engine_info(ep: torch.export.ExportedProgram, node: Node,
     """The engine call's own record as an `EngineInfo` (module docstring). `record`: its
     serialized engine info when the caller read it already (with the engine bytes)."""
     if is_reference_call(node):
-        return _from_signature(node.args[2])
+        return _from_signature(node.args[SIGNATURE_ARG])
     raw = engine_record(ep, node) if record is None else record
     return _decoded(tuple("" if k == _ENGINE_SLOT else v.decode() if isinstance(v, bytes)
                           else str(v) for k, v in enumerate(raw)))

@@ -128,26 +128,32 @@ def is_unset(module: torch.nn.Module) -> bool:
 def inline_unset_engine(gm: GraphModule, name: str, module: torch.nn.Module,
                         args: Sequence[Any]) -> Node:
     """The legacy exporter's inlining of engine `name`: a placeholder call (a reference engine:
-    its `tte::execute_engine` call) whose engine bytes are a buffer of `gm` (read through
-    get_attr), as torch-tensorrt's ExecuTorch path does — the engine's own tensor, not a copy
-    (nothing writes an engine's bytes; a copy held every weight twice through the save)."""
+    its `tte::execute_engine` call) whose engine bytes (and a reference engine's weights, each)
+    are a buffer of `gm` (read through get_attr), as torch-tensorrt's ExecuTorch path does — the
+    engine's own tensors, not copies (nothing writes an engine's bytes; a copy held every weight
+    twice through the save)."""
     graph: Graph = gm.graph
     attr = f"{name}_engine_bytes"
     own = own_call(module)
     if own is not None:
-        gm.register_buffer(attr, own.payload, persistent=True)
-        engine = graph.get_attr(attr)
-        engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
+        engine = _buffer(gm, attr, own.program)
+        weights = [_buffer(gm, f"{name}_weight{i}", w) for i, w in enumerate(own.weights)]
         args = _scalars_as_tensors(graph, args, own.scalars)
-        return graph.call_function(own.op, (args, engine, own.signature))
-    gm.register_buffer(attr, _engine_tensor(module), persistent=True)
-    engine = graph.get_attr(attr)
-    engine.meta["val"] = _fake_like(graph, getattr(gm, attr))
+        return graph.call_function(own.op, (args, engine, weights, own.signature))
+    engine = _buffer(gm, attr, _engine_tensor(module))
     # the engine's symbolic scalar inputs, bound as 0-d tensors (a tensor never converted)
     args = _scalars_as_tensors(graph, args, _scalar_dtypes(module,
                                                             [_node_value(gm, a) for a in args]))
     op = torch.ops.tensorrt.no_op_placeholder_for_execute_engine.default
     return graph.call_function(op, _placeholder_args(args, _string_slots(module), engine))
+
+
+def _buffer(gm: GraphModule, attr: str, tensor: torch.Tensor) -> Node:
+    """A get_attr of `tensor`, registered as `gm`'s buffer `attr` (the tensor itself)."""
+    gm.register_buffer(attr, tensor, persistent=True)
+    node = gm.graph.get_attr(attr)
+    node.meta["val"] = _fake_like(gm.graph, tensor)
+    return node
 
 
 def _scalars_as_tensors(graph: Graph, args: Sequence[Any], scalars) -> list:

@@ -258,3 +258,52 @@ def test_torch_tensorrt_load_takes_the_data_file(external):
     _step_both(prog, _fresh(model))
     with pytest.raises(DelegateRefusedError, match=r"named data key 'tte/sha256/[0-9a-f]{64}'"):
         torch_tensorrt.load(str(d / "m.pte"), format="executorch", method="prefill")
+
+
+class Reused(torch.nn.Module):
+    """One projection applied twice around an op left to PyTorch: two engines in one method, both
+    holding the projection's weight."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.proj = torch.nn.Linear(D, D, bias=False)
+        self.register_buffer("acc", torch.zeros(1, D))
+
+    def forward(self, x):
+        y = self.proj(torch.sigmoid(self.proj(x)))
+        self.acc.add_(y.sum(0))
+        return y + self.acc
+
+
+@pytest.mark.parametrize("path_kind", ["reference", "upstream"])
+def test_two_engines_of_one_method_share_a_weight(tmp_path, path_kind):
+    """Each engine's weight is a constant of its own (the partitioner tags a constant into one
+    engine's partition only) over the one snapshot both hold; the file stores it once."""
+    from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
+    from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
+    model, x = Reused().eval(), torch.randn(2, D)
+    out = tmp_path / "reused.pte"
+    with tte.reference.engines():
+        if path_kind == "reference":
+            compiled = tte.reference.compile(model, (x,), torch_executed_ops={"aten.sigmoid"})
+            tte.reference.export(model, (x,), out, torch_executed_ops={"aten.sigmoid"})
+        else:
+            torch_tensorrt = torch_tensorrt_module()
+            compiled = torch_tensorrt.compile(
+                torch.export.export(model, (x,)), ir="dynamo", arg_inputs=[x],
+                min_block_size=1, torch_executed_ops={torch.ops.aten.sigmoid.default})
+            torch_tensorrt.save(compiled, str(out), output_format="executorch", arg_inputs=[x])
+    engines = [m for m in compiled.modules() if isinstance(m, ReferenceEngineModule)]
+    assert len(engines) == 2
+    [a], [b] = (e.weights for e in engines)
+    assert a is not b and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    data = out.read_bytes()
+    assert len(set(_named_keys(data))) == 1 and len(data) < 1.2 * _weights(model)
+    prog, eager = tte.executorch.load(out), Reused().eval()
+    eager.load_state_dict(model.state_dict())
+    for step in range(3):
+        xs = torch.randn(2, D, generator=torch.Generator().manual_seed(step))
+        got = prog.run(xs)
+        torch.testing.assert_close(got[0] if isinstance(got, (list, tuple)) else got, eager(xs),
+                                   rtol=1e-5, atol=1e-5)

@@ -79,8 +79,8 @@ def test_preprocess_copy_shares_tensors_and_isolates_the_graph(which):
 def test_a_reference_save_hands_preprocess_the_shared_copy(tmp_path, monkeypatch):
     """Through `torch_tensorrt.save`: every partition ExecuTorch isolates for preprocess goes
     through `program_for_preprocess`, and what `preprocess` reads — the payload's program and
-    each weight (named data) — are views of the very tensor of the program ExecuTorch lowered
-    (not copies of it)."""
+    each weight (named data) — are views of the very tensors of the program ExecuTorch lowered
+    (not copies of them)."""
     torch_tensorrt = torch_tensorrt_module()
     isolated, read = [], []
     real_isolate, real_bytes = backend.program_for_preprocess, backend.tensor_bytes
@@ -103,10 +103,12 @@ def test_a_reference_save_hands_preprocess_the_shared_copy(tmp_path, monkeypatch
         torch_tensorrt.save(trt, str(tmp_path / "m.pte"), output_format="executorch",
                             arg_inputs=[x])
     original, _ = isolated[0]
-    (payload,) = [t for t in original.constants.values() if t.dtype == torch.uint8]
+    held = {t.untyped_storage().data_ptr(): t
+            for t in (*original.constants.values(), *original.state_dict.values())}
     assert len(isolated) == 1 and len(read) == 3          # the program, the weight, the bias
-    assert all(t.untyped_storage().data_ptr() == payload.untyped_storage().data_ptr()
-               for t in read)
+    got = [t.untyped_storage().data_ptr() for t in read]
+    assert len(set(got)) == 3 and set(got) <= set(held)   # each the lowered program's own
+    assert [held[p].dtype for p in got] == [torch.float32, torch.float32, torch.uint8]
 
 
 def test_the_blob_copies_the_engine_once():

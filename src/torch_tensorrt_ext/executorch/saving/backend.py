@@ -15,19 +15,22 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from ...contracts import blob as blobfmt
-from ...contracts.engine_call import Signature, is_reference_call, is_tensorrt_call
+from ...contracts.engine_call import (ENGINE_ARG, SIGNATURE_ARG, WEIGHTS_ARG, Signature,
+                                      is_reference_call, is_tensorrt_call)
+from ...contracts.dtypes import dtype_name
 from ...contracts.plan import PlanError
 from ...contracts.target_device import parse_target_device
 from . import tensorrt_blob
 from .tensorrt_blob import EXTERNAL_DATA_SPEC, tensor_bytes
 from .named_data import named_data
-from ...engines.weights import unpack
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
 BACKEND_ID = "TensorRTBackend"
 
 
-def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Tensor:
+def _constant(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Tensor:
+    """The tensor an engine call's payload or weight argument holds (a constant of the
+    partition)."""
     sig = ep.graph_signature
     target = sig.inputs_to_lifted_tensor_constants.get(node.name)
     tensor = ep.constants.get(target) if target is not None else None
@@ -35,14 +38,21 @@ def _payload(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Ten
         tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
         raise PlanError(f"engine payload {node.name!r} is not a constant of the partition")
-    return tensor
+    return tensor.detach().cpu()
 
 
-def _reference_result(meta: blobfmt.BlobMetadata, payload: torch.Tensor,
-                      external: str | None) -> PreprocessResult:
-    """The blob holds the program; its weights become the program's named data (views of the
-    compiled module's payload, not copies)."""
-    program, weights = unpack(payload.detach().cpu().view(-1), meta.weights)
+def _reference_result(name: str, meta: blobfmt.BlobMetadata, program: torch.Tensor,
+                      weights: list[torch.Tensor], external: str | None) -> PreprocessResult:
+    """The blob holds the program; its weights become the program's named data (the compiled
+    module's own tensors, not copies), each checked against its `WeightRef`."""
+    if len(weights) != len(meta.weights):
+        raise PlanError(f"engine {name!r}: its call hands {len(weights)} weights for the "
+                        f"{len(meta.weights)} its metadata lists")
+    for r, w in zip(meta.weights, weights, strict=True):
+        if dtype_name(w.dtype) != r.dtype or tuple(w.shape) != tuple(r.shape):
+            raise PlanError(f"engine {name!r}, weight {r.key}: its call hands a "
+                            f"{dtype_name(w.dtype)} {list(w.shape)} tensor for its {r.dtype} "
+                            f"{list(r.shape)} weight")
     store = named_data([(r.key, tensor_bytes(w)) for r, w in zip(meta.weights, weights,
                                                                   strict=True)], external)
     return PreprocessResult(processed_bytes=blobfmt.serialize(meta, tensor_bytes(program)),
@@ -72,7 +82,7 @@ class TensorRTBackend(BackendDetails):
         if any(is_tensorrt_call(n) for n in edge_program.graph_module.graph.nodes):
             return tensorrt_blob.preprocess(edge_program, compile_specs)
         call = single_engine_call(edge_program, is_reference_call)
-        esig = Signature.parse(call.args[2])
+        esig = Signature.parse(call.args[SIGNATURE_ARG])
         meta = esig.metadata
         delegate_inputs = delegate_input_bindings(edge_program, call, list(meta.input_names))
         delegate_outputs = delegate_output_bindings(edge_program, call, list(meta.output_names))
@@ -82,5 +92,6 @@ class TensorRTBackend(BackendDetails):
         meta = dataclasses.replace(meta, delegate_inputs=tuple(delegate_inputs),
                                    delegate_outputs=tuple(delegate_outputs), device_id=device_id)
         external = specs.get(EXTERNAL_DATA_SPEC)
-        return _reference_result(meta, _payload(edge_program, call.args[1]),
-                                 external.decode() if external else None)
+        weights = [_constant(edge_program, w) for w in call.args[WEIGHTS_ARG]]
+        return _reference_result(esig.name, meta, _constant(edge_program, call.args[ENGINE_ARG]),
+                                 weights, external.decode() if external else None)

@@ -3,8 +3,9 @@ the mutable buffers its engine reads and, for reference engines, the delegate's 
 
 Invariant: a TensorRT partition's delegation spec carries `tte_buffers` (input binding -> FQN of
 each mutable buffer the engine reads), which only the whole program can name; each reference
-engine call is tagged as a partition of its own with its getitems and its payload (a constant of
-its own, else refused), while buffers are never tagged — state stays above the delegate.
+engine call is tagged as a partition of its own with its getitems, its payload program and its
+weights (each a constant of its own, else refused), while state buffers are never tagged — state
+stays above the delegate.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import DelegationSpec
 from torch.export import ExportedProgram
 
-from ...contracts.engine_call import is_reference_call, is_tensorrt_call
+from ...contracts.engine_call import ENGINE_ARG, WEIGHTS_ARG, is_reference_call, is_tensorrt_call
 from ...contracts.plan import PlanError
 from ...errors import UsageError
 from .backend import BACKEND_ID
@@ -120,8 +121,8 @@ def _with_external_data(spec: DelegationSpec) -> DelegationSpec:
 
 
 def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
-    """Tag each reference engine call with its getitems and payload, like TensorRT's partitions;
-    state stays above the delegate (buffers are never tagged)."""
+    """Tag each reference engine call with its getitems, payload and weights, like TensorRT's
+    partitions; state stays above the delegate (state buffers are never tagged)."""
     tags: dict[str, DelegationSpec] = {}
     calls = [n for n in ep.graph_module.graph.nodes if is_reference_call(n)]
     if not calls:
@@ -138,9 +139,9 @@ def _tag_reference_engines(ep: ExportedProgram) -> dict[str, DelegationSpec]:
         for user in node.users:
             if user.target is operator.getitem:
                 user.meta["delegation_tag"] = tag
-        payload = node.args[1]
-        if payload.op != "placeholder" or payload.name not in lifted or len(payload.users) != 1:
-            raise PlanError(f"reference engine call {node.name!r}: its payload "
-                            f"{payload.name!r} is not a constant of its own")
-        payload.meta["delegation_tag"] = tag
+        for const in (node.args[ENGINE_ARG], *node.args[WEIGHTS_ARG]):
+            if const.op != "placeholder" or const.name not in lifted or len(const.users) != 1:
+                raise PlanError(f"reference engine call {node.name!r}: its payload or weight "
+                                f"{const.name!r} is not a constant of its own")
+            const.meta["delegation_tag"] = tag
     return tags
