@@ -11,8 +11,8 @@ import torch
 from torch.fx import GraphModule, Graph
 
 from torch_tensorrt_ext.contracts.tensor_bytes import tensor_bytes
-from torch_tensorrt_ext.engines.weights import (KEY_PREFIX, MIN_WEIGHT_BYTES, held, weight_key,
-                                                weights_as_inputs)
+from torch_tensorrt_ext.engines.weights import (KEY_PREFIX, MIN_WEIGHT_BYTES, held, mismatch,
+                                                weight_key, weights_as_inputs)
 
 
 def _partition() -> tuple[GraphModule, dict[str, torch.Tensor]]:
@@ -186,3 +186,14 @@ def test_a_model_of_odd_weight_layouts_compiles_saves_and_steps_like_eager():
         torch.randn(2, 64, generator=torch.Generator().manual_seed(s)),), ("n",))
     result = check_program(program, steps=3)
     assert result.ok, result.report(program)
+
+
+def test_a_mismatch_names_the_engine_and_what_differs():
+    gm, _ = _partition()
+    weights = weights_as_inputs(gm)
+    refs, tensors = [r for r, _ in weights], held(weights)
+    assert mismatch("e", refs, tensors) is None
+    assert mismatch("e", refs, tensors[:1]) == "engine 'e' is handed 1 weights for the 2 it holds"
+    bad = [tensors[0], tensors[1].to(torch.float16)]
+    assert mismatch("e", refs, bad) == (f"engine 'e', weight {refs[1].key}: it is handed a "
+                                        "float16 [8, 16] tensor for its float32 [8, 16] weight")

@@ -18,6 +18,7 @@ import torch
 from ..contracts.dtypes import TORCH_DTYPES
 from ..contracts.engine_call import SCHEMA, Signature
 from ..errors import ExecutionError
+from .weights import mismatch
 
 _lib = torch.library.Library("tte", "FRAGMENT")  # noqa: TOR901 - shared namespace
 _lib.define(SCHEMA)
@@ -66,9 +67,9 @@ def _cpu(inputs: list[torch.Tensor], engine: torch.Tensor, weights: list[torch.T
     if len(inputs) != len(meta.inputs):
         raise ExecutionError(f"engine {sig.name!r} takes {len(meta.inputs)} inputs "
                            f"{list(meta.input_names)}, got {len(inputs)}")
-    if len(weights) != len(meta.weights):
-        raise ExecutionError(f"engine {sig.name!r} takes {len(meta.weights)} weights, got "
-                             f"{len(weights)}")
+    wrong = mismatch(sig.name, meta.weights, weights)
+    if wrong is not None:
+        raise ExecutionError(wrong)
     outs = run_payload(engine.numpy().tobytes(), inputs, weights)
     index = {n: i for i, n in enumerate(meta.input_names)}
     out_index = {n: i for i, n in enumerate(meta.output_names)}

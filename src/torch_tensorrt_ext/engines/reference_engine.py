@@ -32,7 +32,7 @@ from .execute_op import OP as EXECUTE_ENGINE
 from .linear_weights import linear_weights_transposed
 from .payload import (bind_scalar_reads, byte_tensor, dense_constants, scalar_inputs_as_tensors,
                       to_executorch_program, use_kv_update_layers)
-from .weights import held, weights_as_inputs
+from .weights import held, mismatch, weights_as_inputs
 
 
 class ReferenceEngineModule(torch.nn.Module):
@@ -58,9 +58,9 @@ class ReferenceEngineModule(torch.nn.Module):
         # (`engines.weights.held`: views of snapshots the program's other engines share), each
         # a plain attribute: a constant of its own in the graph the engine is exported in
         self.program = program if isinstance(program, torch.Tensor) else byte_tensor(program)
-        if len(weights) != len(meta.weights):
-            raise PlanError(f"engine {name!r}: {len(weights)} weights for the "
-                            f"{len(meta.weights)} its metadata lists")
+        wrong = mismatch(name, meta.weights, weights)
+        if wrong is not None:
+            raise PlanError(wrong)
         self.n_weights = len(weights)
         for i, w in enumerate(weights):
             setattr(self, f"weight{i}", w)

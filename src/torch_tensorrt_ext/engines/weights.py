@@ -25,8 +25,8 @@ from ..contracts.named_key import named_key
 from ..contracts.dtypes import DTYPE_NAMES, dtype_name
 from ..contracts.tensor_bytes import tensor_bytes
 
-__all__ = ["MIN_WEIGHT_BYTES", "KEY_PREFIX", "weights_as_inputs", "held", "weight_key",
-           "drop_attr", "attr_of"]
+__all__ = ["MIN_WEIGHT_BYTES", "KEY_PREFIX", "weights_as_inputs", "held", "mismatch",
+           "weight_key", "drop_attr", "attr_of"]
 
 # Smaller constants (a scalar, the positions of a KV write) stay inside the program.
 MIN_WEIGHT_BYTES = 256
@@ -135,3 +135,15 @@ def held(weights: Sequence[tuple[WeightRef, torch.Tensor]]) -> list[torch.Tensor
             _SNAPSHOTS[ref] = snapshot
         out.append(snapshot.view(snapshot.shape))
     return out
+
+
+def mismatch(engine: str, refs: Sequence[WeightRef], tensors: Sequence[torch.Tensor]) -> str | None:
+    """What is wrong with `tensors` as the weights `refs` describe (their number, each one's
+    dtype and shape), naming engine and key; None when nothing is."""
+    if len(tensors) != len(refs):
+        return f"engine {engine!r} is handed {len(tensors)} weights for the {len(refs)} it holds"
+    for r, w in zip(refs, tensors, strict=True):
+        if dtype_name(w.dtype) != r.dtype or tuple(w.shape) != tuple(r.shape):
+            return (f"engine {engine!r}, weight {r.key}: it is handed a {dtype_name(w.dtype)} "
+                    f"{list(w.shape)} tensor for its {r.dtype} {list(r.shape)} weight")
+    return None

@@ -307,3 +307,28 @@ def test_two_engines_of_one_method_share_a_weight(tmp_path, path_kind):
         got = prog.run(xs)
         torch.testing.assert_close(got[0] if isinstance(got, (list, tuple)) else got, eager(xs),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_unlike_its_record_is_refused_at_save_naming_engine_and_key(tmp_path):
+    """The blob's `"weights"` record and the tensors an engine's call hands on are checked against
+    each other: a weight replaced after the build (another shape) is refused when the engine is
+    called and when upstream's save reaches preprocess (which runs nothing), naming the engine
+    and the key — never saved under the old key."""
+    from torch_tensorrt_ext.engines.reference_engine import ReferenceEngineModule
+    from torch_tensorrt_ext.upstream_api import torch_tensorrt_module
+    torch_tensorrt = torch_tensorrt_module()
+    model, x = Reused().eval(), torch.randn(2, D)
+    with tte.reference.engines():
+        compiled = torch_tensorrt.compile(torch.export.export(model, (x,)), ir="dynamo",
+                                          arg_inputs=[x], min_block_size=1)
+    [engine] = [m for m in compiled.modules() if isinstance(m, ReferenceEngineModule)]
+    [ref] = engine._meta.weights
+    engine.weight0 = torch.zeros(D, 2)
+    want = re.escape(f"engine {engine.name!r}, weight {ref.key}: it is handed a float32 [256, 2] "
+                     f"tensor for its float32 [256, 256] weight")
+    with pytest.raises(TteError, match=want):    # called
+        compiled(x)
+    with pytest.raises(TteError, match=want):    # saved: preprocess's own check
+        torch_tensorrt.save(compiled, str(tmp_path / "bad.pte"), output_format="executorch",
+                            arg_inputs=[x])
+    assert not (tmp_path / "bad.pte").exists()

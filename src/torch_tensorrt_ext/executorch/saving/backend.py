@@ -17,12 +17,12 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from ...contracts import blob as blobfmt
 from ...contracts.engine_call import (ENGINE_ARG, SIGNATURE_ARG, WEIGHTS_ARG, Signature,
                                       is_reference_call, is_tensorrt_call)
-from ...contracts.dtypes import dtype_name
 from ...contracts.plan import PlanError
 from ...contracts.target_device import parse_target_device
 from . import tensorrt_blob
 from .tensorrt_blob import EXTERNAL_DATA_SPEC, tensor_bytes
 from .named_data import named_data
+from ...engines.weights import mismatch
 from .delegate_io import delegate_input_bindings, delegate_output_bindings, single_engine_call
 
 BACKEND_ID = "TensorRTBackend"
@@ -37,7 +37,8 @@ def _constant(ep: torch.export.ExportedProgram, node: torch.fx.Node) -> torch.Te
     if tensor is None and node.name in sig.inputs_to_buffers:  # a legacy exporter's buffer
         tensor = ep.state_dict.get(sig.inputs_to_buffers[node.name])
     if tensor is None:
-        raise PlanError(f"engine payload {node.name!r} is not a constant of the partition")
+        raise PlanError(f"engine payload or weight {node.name!r} is not a constant of the "
+                        "partition")
     return tensor.detach().cpu()
 
 
@@ -45,14 +46,9 @@ def _reference_result(name: str, meta: blobfmt.BlobMetadata, program: torch.Tens
                       weights: list[torch.Tensor], external: str | None) -> PreprocessResult:
     """The blob holds the program; its weights become the program's named data (the compiled
     module's own tensors, not copies), each checked against its `WeightRef`."""
-    if len(weights) != len(meta.weights):
-        raise PlanError(f"engine {name!r}: its call hands {len(weights)} weights for the "
-                        f"{len(meta.weights)} its metadata lists")
-    for r, w in zip(meta.weights, weights, strict=True):
-        if dtype_name(w.dtype) != r.dtype or tuple(w.shape) != tuple(r.shape):
-            raise PlanError(f"engine {name!r}, weight {r.key}: its call hands a "
-                            f"{dtype_name(w.dtype)} {list(w.shape)} tensor for its {r.dtype} "
-                            f"{list(r.shape)} weight")
+    wrong = mismatch(name, meta.weights, weights)
+    if wrong is not None:
+        raise PlanError(wrong)
     store = named_data([(r.key, tensor_bytes(w)) for r, w in zip(meta.weights, weights,
                                                                   strict=True)], external)
     return PreprocessResult(processed_bytes=blobfmt.serialize(meta, tensor_bytes(program)),
