@@ -61,10 +61,9 @@ class ReferenceEngineModule(torch.nn.Module):
         wrong = mismatch(name, meta.weights, weights)
         if wrong is not None:
             raise PlanError(wrong)
-        self.n_weights = len(weights)
+        self._meta = meta
         for i, w in enumerate(weights):
             setattr(self, f"weight{i}", w)
-        self._meta = meta
         self._signature: str | None = None
         self.n_graph_outputs = n_graph_outputs
         self.input_binding_names = list(meta.input_names)
@@ -74,7 +73,7 @@ class ReferenceEngineModule(torch.nn.Module):
     @property
     def weights(self) -> list[torch.Tensor]:
         """The engine's weights, in its metadata's order."""
-        return [getattr(self, f"weight{i}") for i in range(self.n_weights)]
+        return [getattr(self, f"weight{i}") for i in range(len(self._meta.weights))]
 
     def __deepcopy__(self, memo):
         """A copy that shares the program and weights: an engine's bytes are never written (as a
