@@ -4,7 +4,9 @@ eager across interleaved calls of every method — state by FQN after every call
 
 Whisper: transformers' encoder and its static-cache decoder export module; the encoder (stateless)
 is called before every decoder step, so a method that touches no state runs between calls of one
-that does, and the decoder's caches must come through unchanged. T5 as transformers'
+that does, and the decoder's caches must come through unchanged. Whisper again as a runner steps
+it (`hf_models.WhisperCrossCache`, transformers' own attention and caches): the first decoder step
+of an utterance fills the cross-attention cache, every later step only reads it. T5 as transformers'
 `Seq2SeqLMExportableModule` exports it: the same layout, both methods of a dynamic length.
 
 An LLM through transformers' own ExecuTorch export (`TorchExportableModuleForDecoderOnlyLM
@@ -29,7 +31,8 @@ import pytest
 import torch
 
 from hf_models import (IMAGE_TOKENS, MAX_PREFILL, PREFILL, _image, _tokens, llm_methods,
-                       smolvlm_methods, t5_decoder_call, t5_methods, whisper_methods)
+                       smolvlm_methods, t5_decoder_call, t5_methods, whisper_cross_cache_methods,
+                       whisper_features, whisper_methods)
 from method_check import ModelMethods, saved_and_loaded, saver_params, step_like_eager
 from streaming_models import voxtral_call, voxtral_calls, voxtral_methods
 
@@ -67,6 +70,42 @@ def test_whisper_encoder_between_decoder_steps_like_eager(tmp_path, path_kind):
             torch.testing.assert_close(state[name], eager.get_buffer(name), rtol=1e-5,
                                        atol=1e-5, msg=lambda m: f"{step} {name}: {m}")
         token = want.argmax(-1)
+
+
+def _whisper_cross_calls(encode):
+    """Three utterances: each encoded, its first decoder step filling the cross-attention cache,
+    later steps reading it with the next utterance's audio encoded between them; the second
+    utterance starts without a reset (its first step refills the cross cache), the third after
+    one."""
+    for utterance, (steps, reset) in enumerate(((4, False), (3, False), (2, True))):
+        if reset:
+            yield "reset", ()
+        features = whisper_features(10 * utterance)
+        yield "encode", (features,)
+        yield "start", (_tokens(utterance), encode(features), torch.tensor([0]))
+        for position in range(1, steps):
+            yield "encode", (whisper_features(10 * utterance + position),)
+            yield "step", (_tokens(utterance + position), torch.tensor([position]))
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_whisper_cross_attention_cache_filled_at_the_first_step_like_eager(tmp_path, path_kind):
+    """Whisper decoding as a runner steps it, on transformers' own attention and caches: `start`
+    writes the cross-attention cache from the encoder's states, `step` only reads it (it is given
+    no encoder states), the stateless encoder runs between the steps. A `step` reading the cross
+    cache's initial value (a constant snapshot) or a copy `start` never wrote differs from eager
+    at the first step after `start`."""
+    methods, eager = whisper_cross_cache_methods(path_kind)
+    prog = saved_and_loaded(methods, tmp_path)
+
+    def encode(features):
+        with torch.no_grad():
+            return eager.program.encode(features)
+
+    calls = list(_whisper_cross_calls(encode))
+    step_like_eager(prog, eager, lambda name, a: getattr(eager.program, name)(*a), calls)
+    cross = [n for n in prog.state() if "cross_keys" in n]
+    assert len(cross) == 2 and all(prog.state()[n].abs().sum() > 0 for n in cross), cross
 
 
 def _t5_calls(encode):

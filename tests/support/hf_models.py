@@ -93,19 +93,33 @@ class Stepped(torch.nn.Module):
         return self.lm(input_ids=input_ids, cache_position=cache_position)
 
 
+def _whisper(max_cache: int, decoder_layers: int = 1):
+    """A tiny random WhisperForConditionalGeneration (8 mel bins, 8 encoder positions)."""
+    torch.manual_seed(0)
+    cfg = transformers.WhisperConfig(
+        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=decoder_layers,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+        decoder_ffn_dim=32, num_mel_bins=8, max_source_positions=WHISPER_POSITIONS,
+        max_target_positions=max_cache, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        decoder_start_token_id=1)
+    return transformers.WhisperForConditionalGeneration(cfg).eval()
+
+
+WHISPER_POSITIONS = 8          # the encoder's output length (its input: twice as many frames)
+
+
+def whisper_features(seed: int) -> torch.Tensor:
+    """Input features (1, 8 mel bins, 16 frames) of one utterance."""
+    return torch.randn(1, 8, 2 * WHISPER_POSITIONS, generator=torch.Generator().manual_seed(seed))
+
+
 def whisper_methods(max_cache: int = MAX_CACHE):
     """A tiny random Whisper as two methods of one program: `encoder` (input features -> hidden
     states, stateless) and `decoder` (transformers' own static-cache decoder export module:
     token, encoder states, position -> logits; its self-attention caches are the state)."""
     from transformers.integrations.executorch import (
         Seq2SeqLMDecoderExportableModuleWithStaticCache)
-    torch.manual_seed(0)
-    cfg = transformers.WhisperConfig(
-        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
-        max_source_positions=8, max_target_positions=max_cache, pad_token_id=0, bos_token_id=1,
-        eos_token_id=2, decoder_start_token_id=1)
-    model = transformers.WhisperForConditionalGeneration(cfg).eval()
+    model = _whisper(max_cache)
     model.lm_head = model.proj_out      # the name transformers' decoder module reads
 
     class Encoder(torch.nn.Module):
@@ -118,6 +132,117 @@ def whisper_methods(max_cache: int = MAX_CACHE):
 
     decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_cache, 1).eval()
     return Encoder().eval(), decoder
+
+
+class WhisperCrossCache(torch.nn.Module):
+    """Whisper's decoding as a runner steps it, on transformers' own modules and caches: the
+    cross-attention keys and values computed from the encoder's states once, at the first step
+    of an utterance, into a cross-attention cache that every later step only reads. Methods:
+    `encode(features)` (stateless), `start(token, states, position)` (fills the cross cache,
+    writes the self-attention cache at `position`) and `step(token, position)` (reads the cross
+    cache, writes the self-attention cache; no encoder states: transformers' attention takes the
+    cross cache's keys once its `is_updated` says so). State: each layer's self- and
+    cross-attention keys, values and lengths (transformers' StaticCache layers, registered as
+    buffers)."""
+
+    def __init__(self, model, max_cache: int):
+        super().__init__()
+        from transformers.cache_utils import EncoderDecoderCache, StaticCache
+        from transformers.integrations.executorch import get_head_shapes
+        self.encoder, self.decoder = model.get_encoder(), model.get_decoder()
+        self.proj_out = model.proj_out
+        heads, head_dim = get_head_shapes(model.config)
+        caches = {}
+        for kind, length in (("self", max_cache), ("cross", WHISPER_POSITIONS)):
+            cache = caches[kind] = StaticCache(config=model.config, max_cache_len=length)
+            cache.early_initialization(1, heads, head_dim, torch.float32, torch.device("cpu"))
+        self.cache = EncoderDecoderCache(caches["self"], caches["cross"])
+        self._bind()
+
+    def _bind(self):
+        """Register the caches' tensors as buffers (a first call), or point the cache layers at
+        the module's buffers again — at every call, so that torch.export's tracing, which swaps
+        the module's buffers for its own, traces the layers' reads and writes on them (a layer
+        holding the real tensor would have its writes run on it, changing the values the
+        exported program keeps as its initial state), and after `.to`."""
+        for kind, cache in (("self", self.cache.self_attention_cache),
+                            ("cross", self.cache.cross_attention_cache)):
+            for i, layer in enumerate(cache.layers):
+                for attr, name in (("keys", "keys"), ("values", "values"),
+                                   ("cumulative_length", "length")):
+                    key = f"{kind}_{name}_{i}"
+                    if key in self._buffers:
+                        setattr(layer, attr, self._buffers[key])
+                    else:
+                        self.register_buffer(key, getattr(layer, attr), persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        self._bind()
+        return self
+
+    def encode(self, features):
+        return self.encoder(input_features=features).last_hidden_state
+
+    def _decode(self, token, states, position, cross_filled: bool):
+        for layer in self.cache.self_attention_cache.layers:
+            layer.cumulative_length.copy_(position[0])
+        for i in range(len(self.cache.cross_attention_cache.layers)):
+            self.cache.is_updated[i] = cross_filled
+        out = self.decoder(input_ids=token, encoder_hidden_states=states, cache=self.cache,
+                           use_cache=True)
+        return self.proj_out(out[0])
+
+    def start(self, token, states, position):
+        self._bind()
+        for layer in self.cache.cross_attention_cache.layers:
+            layer.cumulative_length.zero_()
+        return self._decode(token, states, position, False)
+
+    def step(self, token, position):
+        # the decoder layers run their cross-attention only given encoder states: a placeholder
+        # of their shape, never read (the keys and values come from the cross cache)
+        self._bind()
+        states = torch.zeros(1, WHISPER_POSITIONS, self.proj_out.in_features)
+        return self._decode(token, states, position, True)
+
+
+class _Method(torch.nn.Module):
+    """Method `name` of `program` as the module torch.export takes (one owner: every method's
+    buffers have the same names)."""
+
+    def __init__(self, program: torch.nn.Module, name: str):
+        super().__init__()
+        self.program, self.name = program, name
+
+    def forward(self, *args):
+        return getattr(self.program, self.name)(*args)
+
+
+WHISPER_CROSS_METHODS = ("encode", "start", "step")
+
+
+def whisper_cross_cache_methods(path: str = "reference", max_cache: int = MAX_CACHE):
+    """`WhisperCrossCache` (two decoder layers) as three methods of one program, each exported
+    non-strict as transformers' export helpers do. Returns `(ModelMethods, eager)`: `eager` a
+    copy of one method's module in its initial state (its buffers named as the program's state),
+    the program's methods called as `getattr(eager.program, name)`."""
+    from method_check import ModelMethods
+    program = WhisperCrossCache(_whisper(max_cache, decoder_layers=2), max_cache).eval()
+    modules = {n: _Method(program, n) for n in WHISPER_CROSS_METHODS}
+    eager = copy.deepcopy(modules["encode"])
+    token = torch.tensor([[1]])
+    with torch.no_grad():
+        states = program.encode(whisper_features(0))
+    args = {"encode": (whisper_features(0),), "start": (token, states, torch.tensor([0])),
+            "step": (token, torch.tensor([1]))}
+
+    def export(n):
+        with torch.no_grad():
+            return torch.export.export(copy.deepcopy(modules[n]), args[n], strict=False)
+
+    eps = {n: _exported_on(path, lambda n=n: export(n)) for n in WHISPER_CROSS_METHODS}
+    return ModelMethods(eps, args, {}, {}, modules, path, strict=False), eager
 
 
 def t5_methods(path: str = "reference", max_len: int = MAX_CACHE):

@@ -17,7 +17,7 @@ import torch
 
 import torch_tensorrt_ext as tte
 from helpers import REPO
-from method_check import save, save_like_an_earlier_release
+from method_check import ModelMethods, save, save_like_an_earlier_release, saver_params
 from method_grammar import Method, MethodsProgram, State
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.inspecting.program_state import (ProgramStateError,
@@ -48,23 +48,75 @@ def test_state_left_where_another_method_plans_is_refused_at_save(tmp_path, monk
     assert not (tmp_path / "p.pte").exists()
 
 
-def test_methods_that_disagree_about_a_buffer_are_refused_naming_both(tmp_path):
-    class Rows(torch.nn.Module):
-        def __init__(self, rows):
-            super().__init__()
-            self.lin = torch.nn.Linear(8, 8)
-            self.register_buffer("k", torch.zeros(rows, 8))
+# every fault the check names, each drawn where it arises once sharing is off: prefill and decode
+# write `kv` (each at its own place: (a)), a stateless encoder plans over it ((c)), decode reads
+# `cross`, which fill writes, as a constant ((d))
+EVERY_FAULT = MethodsProgram(
+    states=(State("kv"), State("cross")),
+    methods=(Method("prefill", ("kv",), ("kv",)), Method("decode", ("kv",), ("kv", "cross")),
+             Method("fill", ("cross",)), Method("encode")),
+    calls=())
+NOT_ONE_ALLOCATION = re.compile(r"buffer 'm\.kv' is not one allocation: method '(decode|prefill)' "
+                                r"holds it at arena 1 offset \d+, method '(decode|prefill)' at "
+                                r"arena 1 offset \d+; a write by one method would not be seen by "
+                                r"the other")
+OVER_STATE = re.compile(r"buffer 'm\.kv' \(state of method 'decode', arena 1 offset \d+, \d+ "
+                        r"bytes\) lies where method 'encode' plans a tensor of its own .*")
+AS_A_CONSTANT = ("method 'decode' reads buffer 'm.cross' as a constant (its initial value, frozen "
+                 "at save) while method 'fill' writes it: 'decode' would never see the writes. "
+                 "Every method must take a mutated buffer as state")
 
-        def forward(self, x):
-            self.k.add_(self.lin(x))
-            return self.k.sum(0)
 
+@pytest.mark.parametrize("path_kind", saver_params())
+def test_with_state_left_to_each_method_every_save_path_refuses_each_fault(tmp_path, monkeypatch,
+                                                                          path_kind):
+    """The protection (`shares_state`: state in memory of its own, one allocation every method
+    shares) switched off: the save refuses, and the check has found each kind of fault — naming
+    the buffer and both methods — and no use a method does not make (`fill` never touches
+    `kv`)."""
+    from torch_tensorrt_ext.executorch.saving import config
+    monkeypatch.setattr(config, "shares_state", lambda mutated: False)
+    path = tmp_path / "p.pte"
+    program = MethodsProgram(EVERY_FAULT.states, EVERY_FAULT.methods, (), path_kind)
+    with pytest.raises(ProgramStateError) as refused:
+        save(program, path)
+    texts = [f.text for f in refused.value.faults]
+    assert str(refused.value) == f"{texts[0]} ({len(texts) - 1} more)"
+    assert any(NOT_ONE_ALLOCATION.fullmatch(t) for t in texts), texts
+    assert any(OVER_STATE.fullmatch(t) for t in texts), texts
+    assert AS_A_CONSTANT in texts
+    assert not [t for t in texts if "as a constant" in t and t != AS_A_CONSTANT], texts
+    assert not path.exists()
+
+
+class Rows(torch.nn.Module):
+    def __init__(self, rows, dtype=torch.float32):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("k", torch.zeros(rows, 8, dtype=dtype))
+
+    def forward(self, x):
+        self.k.add_(self.lin(x).to(self.k.dtype))
+        return self.k.sum(0).float()
+
+
+@pytest.mark.parametrize("path_kind", saver_params())
+@pytest.mark.parametrize("b,seen", [(Rows(2), "float32 [2, 8]"),
+                                    (Rows(4, torch.float16), "float16 [4, 8]")],
+                         ids=["shape", "dtype"])
+def test_methods_that_disagree_about_a_buffer_are_refused_naming_both(tmp_path, path_kind, b,
+                                                                       seen):
     x = torch.randn(1, 8)
+    modules = {"a": Rows(4).eval(), "b": copy.deepcopy(b).eval()}
+    eps = {n: None if path_kind == "recipe" else torch.export.export(m, (x,))
+           for n, m in modules.items()}
+    path = tmp_path / "p.pte"
     with pytest.raises(ProgramStateError, match=re.escape(
-            "methods 'a' and 'b' disagree about buffer 'k': float32 [4, 8] in 'a', float32 "
-            "[2, 8] in 'b'; one buffer has one dtype and shape in every method")):
-        tte.reference.export({"a": (Rows(4).eval(), (x,)), "b": (Rows(2).eval(), (x,))},
-                             str(tmp_path / "p.pte"))
+            f"methods 'a' and 'b' disagree about buffer 'k': float32 [4, 8] in 'a', {seen} in "
+            "'b'; one buffer has one dtype and shape in every method")):
+        save(ModelMethods(eps, {n: (x,) for n in modules}, modules=modules, path=path_kind),
+             path)
+    assert not path.exists()
 
 
 def test_a_method_reading_as_a_constant_what_another_writes_is_a_fault(tmp_path):

@@ -15,15 +15,15 @@ Invariant: `state_faults(pte)` lists, each naming the buffer and both methods, e
 (a) two methods hold as state at different allocations or offsets, (b) two methods hold with a
 different dtype or shape, (c) lies where another method plans memory of its own (a planned tensor
 of that method that is not its view of the same buffer), or — given the source's uses, `uses`
-({method: {fqn: mutated}}) — (d) one method takes as a constant (a snapshot of its initial value)
-while another mutates it. Faults are found from the emitted program and the record, never from the
-passes' own records of what they planned.
+({method: {fqn: mutated}}: the buffers each method reads or writes) — (d) one method takes as a
+constant (a snapshot of its initial value) while another mutates it. Faults are found from the
+emitted program and the record, never from the passes' own records of what they planned.
 """
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from executorch.exir import schema
@@ -38,7 +38,16 @@ _SHARED_BY_LOADERS = (1, 2)        # mem_ids Module(share_memory_arenas=True) sh
 
 
 class ProgramStateError(TteError, ValueError):
-    """The methods of a saved program do not hold one state (names the buffer and methods)."""
+    """The methods of a saved program do not hold one state: the message names the first fault's
+    buffer and methods (and how many more there are); `faults` holds every one."""
+
+    def __init__(self, faults: Sequence[StateFault]):
+        more = f" ({len(faults) - 1} more)" if len(faults) > 1 else ""
+        super().__init__(faults[0].text + more)
+        self.faults = tuple(faults)
+
+    def __reduce__(self):          # pickled (a worker's result) with its faults
+        return type(self), (self.faults,)
 
 
 @dataclass(frozen=True)
@@ -211,22 +220,26 @@ def state_faults(pte=None, uses: Mapping[str, Mapping[str, bool]] | None = None,
 
 def check_program_state(pte=None, uses: Mapping[str, Mapping[str, bool]] | None = None, *,
                         program: schema.Program | None = None, named=None) -> None:
-    """Raise `ProgramStateError` naming the first fault `state_faults` finds (and how many)."""
+    """Raise `ProgramStateError` with every fault `state_faults` finds, the first named."""
     faults = state_faults(pte, uses, program=program, named=named)
     if faults:
-        more = f" ({len(faults) - 1} more)" if len(faults) > 1 else ""
-        raise ProgramStateError(faults[0].text + more)
+        raise ProgramStateError(faults)
+
+
+def _taken(ep, mutated: set[str]) -> dict[str, bool]:
+    """{FQN: mutated} for each buffer `ep` reads or writes (`mutated`: the FQNs it writes).
+    torch.export lifts every buffer of the module into every method's signature: one a method
+    never touches is no use of it."""
+    read = {n.name for n in ep.graph_module.graph.find_nodes(op="placeholder") if n.users}
+    return {fqn: fqn in mutated for name, fqn in ep.graph_signature.inputs_to_buffers.items()
+            if name in read or fqn in mutated}
 
 
 def declared_uses(programs) -> dict[str, dict[str, bool]]:
     """`{method: ExportedProgram}` about to be lowered -> {method: {FQN: whether its signature
-    declares it mutated}} for every buffer the method takes."""
-    out = {}
-    for m, ep in programs.items():
-        sig = ep.graph_signature
-        mutated = set(sig.buffers_to_mutate.values())
-        out[m] = {fqn: fqn in mutated for fqn in sig.inputs_to_buffers.values()}
-    return out
+    declares it mutated}} for every buffer the method reads or writes."""
+    return {m: _taken(ep, set(ep.graph_signature.buffers_to_mutate.values()))
+            for m, ep in programs.items()}
 
 
 def source_uses(source) -> dict[str, dict[str, bool]] | None:
@@ -240,5 +253,4 @@ def source_uses(source) -> dict[str, dict[str, bool]] | None:
     if not all(isinstance(p, ExportedProgram) for p in programs.values()):
         return None
     mutated = mutated_by(programs)
-    return {m: {fqn: fqn in mutated[m] for fqn in p.graph_signature.inputs_to_buffers.values()}
-            for m, p in programs.items()}
+    return {m: _taken(p, mutated[m]) for m, p in programs.items()}
