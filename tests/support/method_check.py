@@ -304,6 +304,9 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
         except Exception as e:  # noqa: BLE001
             return _error("save", e)
         data = path.with_suffix(".ptd")
+        if program.external and (inside := _weights_in_pte(path)):
+            return Result("save", f"weights {inside} stayed in the .pte: they were asked for in "
+                          "a data file", what="data file")
         try:
             prog = tte.executorch.load(path, data_files=str(data) if data.exists() else None)
         except Exception as e:  # noqa: BLE001
@@ -313,6 +316,14 @@ def check_methods(program: MethodsProgram, device: str | None = None) -> Result:
         except _Failed as f:
             return f.result
     return Result("ok")
+
+
+def _weights_in_pte(path: Path) -> list[str]:
+    """The named-data keys of engine weights `path` holds itself (`inspect_pte`'s record)."""
+    from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
+    info = inspect_pte(path.read_bytes())
+    return [key for m in info.methods for d in m.delegates for key, _, in_pte in d.weights
+            if in_pte]
 
 
 def _reference_device(device):

@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
-from method_check import check_methods
+from method_check import check_methods, saver_params
 from method_grammar import Method, MethodsProgram, State, methods_programs
 from stateful_grammar import Buf
 
@@ -81,7 +81,7 @@ def test_every_method_steps_one_state_like_eager(program, path):
     assert result.ok, result.report(program)
 
 
-@pytest.mark.parametrize("path", ["reference", "upstream"])
+@pytest.mark.parametrize("path", saver_params())
 def test_weights_in_a_data_file_keep_one_state(path):
     program = ONLY_READ_BY_DECODE
     result = check_methods(MethodsProgram(program.states, program.methods, program.calls, path,
