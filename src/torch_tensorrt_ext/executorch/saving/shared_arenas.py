@@ -16,7 +16,8 @@ layout — each arena's device, size and buffer offsets, and each method's plann
 it; the runtime loader (`runtime/src/shared_arenas.cpp`) allocates each arena once from it and
 hands it to every method, and checks each buffer lands where the record says. A buffer whose
 methods place it on different devices cannot be one allocation: it keeps one per method, named in
-a warning, never silently.
+a warning, never silently — and the save's whole-program check (`inspecting.program_state`) then
+refuses the program, the buffer being held apart.
 """
 from __future__ import annotations
 
