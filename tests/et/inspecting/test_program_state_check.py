@@ -1,9 +1,9 @@
 """The whole-program check (`executorch.inspecting.program_state`): a saved program's methods hold
 one state — each buffer any method writes one allocation in every method that takes it, with one
-dtype and shape, no method's planned memory on another's state, no method reading as a constant
-what another writes — read from the emitted program alone. The save refuses a violation naming
-the buffer and both methods; `inspect` reports it in a file an earlier release wrote, and the
-loader then gives each method its own arenas and says so once.
+dtype, shape and initial value, no method's planned memory on another's state, no method reading
+as a constant what another writes — read from the emitted program alone. The save refuses a
+violation naming the buffer and both methods; `inspect` reports it in a file an earlier release
+wrote, and the loader then gives each method its own arenas and says so once.
 """
 from __future__ import annotations
 
@@ -117,6 +117,49 @@ def test_methods_that_disagree_about_a_buffer_are_refused_naming_both(tmp_path, 
         save(ModelMethods(eps, {n: (x,) for n in modules}, modules=modules, path=path_kind),
              path)
     assert not path.exists()
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("count", torch.zeros(2, 8))
+
+    def forward(self, x):
+        self.count.add_(1.0)
+        return self.lin(x) + self.count
+
+
+@pytest.mark.parametrize("path_kind", saver_params())
+def test_methods_exported_from_a_module_in_different_states_are_refused_naming_both(
+        tmp_path, path_kind):
+    """`a` exported from a copy of the module as built, `b` from a copy after five calls: each
+    method's load writes its own initial `count`, so the program would start from whichever
+    loads last — refused, naming the buffer, both methods and how the values differ; exported
+    from one module in one state, the same methods save."""
+    x = torch.randn(1, 8)
+    model = Counter().eval()
+    fresh = copy.deepcopy(model)
+    with torch.no_grad():
+        for _ in range(5):
+            model(x)
+    path = tmp_path / "p.pte"
+
+    def methods(a, b):
+        modules = {"a": a, "b": b}
+        eps = {n: None if path_kind == "recipe" else torch.export.export(m, (x,))
+               for n, m in modules.items()}
+        return ModelMethods(eps, {n: (x,) for n in modules}, modules=modules, path=path_kind)
+
+    with pytest.raises(ProgramStateError, match=re.escape(
+            "methods 'a' and 'b' hold different initial values of buffer 'count' (16 of 16 "
+            "float32 elements differ, the first at element 0): loading a method writes its "
+            "initial value into the buffer, so the program would start from whichever method "
+            "loads last. Export every method from the module in one state")):
+        save(methods(fresh, copy.deepcopy(model)), path)
+    assert not path.exists()
+    save(methods(fresh, fresh), path)
+    assert inspect_pte(path.read_bytes()).state_faults == ()
 
 
 def test_a_method_reading_as_a_constant_what_another_writes_is_a_fault(tmp_path):

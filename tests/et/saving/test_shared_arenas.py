@@ -76,6 +76,21 @@ def test_the_cache_is_one_device_allocation_in_both_methods(tmp_path, capsys):
         "(planned buffer " + ", ".join(f"{m}:{i}" for m, i in arena.methods) + ")")
 
 
+def test_device_state_each_method_holds_apart_is_refused_at_save(tmp_path, monkeypatch):
+    """The protection (`config.shares_state`) switched off: each method plans the cache in a
+    device arena of its own, so prefill's writes would never reach decode — the whole-program
+    check refuses the save, naming the buffer and both methods."""
+    from torch_tensorrt_ext.executorch.inspecting.program_state import ProgramStateError
+    from torch_tensorrt_ext.executorch.saving import config
+    monkeypatch.setattr(config, "shares_state", lambda mutated: False)
+    with pytest.raises(ProgramStateError, match=r"^buffer 'k_cache' is not one allocation: "
+                       r"method '(decode|prefill)' holds it at its own arena \d+ offset \d+, "
+                       r"method '(decode|prefill)' at its own arena \d+ offset \d+; a write by "
+                       r"one method would not be seen by the other$"):
+        _save(tmp_path, PrefillCache().eval())
+    assert not (tmp_path / "pd.pte").exists()
+
+
 def test_not_sharing_keeps_a_copy_per_method_and_records_nothing(tmp_path):
     path = str(tmp_path / "own.pte")
     lower.save_pte(_programs(PrefillCache().eval()), path, device="cuda:0",

@@ -214,7 +214,8 @@ def inspect_pte(data: bytes) -> PteInfo:
                         for fqn, (i, t) in sorted(mutable_buffers(plan).items()))
         methods.append(MethodInfo(plan.name, tuple(delegates), buffers))
     from .program_state import state_faults
-    faults = tuple(f.text for f in state_faults(program=program, named=pte.named_data))
+    faults = tuple(f.text for f in state_faults(program=program, named=pte.named_data,
+                                                mutable=pte.mutable_data))
     return PteInfo(tuple(methods), _shared(pte), faults)
 
 

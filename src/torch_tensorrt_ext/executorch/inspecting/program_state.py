@@ -16,8 +16,11 @@ Invariant: `state_faults(pte)` lists, each naming the buffer and both methods, e
 different dtype or shape, (c) lies where another method plans memory of its own (a planned tensor
 of that method that is not its view of the same buffer), or — given the source's uses, `uses`
 ({method: {fqn: mutated}}: the buffers each method reads or writes) — (d) one method takes as a
-constant (a snapshot of its initial value) while another mutates it. Faults are found from the
-emitted program and the record, never from the passes' own records of what they planned.
+constant (a snapshot of its initial value) while another mutates it, or (e) two methods load with
+different initial values (loading a method writes its initial values into the buffer, so the
+program would start from whichever method a loader loads last: methods exported from copies of a
+module in different states). Faults are found from the emitted program, its mutable data and the
+record, never from the passes' own records of what they planned.
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ class _Placed:
     dtype: int
     shape: tuple[int, ...]
     value: int
+    initial: bytes | None = None   # the initial value its method's load writes (None: none)
 
 
 def _record(named) -> dict | None:
@@ -94,7 +98,14 @@ def _allocation(method: str, mem_id: int, record: dict | None, host_shared: bool
     return (method, mem_id)
 
 
-def _placed(program: schema.Program, record: dict | None) -> list[_Placed]:
+def _initial(t: schema.Tensor, mutable, size: int) -> bytes | None:
+    """The initial value a method's load writes into planned tensor `t` (its mutable data)."""
+    if not t.data_buffer_idx or not mutable or t.data_buffer_idx >= len(mutable):
+        return None
+    return bytes(mutable[t.data_buffer_idx].storage[:size])
+
+
+def _placed(program: schema.Program, record: dict | None, mutable=None) -> list[_Placed]:
     host_shared = record is None and not _has_device_arenas(program)
     out = []
     for plan in program.execution_plan:
@@ -106,9 +117,11 @@ def _placed(program: schema.Program, record: dict | None) -> list[_Placed]:
             start = (a.memory_offset_high << 32) | a.memory_offset_low
             info = t.extra_tensor_info
             fqn = info.fully_qualified_name if info is not None else None
+            size = nbytes(t)
             out.append(_Placed(plan.name, fqn or None,
                                _allocation(plan.name, a.memory_id, record, host_shared),
-                               start, start + nbytes(t), int(t.scalar_type), tuple(t.sizes), i))
+                               start, start + size, int(t.scalar_type), tuple(t.sizes), i,
+                               _initial(t, mutable, size) if fqn else None))
     return out
 
 
@@ -118,7 +131,8 @@ def _shape_text(p: _Placed) -> str:
 
 
 def _agreement(state: dict[str, list[_Placed]]) -> Iterable[StateFault]:
-    """(a) and (b): each buffer's placements in every method against its first method's."""
+    """(a), (b) and (e): each buffer's placements in every method against its first method's
+    (and its initial value against the first method's that has one)."""
     for fqn, places in sorted(state.items()):
         first = places[0]
         for p in places[1:]:
@@ -135,6 +149,35 @@ def _agreement(state: dict[str, list[_Placed]]) -> Iterable[StateFault]:
                     f"buffer {fqn!r} is not one allocation: method {first.method!r} holds it at "
                     f"{_where_text(first)}, method {p.method!r} at {_where_text(p)}; a write by "
                     "one method would not be seen by the other"))
+        valued = [p for p in places if p.initial is not None]
+        for p in valued[1:]:
+            if p.initial != valued[0].initial and p.method != valued[0].method:
+                yield StateFault(fqn, (valued[0].method, p.method), (
+                    f"methods {valued[0].method!r} and {p.method!r} hold different initial values "
+                    f"of buffer {fqn!r} ({_differ(valued[0].initial, p.initial, first)}): loading "
+                    "a method writes its initial value into the buffer, so the program would "
+                    "start from whichever method loads last. Export every method from the module "
+                    "in one state (methods exported from copies of it, or after calls, carry the "
+                    "values their copy held)"))
+                break
+
+
+def _differ(a: bytes, b: bytes, p: _Placed) -> str:
+    """How two initial values of `p`'s buffer differ, as elements."""
+    from ...contracts.dtypes import SCALAR_TYPES
+    n = _numel(p.shape)
+    size = max(1, (p.end - p.start) // max(1, n))
+    differing = [i for i in range(n) if a[i * size:(i + 1) * size] != b[i * size:(i + 1) * size]]
+    name = SCALAR_TYPES.get(p.dtype, (str(p.dtype),))[0]
+    first = differing[0] if differing else 0
+    return f"{len(differing)} of {n} {name} elements differ, the first at element {first}"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _where_text(p: _Placed) -> str:
@@ -197,16 +240,18 @@ def _constants(state: dict[str, list[_Placed]],
 
 
 def state_faults(pte=None, uses: Mapping[str, Mapping[str, bool]] | None = None, *,
-                 program: schema.Program | None = None, named=None) -> list[StateFault]:
+                 program: schema.Program | None = None, named=None,
+                 mutable=None) -> list[StateFault]:
     """Every fault of the module docstring in `pte` (`.pte` bytes) — or in an emitted
-    `program` and its named data `named` (a NamedDataStoreOutput) before they are written;
-    `uses` adds (d)."""
+    `program`, its named data `named` (a NamedDataStoreOutput) and its mutable data `mutable`
+    (the initial values: ExecuTorch's list of buffers; None: (e) is not asked) before they are
+    written; `uses` adds (d)."""
     if program is None:
         from executorch.exir._serialize._program import deserialize_pte_binary
         read = deserialize_pte_binary(bytes(pte))
-        program, named = read.program, read.named_data
+        program, named, mutable = read.program, read.named_data, read.mutable_data
     record = _record(named)
-    placed = _placed(program, record)
+    placed = _placed(program, record, mutable)
     state: dict[str, list[_Placed]] = {}
     for p in placed:
         if p.fqn is not None:
@@ -219,9 +264,10 @@ def state_faults(pte=None, uses: Mapping[str, Mapping[str, bool]] | None = None,
 
 
 def check_program_state(pte=None, uses: Mapping[str, Mapping[str, bool]] | None = None, *,
-                        program: schema.Program | None = None, named=None) -> None:
+                        program: schema.Program | None = None, named=None,
+                        mutable=None) -> None:
     """Raise `ProgramStateError` with every fault `state_faults` finds, the first named."""
-    faults = state_faults(pte, uses, program=program, named=named)
+    faults = state_faults(pte, uses, program=program, named=named, mutable=mutable)
     if faults:
         raise ProgramStateError(faults)
 

@@ -235,6 +235,7 @@ class StatefulEdgeProgramManager(EdgeProgramManager):
         verify_writes(lowered.executorch_program, {m: w.mutated for m, w in plan.writes.items()})
         if plan.one_state:
             check_program_state(program=lowered.executorch_program, named=lowered._named_data,
+                                mutable=lowered._emitter_output.mutable_data,
                                 uses=declared_uses({m: self.exported_program(m)
                                                     for m in self.methods}))
         return lowered
