@@ -365,5 +365,5 @@ def save_like_an_earlier_release(monkeypatch, program: MethodsProgram, path: Pat
     monkeypatch.undo()
 
 
-__all__ = ["ModelMethods", "check_methods", "eager_calls", "save", "save_like_an_earlier_release",
-           "saved_and_loaded", "saver_params", "step_like_eager"]
+__all__ = ["SAVERS", "ModelMethods", "check_methods", "eager_calls", "save",
+           "save_like_an_earlier_release", "saved_and_loaded", "saver_params", "step_like_eager"]

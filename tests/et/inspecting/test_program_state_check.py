@@ -17,7 +17,8 @@ import torch
 
 import torch_tensorrt_ext as tte
 from helpers import REPO
-from method_check import ModelMethods, save, save_like_an_earlier_release, saver_params
+from method_check import (SAVERS, ModelMethods, save, save_like_an_earlier_release,
+                          saver_params)
 from method_grammar import Method, MethodsProgram, State
 from torch_tensorrt_ext.executorch.inspecting.inspect_pte import inspect_pte
 from torch_tensorrt_ext.executorch.inspecting.program_state import (ProgramStateError,
@@ -67,7 +68,11 @@ AS_A_CONSTANT = ("method 'decode' reads buffer 'm.cross' as a constant (its init
                  "Every method must take a mutated buffer as state")
 
 
-@pytest.mark.parametrize("path_kind", saver_params())
+# the arenas the messages name are the host's (the device's own fault: test_shared_arenas.py)
+HOST_PATHS = [pytest.param(p, marks=[pytest.mark.slow] if p == "recipe" else []) for p in SAVERS]
+
+
+@pytest.mark.parametrize("path_kind", HOST_PATHS)
 def test_with_state_left_to_each_method_every_save_path_refuses_each_fault(tmp_path, monkeypatch,
                                                                           path_kind):
     """The protection (`shares_state`: state in memory of its own, one allocation every method

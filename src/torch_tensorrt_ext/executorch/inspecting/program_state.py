@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -165,19 +166,12 @@ def _agreement(state: dict[str, list[_Placed]]) -> Iterable[StateFault]:
 def _differ(a: bytes, b: bytes, p: _Placed) -> str:
     """How two initial values of `p`'s buffer differ, as elements."""
     from ...contracts.dtypes import SCALAR_TYPES
-    n = _numel(p.shape)
+    n = math.prod(p.shape)
     size = max(1, (p.end - p.start) // max(1, n))
     differing = [i for i in range(n) if a[i * size:(i + 1) * size] != b[i * size:(i + 1) * size]]
     name = SCALAR_TYPES.get(p.dtype, (str(p.dtype),))[0]
     first = differing[0] if differing else 0
     return f"{len(differing)} of {n} {name} elements differ, the first at element {first}"
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _where_text(p: _Placed) -> str:
