@@ -195,6 +195,28 @@ def test_a_write_exported_under_no_grad_that_nothing_after_reads_is_kept(path):
     assert result.ok, result.report(program)
 
 
+# Found by the generator (seed 1820, 2026-12-07), shrunk by hand to one method: a bf16 recipe's
+# chunk that fills `c_fill` from its mean, then adds the means of `c_chain` (a chain cell) and of
+# `c_fill` to its output. The saved program's first call is 0.0173 from the fp32 model where
+# eager's bf16 model is 0.0022 (several outputs one bf16 rounding of the pre-`out` vector apart);
+# fp16, fp32 and either read alone are equal to eager. Not yet explained: pinned here (strict:
+# when it passes, the pin must go).
+BF16_TWO_MEANS = MethodsProgram(
+    states=(State("cell", cell=Buf("chain", pos=5, ret=("value_view", "value"), mix="after",
+                                   init="randn")),
+            State("cell", cell=Buf("fill", pos=3, ret=(), mix="after"))),
+    methods=(Method("chunk", ("c_fill",), ("c_chain", "c_fill")),),
+    calls=(("chunk", 3),), path="recipe", precision="bf16", strict=True)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="bf16 recipe: first call further from fp32 than eager's "
+                   "bf16 model (seed 1820), not yet explained")
+def test_a_bf16_chunk_adding_two_buffer_means_is_as_near_fp32_as_eager():
+    result = check_methods(BF16_TWO_MEANS)
+    assert result.ok, result.report(BF16_TWO_MEANS)
+
+
 # The generator's fixed-seed smoke (scripts/generate_stateful.py --methods draws the long runs):
 # two to four methods — a dynamic prefill, a chunk, a decode, a fill, a read-only and a stateless
 # method — on a drawn save path, stepped through a drawn interleaving with reset.
