@@ -85,3 +85,33 @@ def test_a_tied_weight_is_kept_as_it_is():
     assert "aten::permute_copy" in _kernel_calls(bytes(program.numpy()))
     with torch.no_grad():
         torch.testing.assert_close(trt(ids), _Tied.forward(model, ids))
+
+
+def test_a_half_precision_linear_with_a_bias_rounds_once_like_eager():
+    """bf16 and fp16: the bias is one more row of the stored transposed weight and the engine
+    multiplies `[x, 1]` by it — one `mm`, no `add` of the bias after it — so each output is
+    rounded once, as eager's biased Linear is: in bf16 equal to eager bit for bit (taken apart,
+    the product rounded and then the bias added, it was one rounding off:
+    `bf16(bf16(x @ Wᵀ) + b)`)."""
+    for dtype in (torch.bfloat16, torch.float16):
+        model = _Mlp().eval().to(dtype)
+        args = (torch.randn(1, 2, 16, generator=torch.Generator().manual_seed(1)).to(dtype),)
+        trt = reference.compile(model, args)
+        engine = _engine(trt)
+        stored = {tuple(w.shape): w for w in engine.weights}
+        assert set(stored) == {(17, 32), (32, 16)}, stored.keys()
+        torch.testing.assert_close(stored[(17, 32)],
+                                   torch.cat([model.up.weight.t(), model.up.bias[None]]),
+                                   rtol=0, atol=0)
+        calls = _kernel_calls(bytes(engine.program.numpy()))
+        # the one `add` left is the running sum's: none after a product
+        assert calls.count("aten::mm") == 2 and calls.count("aten::add") == 1, calls
+        eager = _Mlp().eval().to(dtype)
+        for step in range(3):
+            x = torch.randn(1, 2, 16, generator=torch.Generator().manual_seed(10 + step)).to(dtype)
+            with torch.no_grad():
+                got, want = trt(x), eager(x)
+            if dtype == torch.bfloat16:     # measured equal; fp16's `mm` may sum in another order
+                assert torch.equal(got, want), (step, (got.float() - want.float()).abs().max())
+            else:
+                torch.testing.assert_close(got, want)
