@@ -41,21 +41,20 @@ def _bias(linear: Node):
     return linear.args[2] if len(linear.args) > 2 else linear.kwargs.get("bias")
 
 
-def _one_constant_bias(gm: GraphModule, weight: Node) -> torch.Tensor | None:
-    """The bias every Linear reading `weight` adds, when it is one constant of the weight's dtype
-    (a get_attr): it can be stored as one more row of the transposed weight."""
+def _one_constant_bias(gm: GraphModule, weight: Node) -> Node | None:
+    """The get_attr of the bias every Linear reading `weight` adds, when it is one constant of
+    the weight's dtype: it can be stored as one more row of the transposed weight."""
     biases = {_bias(u) for u in weight.users}
     if len(biases) != 1:
         return None
     (node,) = biases
     if getattr(node, "op", None) != "get_attr":
         return None
-    b = attr_of(gm, node.target)
-    w = attr_of(gm, weight.target)
+    b, w = attr_of(gm, node.target), attr_of(gm, weight.target)
     if not isinstance(b, torch.Tensor) or b.dim() != 1 or b.dtype != w.dtype \
             or b.shape[0] != w.shape[0]:
         return None
-    return b.detach()
+    return node
 
 
 def _rewrite(gm: GraphModule, linear: Node, weight_t: Node, bias_row: bool = False) -> None:
@@ -91,8 +90,8 @@ def linear_weights_transposed(gm: GraphModule) -> int:
         # a view: the bytes are copied once, by weights.held (weights_as_inputs makes it an input);
         # with its bias row, one copy here
         bias = _one_constant_bias(gm, node) if w.dtype in _HALF else None
-        stored = w.detach().t() if bias is None else torch.cat([w.detach().t(), bias[None]])
-        bias_nodes = {_bias(u) for u in node.users} if bias is not None else set()
+        stored = w.detach().t() if bias is None else \
+            torch.cat([w.detach().t(), attr_of(gm, bias.target).detach()[None]])
         gm.register_buffer(name, stored, persistent=False)
         with graph.inserting_after(node):
             weight_t = graph.get_attr(name)
@@ -101,7 +100,7 @@ def linear_weights_transposed(gm: GraphModule) -> int:
             weight_t.meta["val"] = val.new_empty(tuple(stored.shape))
         for linear in list(node.users):
             _rewrite(gm, linear, weight_t, bias_row=bias is not None)
-        for done in (node, *(b for b in bias_nodes if not b.users)):
+        for done in (node, *([bias] if bias is not None and not bias.users else [])):
             graph.erase_node(done)
             if not any(m.op == "get_attr" and m.target == done.target for m in graph.nodes):
                 drop_attr(gm, done.target)   # else an export of the partition would still hold it

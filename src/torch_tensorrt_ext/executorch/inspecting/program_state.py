@@ -71,7 +71,7 @@ class _Placed:
     dtype: int
     shape: tuple[int, ...]
     value: int
-    initial: bytes | None = None   # the initial value its method's load writes (None: none)
+    initial: memoryview | None = None   # the initial value its method's load writes
 
 
 def _record(named) -> dict | None:
@@ -99,11 +99,12 @@ def _allocation(method: str, mem_id: int, record: dict | None, host_shared: bool
     return (method, mem_id)
 
 
-def _initial(t: schema.Tensor, mutable, size: int) -> bytes | None:
-    """The initial value a method's load writes into planned tensor `t` (its mutable data)."""
+def _initial(t: schema.Tensor, mutable, size: int) -> memoryview | None:
+    """The initial value a method's load writes into planned tensor `t` (its mutable data), a
+    view of the program's bytes: a KV cache's initial value is not copied to be compared."""
     if not t.data_buffer_idx or not mutable or t.data_buffer_idx >= len(mutable):
         return None
-    return bytes(mutable[t.data_buffer_idx].storage[:size])
+    return memoryview(mutable[t.data_buffer_idx].storage)[:size]
 
 
 def _placed(program: schema.Program, record: dict | None, mutable=None) -> list[_Placed]:
@@ -163,7 +164,7 @@ def _agreement(state: dict[str, list[_Placed]]) -> Iterable[StateFault]:
                 break
 
 
-def _differ(a: bytes, b: bytes, p: _Placed) -> str:
+def _differ(a: memoryview, b: memoryview, p: _Placed) -> str:
     """How two initial values of `p`'s buffer differ, as elements."""
     from ...contracts.dtypes import SCALAR_TYPES
     n = math.prod(p.shape)
